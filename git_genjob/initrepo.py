@@ -1,0 +1,76 @@
+"""`git genjob init`: the .genjob/ scaffold, notes display and remote refspecs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import pygit2
+
+from git_genjob.config import TEMPLATE
+from git_genjob.errors import BadInput
+from git_genjob.remote import fetch_refspecs
+from git_genjob.store import NOTES_REF, Store
+
+SIGNERS_HEADER = """\
+# git-genjob trust store (OpenSSH allowed_signers format). One line per trusted worker key:
+#   NAME namespaces="genjob-receipt",valid-after="20260101",valid-before="20270101" ssh-ed25519 AAAA...
+# Add keys with: git genjob trust add NAME KEYFILE.pub
+"""
+REVOKED_HEADER = "# Revoked worker keys, one OpenSSH public key line each (git genjob trust revoke NAME).\n"
+
+
+@dataclass
+class InitReport:
+    created: list[str] = field(default_factory=list)
+    config: list[str] = field(default_factory=list)
+    hooks: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, list[str]]:
+        return dict(self.__dict__)
+
+
+def _add_multivar(cfg: pygit2.Config, name: str, value: str) -> bool:
+    try:
+        existing = list(cfg.get_multivar(name))
+    except (KeyError, pygit2.GitError):
+        existing = []
+    if value in existing:
+        return False
+    cfg.set_multivar(name, "^$", value)  # "^$" matches nothing: appends
+    return True
+
+
+def init(store: Store) -> InitReport:
+    report = InitReport()
+    if store.workdir is None:
+        raise BadInput("init needs a work tree (a bare repository has no .genjob/)", "run it in a clone")
+    gdir = os.path.join(store.workdir, ".genjob")
+    os.makedirs(gdir, exist_ok=True)
+    for name, text in (
+        ("allowed_signers", SIGNERS_HEADER),
+        ("revoked_keys", REVOKED_HEADER),
+        ("config.toml", TEMPLATE),
+    ):
+        path = os.path.join(gdir, name)
+        if not os.path.exists(path):
+            with open(path, "x", encoding="utf-8") as fh:
+                fh.write(text)
+            report.created.append(f".genjob/{name}")
+    cfg = store.repo.config
+    if _add_multivar(cfg, "notes.displayRef", NOTES_REF):
+        report.config.append(f"notes.displayRef={NOTES_REF}")
+    if _add_multivar(cfg, "notes.rewriteRef", NOTES_REF):
+        report.config.append(f"notes.rewriteRef={NOTES_REF}")
+    try:
+        current = cfg["notes.genjob.mergeStrategy"]
+    except KeyError:
+        current = None
+    if current != "cat_sort_uniq":
+        cfg["notes.genjob.mergeStrategy"] = "cat_sort_uniq"
+        report.config.append("notes.genjob.mergeStrategy=cat_sort_uniq")
+    for remote in (str(n) for n in store.repo.remotes.names()):
+        for spec in fetch_refspecs(remote):
+            if _add_multivar(cfg, f"remote.{remote}.fetch", spec):
+                report.config.append(f"remote.{remote}.fetch={spec}")
+    return report

@@ -1,0 +1,387 @@
+"""The planner's and owner's operations: submit, list, show, bundle (and later claim/recover)."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from git_genjob.canonical import canonical_bytes, digest, parse_strict, utc_now
+from git_genjob.config import Config, parse_config
+from git_genjob.errors import BadInput, Conflict, Refused
+from git_genjob.job import Job, describe_difference
+from git_genjob.paths import check_path
+from git_genjob.records import (
+    JobRecord,
+    event_message,
+    find_job,
+    load_archived,
+    load_live,
+    load_tree,
+    tip_summary,
+)
+from git_genjob.secretscan import find_secret
+from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, job_ref
+
+_DIRTY = (
+    pygit2.enums.FileStatus.INDEX_NEW
+    | pygit2.enums.FileStatus.INDEX_MODIFIED
+    | pygit2.enums.FileStatus.INDEX_DELETED
+    | pygit2.enums.FileStatus.INDEX_TYPECHANGE
+    | pygit2.enums.FileStatus.INDEX_RENAMED
+    | pygit2.enums.FileStatus.WT_NEW
+    | pygit2.enums.FileStatus.WT_MODIFIED
+    | pygit2.enums.FileStatus.WT_DELETED
+    | pygit2.enums.FileStatus.WT_TYPECHANGE
+    | pygit2.enums.FileStatus.WT_RENAMED
+)
+
+
+def read_config(store: Store, tree: pygit2.Tree | None = None) -> Config:
+    """config.toml from the work tree (default) or from a commit's tree."""
+    if tree is not None:
+        return parse_config(store.file_at(tree, ".genjob/config.toml"))
+    if store.workdir is None:
+        return Config()
+    path = os.path.join(store.workdir, ".genjob", "config.toml")
+    try:
+        with open(path, "rb") as fh:
+            return parse_config(fh.read())
+    except FileNotFoundError:
+        return Config()
+
+
+@dataclass
+class SubmitResult:
+    key: str
+    digest: str
+    state: str
+    created: bool
+    archived: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "digest": self.digest,
+            "state": self.state,
+            "created": self.created,
+            "archived": self.archived,
+            "warnings": self.warnings,
+        }
+
+
+def _resolve_base(store: Store, rev: str | None) -> pygit2.Commit | None:
+    repo = store.repo
+    if rev is None:
+        if repo.is_bare:
+            raise BadInput("a bare repository has no work tree to read", "pass --rev REV")
+        if repo.head_is_unborn:
+            return None
+        return repo.head.peel(pygit2.Commit)
+    try:
+        return repo.revparse_single(rev).peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        raise BadInput(f"--rev {rev!r} does not name a commit", "give a branch, tag or commit id") from None
+
+
+def _entry(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
+    if tree is None:
+        return None
+    try:
+        return tree[path]
+    except KeyError:
+        return None
+
+
+def _blocking_prefix(tree: pygit2.Tree | None, path: str) -> str | None:
+    """A leading component of `path` that exists as something other than a directory."""
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        entry = _entry(tree, "/".join(parts[:i]))
+        if entry is not None and entry.type_str != "tree":
+            return "/".join(parts[:i])
+    return None
+
+
+def _read_inputs(
+    store: Store, base: pygit2.Commit | None, paths: list[str], rev: str | None, cfg: Config, allow_secrets: bool
+) -> dict[str, pygit2.Oid]:
+    tree = base.tree if base is not None else None
+    where = rev or "HEAD"
+    oids: dict[str, pygit2.Oid] = {}
+    for path in paths:
+        prefix = _blocking_prefix(tree, path)
+        if prefix is not None:
+            raise BadInput(f"{path}: {prefix} is not a directory at {where}")
+        entry = _entry(tree, path)
+        if entry is None:
+            raise BadInput(f"{path} does not exist at {where}", f"to let the job create it, pass --create {path}")
+        mode = getattr(entry, "filemode", None)
+        if entry.type_str == "tree":
+            raise BadInput(f"{path} is a directory", "list the files inside it")
+        if entry.type_str == "commit":
+            raise BadInput(f"{path} is a submodule", "a job may only change regular files")
+        if mode == pygit2.enums.FileMode.LINK:
+            raise BadInput(f"{path} is a symlink", "a job may only change regular files")
+        blob = store.repo.get(entry.id)
+        assert isinstance(blob, pygit2.Blob)
+        if blob.size > cfg.limits.file_bytes:
+            raise BadInput(
+                f"{path} is {blob.size} bytes, over the limit of {cfg.limits.file_bytes}",
+                "raise limits.file_bytes in .genjob/config.toml or leave the file out",
+            )
+        if not allow_secrets:
+            found = find_secret(bytes(blob.data))
+            if found:
+                raise BadInput(
+                    f"{path} contains what looks like a {found}",
+                    "remove it, or pass --allow-secrets (jobs are stored and replayable)",
+                )
+        oids[path] = entry.id
+    if rev is None and store.workdir is not None:
+        _refuse_dirty(store, paths)
+    return oids
+
+
+def _refuse_dirty(store: Store, paths: list[str]) -> None:
+    dirty = []
+    for path in paths:
+        try:
+            flags = store.repo.status_file(path)
+        except (KeyError, pygit2.GitError):
+            flags = 0
+        if flags & _DIRTY or os.path.islink(os.path.join(store.workdir or "", path)):
+            dirty.append(path)
+    if dirty:
+        raise Refused(
+            "the work tree differs from HEAD at " + ", ".join(dirty),
+            "commit or stash these changes first, or pass --rev REV to mint from a commit",
+        )
+
+
+def _check_creates(store: Store, base: pygit2.Commit | None, creates: list[str], rev: str | None) -> None:
+    tree = base.tree if base is not None else None
+    for path in creates:
+        prefix = _blocking_prefix(tree, path)
+        if _entry(tree, path) is not None:
+            raise BadInput(f"--create {path}: the path exists at {rev or 'HEAD'}", f"list {path} as a PATH instead")
+        if prefix is not None:
+            raise BadInput(f"--create {path}: {prefix} is not a directory at {rev or 'HEAD'}")
+        if rev is None and store.workdir is not None and os.path.lexists(os.path.join(store.workdir, path)):
+            raise BadInput(
+                f"--create {path}: the path exists in the work tree", "commit it and list it as a PATH, or remove it"
+            )
+
+
+def submit(
+    store: Store,
+    instruction: str,
+    paths: list[str],
+    creates: list[str] | None = None,
+    key: str | None = None,
+    rev: str | None = None,
+    allow_secrets: bool = False,
+) -> SubmitResult:
+    """Mint a job from the work tree (or `rev`) and store it, idempotently by key."""
+    creates = creates or []
+    cfg = read_config(store)
+    _check_instruction(instruction, cfg, allow_secrets)
+    for p in paths + creates:
+        check_path(p, what="allowed path")
+    dupes = sorted({p for p in paths + creates if (paths + creates).count(p) > 1})
+    if dupes:
+        raise BadInput("path given twice: " + ", ".join(dupes))
+    if not paths and not creates:
+        raise BadInput("a job needs at least one allowed path", "name the files the job may change")
+    if len(paths) + len(creates) > cfg.limits.allowed_paths:
+        raise BadInput(f"{len(paths) + len(creates)} allowed paths, over the limit of {cfg.limits.allowed_paths}")
+    base = _resolve_base(store, rev)
+    oids = _read_inputs(store, base, paths, rev, cfg, allow_secrets)
+    _check_creates(store, base, creates, rev)
+    inputs: dict[str, str | None] = {p: digest(store.read(o)) for p, o in oids.items()}
+    inputs.update({p: None for p in creates})
+    job = Job.mint(instruction, inputs, key)
+    existing = _existing(store, job)
+    if existing is not None:
+        return existing
+    meta = {
+        "job_id": "j-" + uuid.uuid4().hex,
+        "key": job.key,
+        "created_at": utc_now(),
+        "submitter": _submitter(store),
+        "base": str(base.id) if base is not None else None,
+        "rev": rev,
+    }
+    files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
+    files.update({f"inputs/{p}": o for p, o in oids.items()})
+    commit = store.commit(store.build_tree(files), [], event_message("submitted", job.key, "queued", 0))
+    try:
+        store.update_refs([RefUpdate(job_ref(job.key), None, commit)], message=f"genjob: submit {job.key}")
+    except Conflict:
+        again = _existing(store, job)  # lost a create race: same digest collapses
+        if again is None:
+            raise
+        return again
+    return SubmitResult(job.key, job.digest, "queued", True, warnings=_path_warnings(store, job))
+
+
+def _check_instruction(instruction: str, cfg: Config, allow_secrets: bool) -> None:
+    if not instruction.strip():
+        raise BadInput("the instruction is empty", "pass -m TEXT or -F FILE")
+    size = len(instruction.encode("utf-8", "surrogatepass"))
+    if size > cfg.limits.instruction_bytes:
+        raise BadInput(f"the instruction is {size} bytes, over the limit of {cfg.limits.instruction_bytes}")
+    if "\x00" in instruction:
+        raise BadInput("the instruction contains a NUL byte")
+    if not allow_secrets:
+        found = find_secret(instruction.encode("utf-8", "surrogatepass"))
+        if found:
+            raise BadInput(
+                f"the instruction contains what looks like a {found}",
+                "remove it, or pass --allow-secrets (jobs are stored and replayable)",
+            )
+
+
+def _submitter(store: Store) -> str:
+    sig = store.signature()
+    return f"{sig.name} <{sig.email}>"
+
+
+def _existing(store: Store, job: Job) -> SubmitResult | None:
+    record = load_live(store, job.key) or load_archived(store, job.key)
+    if record is None:
+        return None
+    if record.job.digest != job.digest:
+        raise Conflict(
+            f"key {job.key} is taken by a job with another digest ({record.job.digest}, this one {job.digest})",
+            "use another --key for a different operation, or drop the old job first",
+            details=describe_difference(record.job, job),
+        )
+    return SubmitResult(job.key, job.digest, record.state, False, archived=record.archived)
+
+
+def _path_warnings(store: Store, job: Job) -> list[str]:
+    mine = set(job.allowed_paths)
+    out = []
+    for key in store.live_keys():
+        if key == job.key:
+            continue
+        shared = sorted(mine & set(allowed_paths_of(store, key)))
+        if shared:
+            out.append(f"live job {key} also holds {', '.join(shared)}; whichever applies second will be stale")
+    return out
+
+
+def allowed_paths_of(store: Store, key: str) -> list[str]:
+    """A live job's allowed paths; a key never changes meaning, so it is cached per store."""
+    cache: dict[str, list[str]] = store.__dict__.setdefault("_paths_cache", {})
+    if key not in cache:
+        tip = store.ref_target(job_ref(key))
+        data = store.file_at(store.get_commit(tip).tree, "job.json") if tip is not None else None
+        if data is None:
+            return []
+        cache[key] = Job.from_bytes(data).allowed_paths
+    return cache[key]
+
+
+def live_jobs(store: Store) -> list[JobRecord]:
+    """Every live job, oldest first (by submit time, then key)."""
+    out = []
+    for key in store.live_keys():
+        record = load_live(store, key)
+        if record is not None:
+            out.append(record)
+    out.sort(key=lambda r: (str(r.meta.get("created_at", "")), r.key))
+    return out
+
+
+def archived_jobs(store: Store) -> list[JobRecord]:
+    tip = store.ref_target(ARCHIVE_REF)
+    if tip is None:
+        return []
+    out = []
+    for shard_entry in store.get_commit(tip).tree:
+        shard_tree = store.repo.get(shard_entry.id)
+        if not isinstance(shard_tree, pygit2.Tree):
+            continue
+        for entry in shard_tree:
+            sub = store.repo.get(entry.id)
+            if isinstance(sub, pygit2.Tree):
+                out.append(load_tree(store, str(entry.name), sub, None, archived=True))
+    out.sort(key=lambda r: (str(r.meta.get("created_at", "")), r.key))
+    return out
+
+
+def summarize(record: JobRecord) -> dict[str, Any]:
+    first = record.job.instruction.strip().splitlines()[0] if record.job.instruction.strip() else ""
+    return {
+        "key": record.key,
+        "state": record.state,
+        "digest": record.digest,
+        "epoch": record.epoch,
+        "attempts": len(record.attempts),
+        "created_at": record.meta.get("created_at"),
+        "allowed_paths": record.job.allowed_paths,
+        "instruction": first,
+        "archived": record.archived,
+    }
+
+
+def status(store: Store, state: str | None = None, include_archived: bool = False) -> list[dict[str, Any]]:
+    records = live_jobs(store) + (archived_jobs(store) if include_archived else [])
+    rows = [summarize(r) for r in records]
+    return [r for r in rows if state is None or r["state"] == state]
+
+
+def show(store: Store, key: str) -> dict[str, Any]:
+    from git_genjob.records import events
+
+    record = find_job(store, key)
+    doc = summarize(record)
+    doc["job"] = record.job.to_dict()
+    doc["meta"] = record.meta
+    doc["attempt_records"] = record.attempts
+    doc["outputs"] = sorted(record.output_oids())
+    doc["receipt"] = parse_strict(record.receipt_bytes, "receipt.json") if record.receipt_bytes else None
+    if record.tip is not None:
+        doc["events"] = [
+            {"commit": str(e.commit), "event": e.event, "state": e.state, "epoch": e.epoch, "time": e.time}
+            for e in events(store, record.tip)
+        ]
+    else:
+        doc["events"] = record.meta.get("chain", [])
+    return doc
+
+
+def quick_state(store: Store, key: str) -> str:
+    tip = store.ref_target(job_ref(key))
+    if tip is None:
+        record = load_archived(store, key)
+        return record.state if record else "missing"
+    return tip_summary(store, key, tip)[0]
+
+
+def bundle_bytes(store: Store, key: str) -> bytes:
+    """The job's bundle as a byte-identical tar: job.json and inputs/<path>."""
+    record = find_job(store, key)
+    members: list[tuple[str, bytes]] = [("job.json", record.job_bytes)]
+    for path, oid in sorted(record.input_oids().items()):
+        members.append((f"inputs/{path}", store.read(oid)))
+    members.sort(key=lambda m: m[0].encode("utf-8"))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()

@@ -1,0 +1,179 @@
+"""Reading a job's event chain: the stored job, its meta, attempts, receipt and outputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from git_genjob.canonical import canonical_bytes, parse_strict
+from git_genjob.errors import BadInput, GenjobError
+from git_genjob.job import Job
+from git_genjob.store import JOBS_PREFIX, Store, job_ref
+
+STATES = ("queued", "claimed", "sending", "unknown", "done", "applied", "dropped")
+
+
+class NoSuchJob(GenjobError):
+    exit_code = 2
+
+
+@dataclass
+class Event:
+    commit: pygit2.Oid
+    event: str
+    state: str
+    epoch: int
+    time: int
+    trailers: dict[str, str]
+
+
+@dataclass
+class JobRecord:
+    """One job as stored: live (tip of its ref) or archived (final tree)."""
+
+    key: str
+    job: Job
+    job_bytes: bytes
+    meta: dict[str, Any]
+    files: dict[str, pygit2.Oid]
+    tip: pygit2.Oid | None
+    archived: bool = False
+    attempts_doc: dict[str, Any] = field(default_factory=dict)
+    receipt_bytes: bytes | None = None
+
+    @property
+    def state(self) -> str:
+        if self.archived:
+            return str(self.meta.get("final", {}).get("state", "applied"))
+        if self.receipt_bytes is not None:
+            return "done"
+        return str(self.attempts_doc.get("state", "queued"))
+
+    @property
+    def epoch(self) -> int:
+        return int(self.attempts_doc.get("epoch", 0))
+
+    @property
+    def attempts(self) -> list[dict[str, Any]]:
+        return list(self.attempts_doc.get("attempts", []))
+
+    @property
+    def digest(self) -> str:
+        return self.job.digest
+
+    def input_oids(self) -> dict[str, pygit2.Oid]:
+        return {p[len("inputs/") :]: o for p, o in self.files.items() if p.startswith("inputs/")}
+
+    def output_oids(self) -> dict[str, pygit2.Oid]:
+        return {p[len("outputs/") :]: o for p, o in self.files.items() if p.startswith("outputs/")}
+
+
+def parse_trailers(message: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in message.strip().splitlines()[::-1]:
+        if not line.strip():
+            break
+        if ": " in line:
+            k, v = line.split(": ", 1)
+            out.setdefault(k.strip(), v.strip())
+    return out
+
+
+def event_message(event: str, key: str, state: str, epoch: int, extra: dict[str, str] | None = None) -> str:
+    lines = [f"genjob: {event} {key}", ""]
+    trailers = {"Genjob-Event": event, "Genjob-State": state, "Genjob-Epoch": str(epoch)}
+    trailers.update(extra or {})
+    lines += [f"{k}: {v}" for k, v in trailers.items()]
+    return "\n".join(lines) + "\n"
+
+
+def load_tree(store: Store, key: str, tree: pygit2.Tree, tip: pygit2.Oid | None, archived: bool) -> JobRecord:
+    files = store.tree_files(tree)
+    if "job.json" not in files or "meta.json" not in files:
+        raise BadInput(
+            f"job {key}: stored tree lacks job.json or meta.json", "the ref is damaged; inspect it with git show"
+        )
+    job_bytes = store.read(files["job.json"])
+    job = Job.from_bytes(job_bytes)
+    if job.key != key:
+        raise BadInput(f"job ref {key} holds a job whose key is {job.key}", "the ref is damaged or was renamed")
+    meta = parse_strict(store.read(files["meta.json"]), "meta.json")
+    attempts = parse_strict(store.read(files["attempts.json"]), "attempts.json") if "attempts.json" in files else {}
+    receipt = store.read(files["receipt.json"]) if "receipt.json" in files else None
+    if not isinstance(meta, dict) or not isinstance(attempts, dict):
+        raise BadInput(f"job {key}: meta.json and attempts.json must be objects")
+    return JobRecord(key, job, job_bytes, meta, files, tip, archived, attempts, receipt)
+
+
+def load_live(store: Store, key: str) -> JobRecord | None:
+    tip = store.ref_target(job_ref(key))
+    if tip is None:
+        return None
+    return load_tree(store, key, store.get_commit(tip).tree, tip, archived=False)
+
+
+def load_archived(store: Store, key: str) -> JobRecord | None:
+    tree = store.archive_entry(key)
+    if tree is None:
+        return None
+    return load_tree(store, key, tree, None, archived=True)
+
+
+def find_job(store: Store, key: str) -> JobRecord:
+    """A live job, else an archived one; exit 2 if neither exists."""
+    record = load_live(store, key) or load_archived(store, key)
+    if record is None:
+        raise NoSuchJob(f"no job with key {key!r}", "list jobs with: git genjob status --all")
+    return record
+
+
+def events(store: Store, tip: pygit2.Oid) -> list[Event]:
+    """A live chain's events, oldest first (first parents only)."""
+    out: list[Event] = []
+    oid: pygit2.Oid | None = tip
+    while oid is not None:
+        commit = store.get_commit(oid)
+        t = parse_trailers(commit.message)
+        out.append(
+            Event(
+                oid,
+                t.get("Genjob-Event", "?"),
+                t.get("Genjob-State", "?"),
+                int(t.get("Genjob-Epoch", "0") or 0),
+                commit.commit_time,
+                t,
+            )
+        )
+        oid = commit.parent_ids[0] if commit.parent_ids else None
+    return out[::-1]
+
+
+def tip_summary(store: Store, key: str, tip: pygit2.Oid) -> tuple[str, int]:
+    """(state, epoch) from the tip commit's trailers, without reading its tree."""
+    t = parse_trailers(store.get_commit(tip).message)
+    return t.get("Genjob-State", "queued"), int(t.get("Genjob-Epoch", "0") or 0)
+
+
+def write_event(
+    store: Store,
+    record: JobRecord,
+    event: str,
+    files: dict[str, pygit2.Oid],
+    attempts_doc: dict[str, Any] | None,
+    state: str,
+    extra: dict[str, str] | None = None,
+) -> pygit2.Oid:
+    """A new event commit on top of record.tip (no ref move)."""
+    if attempts_doc is not None:
+        files = dict(files)
+        files["attempts.json"] = store.blob(canonical_bytes(attempts_doc))
+    tree = store.build_tree(files)
+    epoch = int((attempts_doc or record.attempts_doc).get("epoch", 0))
+    parents = [record.tip] if record.tip is not None else []
+    return store.commit(tree, parents, event_message(event, record.key, state, epoch, extra))
+
+
+def live_ref_names(store: Store) -> list[str]:
+    return [JOBS_PREFIX + k for k in store.live_keys()]

@@ -1,0 +1,262 @@
+"""refs/genjob/*: event chains, compare-and-swap updates, the archive (the only pygit2 writer)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import pygit2
+
+from git_genjob.errors import BadInput, Conflict, GenjobError
+
+JOBS_PREFIX = "refs/genjob/jobs/"
+ARCHIVE_REF = "refs/genjob/archive"
+REPLAYS_REF = "refs/genjob/replays"
+NOTES_REF = "refs/notes/genjob"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+FILE_MODE = pygit2.enums.FileMode.BLOB
+TREE_MODE = pygit2.enums.FileMode.TREE
+
+
+def job_ref(key: str) -> str:
+    return JOBS_PREFIX + key
+
+
+def shard(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:2]
+
+
+class NotARepository(GenjobError):
+    exit_code = 2
+
+
+def open_repo(path: str | None = None) -> pygit2.Repository:
+    """Discover the repository around `path` (default: cwd); refuse reftable."""
+    start = path or os.getcwd()
+    found = pygit2.discover_repository(start)
+    if found is None:
+        raise NotARepository(f"not a git repository: {start}", "run git genjob inside a repository (git init)")
+    _refuse_reftable(found)
+    try:
+        repo = pygit2.Repository(found)
+    except pygit2.GitError as exc:
+        raise NotARepository(f"cannot open repository {found}: {exc}") from None
+    pygit2.settings.enable_fsync_gitdir(True)
+    return repo
+
+
+def _refuse_reftable(gitdir: str) -> None:
+    config_path = os.path.join(gitdir, "config")
+    common = os.path.join(gitdir, "commondir")
+    if os.path.exists(common):
+        with open(common) as fh:
+            config_path = os.path.join(gitdir, fh.read().strip(), "config")
+    try:
+        with open(config_path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read().lower()
+    except OSError:
+        return
+    if "refstorage" in text.replace(" ", "") and "reftable" in text:
+        raise BadInput(
+            f"repository {gitdir} uses extensions.refStorage=reftable, which libgit2 cannot open",
+            "use a repository with the files ref backend (git clone --ref-format=files)",
+        )
+
+
+@dataclass(frozen=True)
+class RefUpdate:
+    """Move `name` from `expected` (None: must not exist) to `new` (None: delete)."""
+
+    name: str
+    expected: pygit2.Oid | None
+    new: pygit2.Oid | None
+
+
+class Store:
+    """All reads and writes of genjob's objects and refs in one repository."""
+
+    def __init__(self, repo: pygit2.Repository):
+        self.repo = repo
+
+    @classmethod
+    def open(cls, path: str | None = None) -> Store:
+        return cls(open_repo(path))
+
+    @property
+    def gitdir(self) -> str:
+        return str(self.repo.path)
+
+    @property
+    def workdir(self) -> str | None:
+        wd = self.repo.workdir
+        return str(wd).rstrip("/") if wd else None
+
+    # -- objects ---------------------------------------------------------
+    def signature(self) -> pygit2.Signature:
+        name = os.environ.get("GIT_COMMITTER_NAME")
+        email = os.environ.get("GIT_COMMITTER_EMAIL")
+        try:
+            cfg = self.repo.config
+            name = name or cfg["user.name"]
+            email = email or cfg["user.email"]
+        except (KeyError, pygit2.GitError):
+            pass
+        return pygit2.Signature(name or "git-genjob", email or "genjob@localhost")
+
+    def blob(self, data: bytes) -> pygit2.Oid:
+        return self.repo.create_blob(data)
+
+    def read(self, oid: pygit2.Oid | str) -> bytes:
+        obj = self.repo.get(oid)
+        if not isinstance(obj, pygit2.Blob):
+            raise BadInput(f"object {oid} is not a blob")
+        return bytes(obj.data)
+
+    def build_tree(self, files: dict[str, pygit2.Oid]) -> pygit2.Oid:
+        """A tree from {path: blob oid}."""
+        nested: dict[str, object] = {}
+        for path, oid in files.items():
+            node = nested
+            *dirs, leaf = path.split("/")
+            for d in dirs:
+                child = node.setdefault(d, {})
+                if not isinstance(child, dict):
+                    raise BadInput(f"path {path!r} needs {d!r} to be both a file and a directory")
+                node = child
+            if leaf in node:
+                raise BadInput(f"path {path!r} is both a file and a directory")
+            node[leaf] = oid
+        return self._write_tree(nested)
+
+    def _write_tree(self, node: dict[str, object]) -> pygit2.Oid:
+        tb = self.repo.TreeBuilder()
+        for name, value in node.items():
+            if isinstance(value, dict):
+                tb.insert(name, self._write_tree(value), TREE_MODE)
+            else:
+                assert isinstance(value, pygit2.Oid)
+                tb.insert(name, value, FILE_MODE)
+        return tb.write()
+
+    def tree_files(self, tree: pygit2.Tree, prefix: str = "") -> dict[str, pygit2.Oid]:
+        """{path: blob oid} for every blob under `tree`."""
+        out: dict[str, pygit2.Oid] = {}
+        for entry in tree:
+            path = prefix + str(entry.name)
+            if entry.type_str == "tree":
+                sub = self.repo.get(entry.id)
+                assert isinstance(sub, pygit2.Tree)
+                out.update(self.tree_files(sub, path + "/"))
+            elif entry.type_str == "blob":
+                out[path] = entry.id
+        return out
+
+    def commit(self, tree: pygit2.Oid, parents: list[pygit2.Oid], message: str) -> pygit2.Oid:
+        sig = self.signature()
+        return self.repo.create_commit(None, sig, sig, message, tree, parents)
+
+    def get_commit(self, oid: pygit2.Oid | str) -> pygit2.Commit:
+        obj = self.repo.get(oid)
+        if not isinstance(obj, pygit2.Commit):
+            raise BadInput(f"object {oid} is not a commit")
+        return obj
+
+    def file_at(self, tree: pygit2.Tree, path: str) -> bytes | None:
+        try:
+            entry = tree[path]
+        except KeyError:
+            return None
+        if entry.type_str != "blob":
+            return None
+        return self.read(entry.id)
+
+    # -- refs ------------------------------------------------------------
+    def ref_target(self, name: str) -> pygit2.Oid | None:
+        ref = self.repo.references.get(name)
+        if ref is None:
+            return None
+        target = ref.resolve().target
+        return target if isinstance(target, pygit2.Oid) else None
+
+    def update_refs(self, updates: Iterable[RefUpdate], message: str = "git-genjob") -> None:
+        """Apply all updates atomically, each checked against its expected value under lock."""
+        updates = list(updates)
+        try:
+            with self.repo.transaction() as txn:
+                for u in updates:
+                    txn.lock_ref(u.name)
+                for u in updates:
+                    current = self.ref_target(u.name)
+                    if current != u.expected:
+                        raise Conflict(
+                            f"{u.name} moved: expected {u.expected or 'no ref'}, found {current or 'no ref'}",
+                            "another writer got there first; re-read the state and try again",
+                        )
+                for u in updates:
+                    if u.new is None:
+                        txn.remove(u.name)
+                    else:
+                        txn.set_target(u.name, u.new, message=message)
+        except pygit2.GitError as exc:
+            raise Conflict(
+                f"could not lock {', '.join(u.name for u in updates)}: {exc}",
+                "another writer holds the lock; try again",
+            ) from None
+
+    def live_keys(self) -> list[str]:
+        names = self.repo.listall_references()
+        return sorted(n[len(JOBS_PREFIX) :] for n in names if n.startswith(JOBS_PREFIX))
+
+    def iter_refs(self, prefix: str) -> Iterator[tuple[str, pygit2.Oid]]:
+        for name in self.repo.listall_references():
+            if name.startswith(prefix):
+                target = self.ref_target(name)
+                if target is not None:
+                    yield name, target
+
+    # -- archive -----------------------------------------------------------
+    def archive_entry(self, key: str) -> pygit2.Tree | None:
+        """The archived final tree of job `key` (one tree lookup), or None."""
+        tip = self.ref_target(ARCHIVE_REF)
+        if tip is None:
+            return None
+        tree = self.get_commit(tip).tree
+        try:
+            entry = tree[f"{shard(key)}/{key}"]
+        except KeyError:
+            return None
+        obj = self.repo.get(entry.id)
+        return obj if isinstance(obj, pygit2.Tree) else None
+
+    def archive_tree_with(self, base: pygit2.Tree | None, key: str, job_tree: pygit2.Oid) -> pygit2.Oid:
+        """`base` with `<shard>/<key>` set to `job_tree`, touching only that path."""
+        root = self.repo.TreeBuilder(base) if base is not None else self.repo.TreeBuilder()
+        sh = shard(key)
+        old_shard = None
+        if base is not None and sh in base:
+            old = self.repo.get(base[sh].id)
+            old_shard = old if isinstance(old, pygit2.Tree) else None
+        shard_tb = self.repo.TreeBuilder(old_shard) if old_shard is not None else self.repo.TreeBuilder()
+        shard_tb.insert(key, job_tree, TREE_MODE)
+        root.insert(sh, shard_tb.write(), TREE_MODE)
+        return root.write()
+
+    def archive_move(self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str) -> pygit2.Oid:
+        """Move a job out of the live refs into the archive: one atomic two-ref update."""
+        archive_tip = self.ref_target(ARCHIVE_REF)
+        if archive_tip is None:
+            base_parent = self.commit(self.repo.TreeBuilder().write(), [], "genjob archive\n")
+            base_tree = None
+        else:
+            base_parent = archive_tip
+            base_tree = self.get_commit(archive_tip).tree
+        tree = self.archive_tree_with(base_tree, key, final_tree)
+        new_tip = self.commit(tree, [base_parent, job_tip], message)
+        self.update_refs(
+            [RefUpdate(ARCHIVE_REF, archive_tip, new_tip), RefUpdate(job_ref(key), job_tip, None)],
+            message=f"genjob: archive {key}",
+        )
+        return new_tip

@@ -1,0 +1,43 @@
+#!/bin/sh
+# Install git-genjob into its own venv and link `git-genjob` into ~/.local/bin.
+# Usage: ./install.sh [--dev] [--prefix DIR]    (safe to re-run)
+set -eu
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+PREFIX=${GENJOB_PREFIX:-${XDG_DATA_HOME:-$HOME/.local/share}/git-genjob}
+BIN=${GENJOB_BIN:-$HOME/.local/bin}
+EXTRA=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --dev) EXTRA="[dev]" ;;
+        --prefix) shift; PREFIX=$1 ;;
+        -h|--help) sed -n '2,3p' "$0" | sed 's/^# //'; exit 0 ;;
+        *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+PY=${PYTHON:-python3}
+command -v "$PY" >/dev/null || { echo "install.sh: python3 not found" >&2; exit 1; }
+command -v git >/dev/null || { echo "install.sh: git not found" >&2; exit 1; }
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "install.sh: Python >= 3.11 needed" >&2; exit 1; }
+
+if [ ! -x "$PREFIX/venv/bin/python" ]; then
+    echo "creating venv in $PREFIX/venv"
+    "$PY" -m venv "$PREFIX/venv"
+fi
+"$PREFIX/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$HERE$EXTRA"
+
+mkdir -p "$BIN"
+ln -sf "$PREFIX/venv/bin/git-genjob" "$BIN/git-genjob"
+
+MANDIR=${GENJOB_MANDIR:-${XDG_DATA_HOME:-$HOME/.local/share}/man}
+if "$PREFIX/venv/bin/git-genjob" man --out "$MANDIR/man1" >/dev/null 2>&1; then
+    echo "installed man page in $MANDIR/man1 (git genjob --help)"
+fi
+
+echo "installed git-genjob -> $BIN/git-genjob"
+case ":$PATH:" in
+    *":$BIN:"*) ;;
+    *) echo "note: $BIN is not on PATH; add it:  export PATH=\"$BIN:\$PATH\"" ;;
+esac

@@ -1,0 +1,122 @@
+"""Hermetic environment and helpers: real repositories in tmp_path, the real git CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def hermetic_seal(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    for var in list(os.environ):
+        if var.startswith("GIT_") or var.startswith("GENJOB_"):
+            monkeypatch.delenv(var)
+    real_cache = os.path.expanduser("~/.cache/pip")
+    monkeypatch.setenv("PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR", real_cache))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local/share"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Ada Author")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "ada@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Ada Author")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "ada@example.com")
+    monkeypatch.setenv("GIT_EDITOR", "false")
+    monkeypatch.setenv("NO_COLOR", "1")
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Ada Author\n\temail = ada@example.com\n[init]\n\tdefaultBranch = main\n"
+        '[protocol "file"]\n\tallow = always\n'
+    )
+    pygit2.settings.search_path[pygit2.enums.ConfigLevel.GLOBAL] = str(home)
+    return home
+
+
+def git(cwd: Path | str, *args: str, check: bool = True, input: str | None = None) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, input=input)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+    return proc.stdout
+
+
+def refs(repo: Path | str) -> dict[str, str]:
+    """Every ref and its value, as the git CLI sees them."""
+    out = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
+    return dict(line.split(" ", 1) for line in out.splitlines())
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def run_genjob(*args: str, cwd: Path | str) -> Result:
+    """Run `git genjob ARGS` in-process from `cwd` (fast; the CLI path users take)."""
+    from git_genjob.entry import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        os.chdir(old)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def run_genjob_process(*args: str, cwd: Path | str, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
+    """Run `python -m git_genjob ARGS` as a separate process."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "git_genjob", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    files = (
+        files
+        if files is not None
+        else {
+            "src/user.py": "def fetch_user(uid):\n    return {'id': uid}\n",
+            "tests/test_user.py": "def test_user():\n    assert True\n",
+            "README.md": "project\n",
+        }
+    )
+    for name, text in files.items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def genjob():  # type: ignore[no-untyped-def]
+    return run_genjob

@@ -1,0 +1,99 @@
+"""Sharing refs/genjob/* through a plain git remote (SPEC §3)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import git, make_repo, refs, run_genjob
+
+
+def _objects(repo: Path) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {"blob": set(), "commit": set(), "tree": set()}
+    listing = git(repo, "cat-file", "--batch-all-objects", "--batch-check=%(objecttype) %(objectname)")
+    for line in listing.splitlines():
+        kind, oid = line.split()
+        out.setdefault(kind, set()).add(oid)
+    return out
+
+
+def test_fetching_only_genjob_refs_brings_only_the_bundle(tmp_path: Path) -> None:
+    files = {f"f{i}.py": f"x = {i}\n" for i in range(6)}
+    planner = make_repo(tmp_path / "planner", files)
+    (planner / "f0.py").write_text("x = 'second version'\n")
+    git(planner, "commit", "-qam", "second")
+    res = run_genjob("submit", "--json", "-m", "edit", "f0.py", "f1.py", "--create", "new.py", cwd=planner)
+    assert res.code == 0
+    worker = tmp_path / "worker"
+    git(tmp_path, "init", "-q", "worker")
+    git(worker, "fetch", "-q", str(planner), "refs/genjob/*:refs/genjob/*")
+    blobs = _objects(worker)["blob"]
+    project_blobs = {git(planner, "rev-parse", f"HEAD:{p}").strip() for p in files}
+    assert blobs & project_blobs == {git(planner, "rev-parse", f"HEAD:{p}").strip() for p in ("f0.py", "f1.py")}
+    project_commits = set(git(planner, "rev-list", "--all", "--branches").split())
+    assert not _objects(worker)["commit"] & set(git(planner, "rev-list", "--branches").split())
+    assert project_commits  # the planner has history the worker never saw
+    old_f0 = git(planner, "rev-parse", "HEAD~1:f0.py").strip()
+    assert old_f0 not in blobs
+    key = json.loads(res.out)["key"]
+    assert json.loads(run_genjob("show", key, "--json", cwd=worker).out)["state"] == "queued"
+
+
+def test_init_keeps_plain_fetch_and_push_working(tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    repo = make_repo(tmp_path / "a")
+    git(repo, "remote", "add", "origin", str(bare))
+    git(repo, "push", "-q", "origin", "main")
+    assert run_genjob("init", cwd=repo).code == 0
+    specs = git(repo, "config", "--get-all", "remote.origin.fetch")
+    assert "+refs/genjob/*:refs/genjob-remotes/origin/*" in specs
+    git(repo, "fetch", "-q", "origin")  # the remote has no genjob refs: must not fail
+    (repo / "README.md").write_text("more\n")
+    git(repo, "commit", "-qam", "more")
+    git(repo, "push", "-q", "origin", "main")
+    assert run_genjob("submit", "-m", "x", "README.md", cwd=repo).code == 0
+    git(repo, "push", "-q", "origin", "main")  # no push refspec: genjob refs are not pushed by plain push
+    assert not [r for r in git(bare, "for-each-ref").splitlines() if "refs/genjob" in r]
+
+
+def test_push_then_fetch_round_trip(tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    a = make_repo(tmp_path / "a")
+    git(a, "remote", "add", "origin", str(bare))
+    git(a, "push", "-q", "origin", "main")
+    res = run_genjob("submit", "--json", "-m", "x", "README.md", "--push", cwd=a)
+    assert res.code == 0, res.err
+    key = json.loads(res.out)["key"]
+    assert refs(bare)[f"refs/genjob/jobs/{key}"] == refs(a)[f"refs/genjob/jobs/{key}"]
+    git(tmp_path, "clone", "-q", str(bare), "b")
+    b = tmp_path / "b"
+    res = run_genjob("fetch", "--json", cwd=b)
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["created"] == [key]
+    assert refs(b)[f"refs/genjob/jobs/{key}"] == refs(a)[f"refs/genjob/jobs/{key}"]
+    again = run_genjob("push", "--json", cwd=b)
+    assert again.code == 0 and json.loads(again.out)["pushed"] == []
+
+
+def test_push_refuses_a_diverged_job(tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    a = make_repo(tmp_path / "a")
+    git(a, "remote", "add", "origin", str(bare))
+    git(a, "push", "-q", "origin", "main")
+    res = run_genjob("submit", "--json", "-m", "x", "README.md", "--key", "k1", "--push", cwd=a)
+    assert res.code == 0
+    git(tmp_path, "clone", "-q", str(bare), "b")
+    b = tmp_path / "b"
+    assert run_genjob("fetch", cwd=b).code == 0
+    for repo, word in ((a, "from-a"), (b, "from-b")):
+        tip = refs(repo)["refs/genjob/jobs/k1"]
+        new = git(repo, "commit-tree", f"{tip}^{{tree}}", "-p", tip, "-m", word).strip()
+        git(repo, "update-ref", "refs/genjob/jobs/k1", new, tip)
+    assert run_genjob("push", cwd=a).code == 0
+    before = refs(bare)
+    res = run_genjob("push", cwd=b)
+    assert res.code == 4 and "k1" in res.err
+    assert refs(bare) == before
