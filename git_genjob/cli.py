@@ -283,6 +283,562 @@ def _sync_human(report: Any, headline: str) -> None:
             click.echo(f"  {label}: {', '.join(items)}")
 
 
+def parse_duration(text: str) -> float:
+    from git_genjob.errors import BadInput
+
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    for suffix in ("ms", "s", "m", "h"):
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * units[suffix]
+    if text.replace(".", "", 1).isdigit():
+        return float(text)
+    raise BadInput(f"duration {text!r} is malformed", "use e.g. 90s, 10m, 1h")
+
+
+def _git_config(store: Any, name: str) -> str | None:
+    try:
+        return str(store.repo.config[name])
+    except KeyError:
+        return None
+
+
+def _progress(quiet: bool) -> Callable[[str], None]:
+    if quiet or not sys.stderr.isatty():
+        return lambda _: None
+    return lambda msg: click.echo(msg, err=True)
+
+
+# -- keys and trust ------------------------------------------------------------------------------
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--name", default="genjob-worker", show_default=True, help="Key name (comment and file name).")
+@click.option("--out", "out", type=click.Path(dir_okay=False), help="Private key file (default under XDG config).")
+@json_option
+def keygen(name: str, out: str | None, as_json: bool) -> None:
+    """Create an Ed25519 key (OpenSSH format, mode 0600) and print its public line."""
+    from git_genjob.keys import default_key_path, generate, write_key_files
+
+    path = out or default_key_path(name)
+    key = generate(name)
+    line = write_key_files(key, path)
+    doc = {"private_key": path, "public_key": path + ".pub", "public_line": line, "keyid": key.keyid}
+
+    def human() -> None:
+        click.echo(line)
+        click.echo(f"private key: {path} ({key.keyid})", err=True)
+
+    emit(doc, as_json, human)
+
+
+@main.group(context_settings=CONTEXT)
+def trust() -> None:
+    """Edit the trust store .genjob/allowed_signers."""
+
+
+def _genjob_file(store: Any, name: str) -> str:
+    from git_genjob.errors import BadInput
+
+    if store.workdir is None:
+        raise BadInput("the trust store lives in the work tree", "run this in a clone with a work tree")
+    return os.path.join(store.workdir, ".genjob", name)
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return ""
+
+
+def _write_text(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+@trust.command("add", context_settings=CONTEXT)
+@click.argument("name")
+@click.argument("pubkey")
+@click.option("--valid-before", help="Expiry (YYYYMMDD[HHMM[SS]] or YYYY-MM-DD), UTC.")
+@click.option("--valid-after", help="Start of validity, UTC.")
+@json_option
+def trust_add(name: str, pubkey: str, valid_before: str | None, valid_after: str | None, as_json: bool) -> None:
+    """Trust PUBKEY (a line or a .pub file) as NAME for genjob receipts."""
+    from git_genjob.errors import BadInput
+    from git_genjob.keys import normalize_validity, parse_allowed_signers, parse_public_key, trust_line
+
+    if not name or any(c.isspace() for c in name) or name.startswith("#"):
+        raise BadInput(f"signer name {name!r} must be one word")
+    text = _read_text(pubkey) if os.path.isfile(pubkey) else pubkey
+    pk, _ = parse_public_key(text)
+    store = _store()
+    path = _genjob_file(store, "allowed_signers")
+    current = _read_text(path)
+    for k in parse_allowed_signers(current):
+        if k.public == pk and k.principal == name:
+            emit({"name": name, "added": False}, as_json, lambda: click.echo(f"{name} is already trusted"))
+            return
+    line = trust_line(
+        name, pk, valid_before and normalize_validity(valid_before), valid_after and normalize_validity(valid_after)
+    )
+    _write_text(path, current + ("" if current.endswith("\n") or not current else "\n") + line + "\n")
+    emit(
+        {"name": name, "added": True, "line": line},
+        as_json,
+        lambda: click.echo(f"trusted {name} in .genjob/allowed_signers (commit it)"),
+    )
+
+
+@trust.command("list", context_settings=CONTEXT)
+@json_option
+def trust_list(as_json: bool) -> None:
+    """List trusted keys with their validity and revocation."""
+    from git_genjob.keys import parse_allowed_signers, parse_revoked
+
+    store = _store()
+    keys = parse_allowed_signers(_read_text(_genjob_file(store, "allowed_signers")))
+    revoked = parse_revoked(_read_text(_genjob_file(store, "revoked_keys")))
+    rows = [
+        {
+            "name": k.principal,
+            "keyid": k.keyid,
+            "namespaces": list(k.namespaces or []),
+            "valid_after": k.valid_after,
+            "valid_before": k.valid_before,
+            "revoked": k.public in revoked,
+        }
+        for k in keys
+    ]
+
+    def human() -> None:
+        if not rows:
+            click.echo("no trusted keys (git genjob trust add NAME KEY.pub)")
+        for r in rows:
+            click.echo(f"{r['name']:<20} {r['keyid']}{'  REVOKED' if r['revoked'] else ''}")
+
+    emit(rows, as_json, human)
+
+
+@trust.command("revoke", context_settings=CONTEXT)
+@click.argument("name")
+@json_option
+def trust_revoke(name: str, as_json: bool) -> None:
+    """Revoke every key trusted as NAME (it stays listed; revocation holds at any time)."""
+    from git_genjob.errors import BadInput
+    from git_genjob.keys import parse_allowed_signers, parse_revoked, public_line
+
+    store = _store()
+    keys = [k for k in parse_allowed_signers(_read_text(_genjob_file(store, "allowed_signers"))) if k.principal == name]
+    if not keys:
+        raise BadInput(f"no trusted key named {name}", "see: git genjob trust list")
+    path = _genjob_file(store, "revoked_keys")
+    current = _read_text(path)
+    revoked = parse_revoked(current)
+    added = [public_line(k.public, name) for k in keys if k.public not in revoked]
+    if added:
+        _write_text(path, current + ("" if current.endswith("\n") or not current else "\n") + "\n".join(added) + "\n")
+    emit({"name": name, "revoked": len(added)}, as_json, lambda: click.echo(f"revoked {len(added)} key(s) of {name}"))
+
+
+# -- workers -------------------------------------------------------------------------------------
+
+
+@main.command(context_settings=CONTEXT)
+@click.option(
+    "--generator", "spec", help="exec:COMMAND, http:URL or openai:BASE_URL#MODEL (git config genjob.generator)."
+)
+@click.option(
+    "--signing-key", "key_file", type=click.Path(dir_okay=False), help="Private key (git config genjob.signingKey)."
+)
+@click.option("--once", is_flag=True, help="Work on at most one job.")
+@click.option("--max-jobs", type=click.IntRange(min=1), help="Work on at most N jobs.")
+@click.option("--wait", is_flag=True, help="Keep polling for new jobs instead of returning.")
+@click.option("--remote", help="Claim and publish through this remote (leased pushes).")
+@click.option("--lease", "lease", default="10m", show_default=True, help="Lease length; renewed every third.")
+@click.option("--timeout", "timeout", default="30m", show_default=True, help="Generator time limit.")
+@click.option("--worker-id", help="Worker name in attempts and receipts (git config genjob.workerId).")
+@click.option("--pass-env", multiple=True, help="Pass this environment variable to an exec generator.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
+@json_option
+def work(
+    spec: str | None,
+    key_file: str | None,
+    once: bool,
+    max_jobs: int | None,
+    wait: bool,
+    remote: str | None,
+    lease: str,
+    timeout: str,
+    worker_id: str | None,
+    pass_env: tuple[str, ...],
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """The worker loop: claim, record sending, generate, sign, store."""
+    import socket
+
+    from git_genjob.errors import BadInput
+    from git_genjob.generators import parse_spec
+    from git_genjob.keys import read_signing_key
+    from git_genjob.worker import WorkerOptions
+    from git_genjob.worker import work as do_work
+
+    store = _store()
+    spec = spec or _git_config(store, "genjob.generator")
+    key_file = key_file or _git_config(store, "genjob.signingKey")
+    if not spec or not key_file:
+        raise BadInput(
+            "work needs --generator and --signing-key", "or set git config genjob.generator / genjob.signingKey"
+        )
+    if once and max_jobs:
+        raise BadInput("give --once or --max-jobs, not both")
+    timeout_s = parse_duration(timeout)
+    opts = WorkerOptions(
+        generator=parse_spec(spec, timeout_s),
+        signing_key=read_signing_key(os.path.expanduser(key_file)),
+        worker_id=worker_id or _git_config(store, "genjob.workerId") or socket.gethostname(),
+        lease_s=parse_duration(lease),
+        max_jobs=1 if once else max_jobs,
+        wait=wait,
+        timeout_s=timeout_s,
+        pass_env=pass_env,
+        remote=remote,
+    )
+    report = do_work(store, opts, _progress(quiet))
+
+    def human() -> None:
+        if not report.outcomes:
+            click.echo("nothing to do: no queued job")
+        for o in report.outcomes:
+            click.echo(f"{o.key:<34} {o.result}" + (f": {o.reason}" if o.reason else ""))
+
+    emit(report.to_json(), as_json, human)
+    if report.exit_code:
+        raise SystemExit(report.exit_code)
+
+
+@main.command("receipt", context_settings=CONTEXT)
+@click.argument("key")
+@click.option("--outputs", "outputs_dir", type=click.Path(file_okay=False), help="Directory holding new file contents.")
+@click.option("--delete", "deletes", multiple=True, help="Delete this allowed path (repeatable).")
+@click.option(
+    "--signing-key", "key_file", type=click.Path(dir_okay=False), help="Private key (git config genjob.signingKey)."
+)
+@click.option("--status", "status_", type=click.Choice(["ok", "rejected", "aborted"]), default="ok", show_default=True)
+@click.option("--reason", default="", help="Why, for a status other than ok.")
+@click.option("--worker-id", help="Worker name (git config genjob.workerId).")
+@click.option("--remote", help="Claim and publish through this remote.")
+@json_option
+def receipt_cmd(
+    key: str,
+    outputs_dir: str | None,
+    deletes: tuple[str, ...],
+    key_file: str | None,
+    status_: str,
+    reason: str,
+    worker_id: str | None,
+    remote: str | None,
+    as_json: bool,
+) -> None:
+    """Sign and store a receipt for outputs produced out of band (claims the job itself)."""
+    import socket
+
+    from git_genjob.errors import BadInput
+    from git_genjob.keys import read_signing_key
+    from git_genjob.worker import receipt_out_of_band
+
+    store = _store()
+    key_file = key_file or _git_config(store, "genjob.signingKey")
+    if not key_file:
+        raise BadInput("receipt needs --signing-key", "or set git config genjob.signingKey")
+    if outputs_dir is None and not deletes and status_ == "ok":
+        raise BadInput("no outputs given", "pass --outputs DIR and/or --delete PATH")
+    outcome = receipt_out_of_band(
+        store,
+        key,
+        outputs_dir,
+        list(deletes),
+        read_signing_key(os.path.expanduser(key_file)),
+        worker_id or _git_config(store, "genjob.workerId") or socket.gethostname(),
+        status_,
+        reason,
+        remote,
+    )
+    emit(outcome.to_json(), as_json, lambda: click.echo(f"receipt {key} {outcome.result} {outcome.reason}".rstrip()))
+    if outcome.result == "fenced":
+        raise SystemExit(4)
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--remote", help="Recover jobs on this remote (leased pushes).")
+@json_option
+def recover(remote: str | None, as_json: bool) -> None:
+    """Fence expired claims: requeue lapsed claims, hold lapsed sends as unknown."""
+    from git_genjob.lifecycle import Publisher
+    from git_genjob.lifecycle import recover as do_recover
+
+    report = do_recover(Publisher(_store(), remote))
+
+    def human() -> None:
+        for k in report.requeued:
+            click.echo(f"requeued {k} (lease lapsed before sending)")
+        for k in report.unknown:
+            click.echo(f"unknown  {k} (lease lapsed while sending; owner decides: retry or drop)")
+        if not (report.requeued or report.unknown):
+            click.echo("no expired claims")
+
+    emit(report.to_json(), as_json, human)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("key")
+@click.option("--remote", help="Publish through this remote.")
+@json_option
+def retry(key: str, remote: str | None, as_json: bool) -> None:
+    """The owner starts a new attempt of job KEY (same key, same digest)."""
+    from git_genjob.lifecycle import Publisher
+    from git_genjob.lifecycle import retry as do_retry
+
+    record = do_retry(Publisher(_store(), remote), key)
+    emit(
+        {"key": key, "state": record.state, "epoch": record.epoch},
+        as_json,
+        lambda: click.echo(f"queued {key} again (epoch {record.epoch})"),
+    )
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("key")
+@click.option("--why", required=True, help="Why the job ends (kept in the archive).")
+@click.option("--remote", help="Publish through this remote.")
+@json_option
+def drop(key: str, why: str, remote: str | None, as_json: bool) -> None:
+    """The owner ends job KEY: it moves to refs/genjob/archive."""
+    from git_genjob.lifecycle import Publisher
+    from git_genjob.lifecycle import drop as do_drop
+
+    store = _store()
+    sig = store.signature()
+    record = do_drop(Publisher(store, remote), key, why, f"{sig.name} <{sig.email}>")
+    emit({"key": key, "state": record.state}, as_json, lambda: click.echo(f"dropped {key} ({record.state})"))
+
+
+# -- replay cache --------------------------------------------------------------------------------
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--endpoint", required=True, help="OpenAI-compatible base URL (…/v1).")
+@click.option("--model", required=True)
+@click.option("--prompt-file", required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--out-file", required=True, type=click.Path(dir_okay=False))
+@click.option("--mode", type=click.Choice(["replay", "offline", "refresh"]), default="replay", show_default=True)
+@click.option("--key", help="Scope the answer to this operation.")
+@click.option("--timeout", default="120s", show_default=True)
+@json_option
+def ask(
+    endpoint: str, model: str, prompt_file: str, out_file: str, mode: str, key: str | None, timeout: str, as_json: bool
+) -> None:
+    """One cached model call: replay what was asked before, else ask and record."""
+    from git_genjob.cachecli import ask as do_ask
+
+    doc = do_ask(_store(), endpoint, model, prompt_file, out_file, mode, key, parse_duration(timeout))
+    emit(doc, as_json, lambda: click.echo(f"{doc['source']} {doc['fingerprint']}"))
+
+
+@main.group(context_settings=CONTEXT)
+def cache() -> None:
+    """The replay cache in refs/genjob/replays."""
+
+
+@cache.command("ls", context_settings=CONTEXT)
+@json_option
+def cache_ls(as_json: bool) -> None:
+    """Every fingerprint, its served answer and pending drift."""
+    from git_genjob.cachecli import ls
+
+    rows = ls(_store())
+
+    def human() -> None:
+        for r in rows:
+            click.echo(f"{r['fingerprint']} {(r['served'] or '-')[:12]} {'DRIFT' if r['pending'] else ''}".rstrip())
+
+    emit(rows, as_json, human)
+
+
+@cache.command("show", context_settings=CONTEXT)
+@click.argument("fp")
+@json_option
+def cache_show(fp: str, as_json: bool) -> None:
+    """One fingerprint: request, events and answers."""
+    from git_genjob.cachecli import show as do_show
+
+    doc = do_show(_store(), fp)
+    emit(doc, as_json, lambda: click.echo(json.dumps(doc, indent=2, ensure_ascii=False)))
+
+
+@cache.command("drift", context_settings=CONTEXT)
+@click.argument("fp")
+@json_option
+def cache_drift(fp: str, as_json: bool) -> None:
+    """Exit 1 while a drift of FP awaits review."""
+    from git_genjob.cachecli import show as do_show
+
+    doc = do_show(_store(), fp)
+    emit(
+        {"fingerprint": fp, "served": doc["served"], "pending": doc["pending"]},
+        as_json,
+        lambda: click.echo(f"drift {fp}: " + ", ".join(doc["pending"]) if doc["pending"] else f"no drift {fp}"),
+    )
+    if doc["pending"]:
+        raise SystemExit(1)
+
+
+@cache.command("accept", context_settings=CONTEXT)
+@click.argument("fp")
+@click.argument("sha")
+def cache_accept(fp: str, sha: str) -> None:
+    """Serve answer SHA for FP from now on."""
+    from git_genjob.replay import Cache, accept
+
+    accept(Cache(_store()), fp, sha)
+    click.echo(f"accepted {sha[:12]} for {fp}")
+
+
+@cache.command("reject", context_settings=CONTEXT)
+@click.argument("fp")
+@click.argument("sha")
+def cache_reject(fp: str, sha: str) -> None:
+    """Reject candidate answer SHA for FP (the served answer stays)."""
+    from git_genjob.replay import Cache, reject
+
+    reject(Cache(_store()), fp, sha)
+    click.echo(f"rejected {sha[:12]} for {fp}")
+
+
+@cache.command("explain", context_settings=CONTEXT)
+@click.option("--prompt-file", required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--endpoint", required=True)
+@click.option("--model", required=True)
+@click.option("--key", help="Operation scope.")
+@json_option
+def cache_explain(prompt_file: str, endpoint: str, model: str, key: str | None, as_json: bool) -> None:
+    """Print every fingerprint component and every rewrite of the prompt."""
+    from git_genjob.cachecli import explain
+
+    doc = explain(_store(), prompt_file, endpoint, model, key)
+
+    def human() -> None:
+        click.echo(f"fingerprint {doc['fingerprint']}")
+        for k in ("endpoint", "model", "key"):
+            click.echo(f"{k:<9} {doc['request'].get(k)}")
+        click.echo(f"params    {json.dumps(doc['request']['params'], sort_keys=True)}")
+        for r in doc["rewrites"]:
+            click.echo(f"rewrite   {r}")
+        click.echo("prompt (normalized):")
+        click.echo(doc["request"]["prompt"])
+
+    emit(doc, as_json, human)
+
+
+@cache.command("import", context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@json_option
+def cache_import(directory: str, as_json: bool) -> None:
+    """Import <fingerprint>.jsonl replay logs from DIRECTORY."""
+    from git_genjob.replay import Cache, import_dir
+
+    fps = import_dir(Cache(_store()), directory)
+    emit({"imported": fps}, as_json, lambda: click.echo(f"imported {len(fps)} fingerprint(s)"))
+
+
+# -- apply plane -----------------------------------------------------------------------------------
+
+
+@main.command("verify", context_settings=CONTEXT)
+@click.argument("key")
+@click.option("--branch", help="Check freshness against this branch (default: HEAD).")
+@json_option
+def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
+    """Every check of the receipt of KEY; exit 0 only if applyable."""
+    from git_genjob.verify import CHECKS, verify
+
+    verdict = verify(_store(), key, branch)
+
+    def human() -> None:
+        for c in verdict.checks:
+            click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.n} {CHECKS[c.n]:<9} {c.detail}")
+        click.echo(f"{key}: {'applyable' if verdict.ok else 'NOT applyable'}")
+
+    emit(verdict.to_json(), as_json, human)
+    if not verdict.ok:
+        raise SystemExit(1)
+
+
+@main.command("apply", context_settings=CONTEXT)
+@click.argument("key")
+@click.option("--branch", help="Commit onto this branch (default: the checked-out one).")
+@json_option
+def apply_cmd(key: str, branch: str | None, as_json: bool) -> None:
+    """Verify, run the pre-apply hook, and commit the outputs of KEY."""
+    from git_genjob.apply import apply
+
+    result = apply(_store(), key, branch)
+
+    def human() -> None:
+        if result.already:
+            click.echo(f"already applied: {key} as {result.commit[:12]} on {result.branch}")
+        else:
+            click.echo(f"applied {key} as {result.commit[:12]} on {result.branch}")
+
+    emit(result.to_json(), as_json, human)
+
+
+@main.command("log", context_settings=CONTEXT)
+@click.argument("range_", metavar="[RANGE]", required=False)
+@json_option
+def log_cmd(range_: str | None, as_json: bool) -> None:
+    """Provenance of genjob commits in RANGE, and whether each receipt still verifies."""
+    from git_genjob.audit import audit
+
+    rows = [a.to_json() for a in audit(_store(), range_)]
+
+    def human() -> None:
+        if not rows:
+            click.echo("no genjob commits")
+        for r in rows:
+            mark = "verified" if r["ok"] else "FAILS: " + "; ".join(r["problems"])
+            click.echo(f"{r['commit'][:12]} {r['key']} worker={r['worker']} signer={r['signer']} {mark}")
+
+    emit(rows, as_json, human)
+
+
+@main.command("audit", context_settings=CONTEXT)
+@click.argument("range_", metavar="[RANGE]", required=False)
+@click.option("-q", "--quiet", is_flag=True)
+@json_option
+def audit_cmd(range_: str | None, quiet: bool, as_json: bool) -> None:
+    """Re-verify every commit with Genjob-* trailers in RANGE (for CI); exit 1 on any failure."""
+    from git_genjob.audit import audit
+
+    results = audit(_store(), range_, _progress(quiet))
+    bad = [a for a in results if not a.ok]
+
+    def human() -> None:
+        for a in results:
+            click.echo(f"{'ok  ' if a.ok else 'FAIL'} {a.commit[:12]} {a.subject}")
+            for p in a.problems:
+                click.echo(f"       {p}")
+        click.echo(f"{len(results)} genjob commit(s), {len(bad)} failing")
+
+    emit({"commits": [a.to_json() for a in results], "failing": len(bad)}, as_json, human)
+    if bad:
+        raise SystemExit(1)
+
+
 def run(args: list[str]) -> int:
     """Run the CLI; convert GenjobError to its message and exit code in one place."""
     as_json = "--json" in args
@@ -296,6 +852,8 @@ def run(args: list[str]) -> int:
         return err.exit_code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code or 0)
+    except SystemExit as exc:
+        return int(exc.code or 0)
     except click.ClickException as exc:
         exc.show()
         return EXIT_USAGE

@@ -217,6 +217,7 @@ def submit(
         "submitter": _submitter(store),
         "base": str(base.id) if base is not None else None,
         "rev": rev,
+        "allow_secrets": allow_secrets,
     }
     files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
     files.update({f"inputs/{p}": o for p, o in oids.items()})

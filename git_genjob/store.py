@@ -244,8 +244,8 @@ class Store:
         root.insert(sh, shard_tb.write(), TREE_MODE)
         return root.write()
 
-    def archive_move(self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str) -> pygit2.Oid:
-        """Move a job out of the live refs into the archive: one atomic two-ref update."""
+    def archive_commit(self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str) -> pygit2.Oid:
+        """The next archive commit holding `final_tree` at <shard>/<key> (no ref move)."""
         archive_tip = self.ref_target(ARCHIVE_REF)
         if archive_tip is None:
             base_parent = self.commit(self.repo.TreeBuilder().write(), [], "genjob archive\n")
@@ -254,7 +254,12 @@ class Store:
             base_parent = archive_tip
             base_tree = self.get_commit(archive_tip).tree
         tree = self.archive_tree_with(base_tree, key, final_tree)
-        new_tip = self.commit(tree, [base_parent, job_tip], message)
+        return self.commit(tree, [base_parent, job_tip], message)
+
+    def archive_move(self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str) -> pygit2.Oid:
+        """Move a job out of the live refs into the archive: one atomic two-ref update."""
+        archive_tip = self.ref_target(ARCHIVE_REF)
+        new_tip = self.archive_commit(key, job_tip, final_tree, message)
         self.update_refs(
             [RefUpdate(ARCHIVE_REF, archive_tip, new_tip), RefUpdate(job_ref(key), job_tip, None)],
             message=f"genjob: archive {key}",

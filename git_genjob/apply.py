@@ -1,0 +1,316 @@
+"""verify -> pre-apply hook -> commit, notes, idempotent reconcile (SPEC §6, §9, §10)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import pygit2
+
+from git_genjob.errors import BadInput, Conflict, Refused
+from git_genjob.lifecycle import Publisher, archive
+from git_genjob.merge import notes_tree
+from git_genjob.queue import _DIRTY, read_config
+from git_genjob.records import JobRecord, find_job, parse_trailers
+from git_genjob.store import NOTES_REF, RefUpdate, Store
+from git_genjob.verify import Verdict, check_fresh, check_receipt, trust_from_worktree
+
+TRAILERS = ("Genjob-Key", "Genjob-Job", "Genjob-Receipt", "Genjob-Signer", "Genjob-Worker")
+
+
+@dataclass
+class Applied:
+    key: str
+    commit: str
+    branch: str
+    already: bool
+    reconciled: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _branch(store: Store, branch: str | None) -> tuple[str, bool]:
+    """(full ref name, whether it is checked out in this work tree)."""
+    repo = store.repo
+    head = repo.references.get("HEAD")
+    current = head.target if head is not None and head.type == pygit2.enums.ReferenceType.SYMBOLIC else None
+    if branch is None:
+        if current is None:
+            raise BadInput("HEAD is detached", "check out a branch or pass --branch B")
+        return str(current), store.workdir is not None
+    name = branch if branch.startswith("refs/heads/") else f"refs/heads/{branch}"
+    if repo.references.get(name) is None:
+        raise BadInput(f"no branch {branch}", "create it first (git branch B)")
+    return name, name == current and store.workdir is not None
+
+
+def disclosure(cfg_name: str | None, gen: dict[str, Any]) -> str | None:
+    if not cfg_name:
+        return None
+    kind = gen.get("kind") or "unknown"
+    if gen.get("model"):
+        detail = str(gen["model"])
+    elif gen.get("command"):
+        detail = os.path.basename(str(gen["command"]).split()[0])
+    elif gen.get("endpoint"):
+        detail = str(gen["endpoint"])
+    else:
+        detail = kind
+    return f"{cfg_name}: {kind}:{detail}"
+
+
+def commit_message(record: JobRecord, verdict: Verdict, disclosure_line: str | None) -> str:
+    assert verdict.envelope is not None and verdict.signer is not None
+    instruction = record.job.instruction.strip()
+    first = instruction.splitlines()[0] if instruction else record.key
+    pred = verdict.envelope.predicate
+    trailers = [
+        f"Genjob-Key: {record.key}",
+        f"Genjob-Job: {record.job.digest}",
+        f"Genjob-Receipt: {verdict.envelope.digest}",
+        f"Genjob-Signer: {verdict.signer.keyid}",
+        f"Genjob-Worker: {pred['worker_id']}",
+    ]
+    if disclosure_line:
+        trailers.append(disclosure_line)
+    return f"genjob: {first}\n\n{instruction}\n\n" + "\n".join(trailers) + "\n"
+
+
+def note_text(record: JobRecord, verdict: Verdict) -> bytes:
+    import json
+
+    assert verdict.envelope is not None and verdict.signer is not None
+    pred = verdict.envelope.predicate
+    summary = (
+        f"genjob {record.key} ok: signed by {verdict.signer.keyid} (worker {pred['worker_id']}), "
+        f"receipt {verdict.envelope.digest}"
+    )
+    line = json.dumps(
+        {"summary": summary, "envelope": verdict.envelope.raw.decode("utf-8")},
+        separators=(",", ":"),
+        ensure_ascii=False,
+        sort_keys=True,
+    )
+    return (summary + "\n" + line + "\n").encode("utf-8")
+
+
+def write_note(store: Store, commit: pygit2.Oid, text: bytes) -> None:
+    """Add or extend the note on `commit`: fanned-out tree written here, ref moved by CAS."""
+    from git_genjob.merge import _flat_notes, cat_sort_uniq
+
+    for _ in range(50):
+        tip = store.ref_target(NOTES_REF)
+        notes = _flat_notes(store, store.get_commit(tip).tree) if tip is not None else {}
+        existing = notes.get(str(commit))
+        if existing is not None:
+            old = store.read(existing)
+            if text in old or all(line in old.splitlines() for line in text.splitlines()):
+                return
+            text_now = cat_sort_uniq(old, text)
+        else:
+            text_now = text
+        notes[str(commit)] = store.blob(text_now)
+        new = store.commit(notes_tree(store, notes), [tip] if tip else [], "genjob: note\n")
+        try:
+            store.update_refs([RefUpdate(NOTES_REF, tip, new)], message="genjob: note")
+            return
+        except Conflict:
+            continue
+    raise Conflict("refs/notes/genjob kept moving", "try again")
+
+
+def read_note(store: Store, commit: pygit2.Oid | str) -> bytes | None:
+    from git_genjob.merge import _flat_notes
+
+    tip = store.ref_target(NOTES_REF)
+    if tip is None:
+        return None
+    oid = _flat_notes(store, store.get_commit(tip).tree).get(str(commit))
+    return store.read(oid) if oid is not None else None
+
+
+def find_applied(store: Store, head: pygit2.Oid, receipt_digest: str, key: str, limit: int = 5000) -> pygit2.Oid | None:
+    """A commit on the branch whose trailers name this receipt (crash reconcile)."""
+    walker = store.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL)
+    for n, commit in enumerate(walker):
+        if n >= limit:
+            break
+        t = parse_trailers(commit.message)
+        if t.get("Genjob-Receipt") == receipt_digest and t.get("Genjob-Key") == key:
+            return commit.id
+    return None
+
+
+def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid | None]) -> None:
+    hooks_dir = _hooks_dir(store)
+    hook = os.path.join(hooks_dir, "pre-apply")
+    if not (os.path.isfile(hook) and os.access(hook, os.X_OK)):
+        return
+    tmp = tempfile.mkdtemp(prefix="genjob-outputs-")
+    try:
+        for path, oid in outputs.items():
+            if oid is None:
+                continue
+            target = os.path.join(tmp, path)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as fh:
+                fh.write(store.read(oid))
+        from git_genjob.remote import clean_env
+
+        env = {**clean_env(), "GENJOB_OUTPUTS": tmp, "GENJOB_KEY": record.key}
+        proc = subprocess.run(
+            [hook, record.key], cwd=store.workdir or store.gitdir, env=env, capture_output=True, text=True
+        )
+        if proc.returncode != 0:
+            raise Refused(
+                f"the pre-apply hook refused job {record.key} (exit {proc.returncode})",
+                "fix what it reports, or drop the job",
+                details=(proc.stdout + proc.stderr).strip().splitlines()[-20:],
+            )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _hooks_dir(store: Store) -> str:
+    try:
+        path = str(store.repo.config["core.hooksPath"])
+        base = store.workdir or store.gitdir
+        return path if os.path.isabs(path) else os.path.join(base, path)
+    except KeyError:
+        common = os.path.join(store.gitdir, "commondir")
+        if os.path.exists(common):
+            with open(common) as fh:
+                return os.path.normpath(os.path.join(store.gitdir, fh.read().strip(), "hooks"))
+        return os.path.join(store.gitdir, "hooks")
+
+
+def apply(store: Store, key: str, branch: str | None = None) -> Applied:
+    record = find_job(store, key)
+    if record.archived:
+        final = record.meta.get("final", {})
+        if final.get("state") == "applied":
+            return Applied(key, str(final.get("commit")), str(final.get("branch")), already=True)
+        raise Refused(f"job {key} was {final.get('state')}: {final.get('why', '')}", "submit a new job")
+    ref_name, checked_out = _branch(store, branch)
+    head = store.ref_target(ref_name)
+    # 1. verify (checks 1-7)
+    verdict = check_receipt(store, record, trust_from_worktree(store))
+    if not verdict.ok:
+        raise Refused(
+            f"receipt of job {key} does not verify", "see: git genjob verify " + key, details=verdict.failures()
+        )
+    assert verdict.envelope is not None
+    landed = find_applied(store, head, verdict.envelope.digest, key) if head is not None else None
+    if landed is not None:  # a crash after the commit: reconcile, never commit again
+        _finish(store, record, verdict, landed, ref_name)
+        return Applied(key, str(landed), ref_name, already=True, reconciled=True)
+    # 2. stale check against the target branch (check 8)
+    tree = store.get_commit(head).tree if head is not None else None
+    stale = check_fresh(store, record, tree)
+    if stale:
+        raise Refused(f"job {key} is stale", "submit a new job for the current content", details=stale)
+    outputs = _outputs(store, record, verdict)
+    # 3. a dirty allowed path refuses the apply
+    if checked_out:
+        dirty = [p for p in record.job.allowed_paths if _dirty(store, p)]
+        if dirty:
+            raise Refused("local changes at " + ", ".join(dirty), "commit or stash them, then apply again")
+    # 4. the pre-apply hook (policy)
+    run_pre_apply(store, record, outputs)
+    # 5. the commit from the verified blob ids, branch moved by CAS
+    cfg = read_config(store)
+    new_tree = _tree_with(store, tree, outputs)
+    sig = _person(store)
+    message = commit_message(record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate["generator"]))
+    commit = store.repo.create_commit(None, sig, sig, message, new_tree, [head] if head else [])
+    store.update_refs([RefUpdate(ref_name, head, commit)], message=f"genjob: apply {key}")
+    # 6. index and work tree for the output paths only
+    if checked_out:
+        _update_worktree(store, outputs)
+    # 7-8. note, then archive
+    _finish(store, record, verdict, commit, ref_name)
+    return Applied(key, str(commit), ref_name, already=False)
+
+
+def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oid, ref_name: str) -> None:
+    write_note(store, commit, note_text(record, verdict))
+    live = find_job(store, record.key)
+    if not live.archived:
+        archive(
+            Publisher(store),
+            live,
+            {
+                "state": "applied",
+                "commit": str(commit),
+                "branch": ref_name,
+                "receipt": verdict.envelope.digest if verdict.envelope else None,
+            },
+        )
+
+
+def _outputs(store: Store, record: JobRecord, verdict: Verdict) -> dict[str, pygit2.Oid | None]:
+    assert verdict.envelope is not None
+    stored = record.output_oids()
+    return {p: (stored[p] if d is not None else None) for p, d in verdict.envelope.predicate["outputs"].items()}
+
+
+def _dirty(store: Store, path: str) -> bool:
+    try:
+        return bool(store.repo.status_file(path) & _DIRTY)
+    except (KeyError, pygit2.GitError):
+        return os.path.lexists(os.path.join(store.workdir or "", path))
+
+
+def _person(store: Store) -> pygit2.Signature:
+    name = os.environ.get("GIT_AUTHOR_NAME")
+    email = os.environ.get("GIT_AUTHOR_EMAIL")
+    try:
+        name = name or str(store.repo.config["user.name"])
+        email = email or str(store.repo.config["user.email"])
+    except KeyError:
+        raise BadInput("no git identity", 'set one: git config user.name "…"; git config user.email …') from None
+    return pygit2.Signature(name, email)
+
+
+def _tree_with(store: Store, base: pygit2.Tree | None, outputs: dict[str, pygit2.Oid | None]) -> pygit2.Oid:
+    index = pygit2.Index()
+    if base is not None:
+        index.read_tree(base)
+    for path, oid in outputs.items():
+        if oid is None:
+            if path in index:
+                index.remove(path)
+            continue
+        mode = pygit2.enums.FileMode.BLOB
+        if path in index and index[path].mode == pygit2.enums.FileMode.BLOB_EXECUTABLE:
+            mode = pygit2.enums.FileMode.BLOB_EXECUTABLE
+        index.add(pygit2.IndexEntry(path, oid, mode))
+    return index.write_tree(store.repo)
+
+
+def _update_worktree(store: Store, outputs: dict[str, pygit2.Oid | None]) -> None:
+    root = store.workdir or ""
+    index = store.repo.index
+    index.read()
+    for path, oid in outputs.items():
+        target = os.path.join(root, path)
+        if oid is None:
+            if os.path.lexists(target):
+                os.unlink(target)
+            if path in index:
+                index.remove(path)
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = f"{target}.genjob-tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(store.read(oid))
+        old_mode = os.stat(target).st_mode & 0o777 if os.path.exists(target) else 0o644
+        os.chmod(tmp, old_mode)
+        os.replace(tmp, target)
+        index.add(path)
+    index.write()

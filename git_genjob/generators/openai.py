@@ -1,0 +1,95 @@
+"""`openai:BASE_URL#MODEL`: chat completions constrained to a JSON schema of the allowed files."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from git_genjob.generators import GenContext, GeneratorUnavailable, GenResult, build_prompt
+from git_genjob.generators.files import write_answer
+from git_genjob.generators.web import HttpStatusError, post_json
+
+SYSTEM = (
+    "You are a code generator. Follow the instruction. Answer with one JSON object whose keys are "
+    "exactly the file paths listed and whose values are the complete new content of each file."
+)
+SAMPLING = {"temperature": 0, "max_tokens": 1024}
+
+
+def files_schema(paths: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {p: {"type": "string"} for p in paths},
+        "required": list(paths),
+        "additionalProperties": False,
+    }
+
+
+class OpenAIGenerator:
+    kind = "openai"
+    command: str | None = None
+
+    def __init__(self, base_url: str, model: str, timeout: float):
+        self.endpoint: str | None = base_url.rstrip("/")
+        self.model: str | None = model
+        self.timeout = timeout
+
+    def describe(self) -> dict[str, str | None]:
+        return {"kind": self.kind, "endpoint": self.endpoint, "model": self.model, "command": None}
+
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get("GENJOB_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def complete(self, user: str, schema: dict[str, Any], timeout: float) -> str:
+        """One answer's message content, with the json_object fallback SPEC §5 describes."""
+        url = f"{self.endpoint}/chat/completions"
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+            **SAMPLING,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "genjob_files", "strict": True, "schema": schema},
+            },
+        }
+        try:
+            raw = post_json(url, body, timeout, self._headers())
+        except HttpStatusError as exc:
+            if not (400 <= exc.status < 500 or "response_format" in exc.body):
+                raise
+            body["response_format"] = {"type": "json_object", "schema": schema}
+            raw = post_json(url, body, timeout, self._headers())
+        try:
+            choice = json.loads(raw)["choices"][0]
+            content = choice["message"]["content"]
+            finish = choice.get("finish_reason")
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise GeneratorUnavailable(f"{url}: the answer is not a chat completion", sent=True) from None
+        if finish != "stop" or not isinstance(content, str):
+            raise GeneratorUnavailable(
+                f"{url}: partial answer (finish_reason={finish})",
+                sent=True,
+                hint="raise max_tokens or shorten the files; nothing was recorded",
+            )
+        return content
+
+    def generate(self, ctx: GenContext) -> GenResult:
+        assert ctx.cache is not None and self.endpoint is not None and self.model is not None
+        paths = ctx.job.allowed_paths
+        schema = files_schema(paths)
+        prompt = build_prompt(ctx.job, ctx.inputs)
+        params = {"system": SYSTEM, "schema": schema, **SAMPLING}
+        timeout = min(self.timeout, ctx.timeout)
+        result = ctx.cache.call(
+            self.endpoint, self.model, params, prompt, lambda text: self.complete(text, schema, timeout)
+        )
+        ctx.replays.append(result.fp)
+        try:
+            files = json.loads(result.answer)
+        except ValueError:
+            return GenResult("rejected", "the model's answer is not JSON")
+        if not isinstance(files, dict):
+            return GenResult("rejected", "the model's answer is not a JSON object")
+        return write_answer(ctx.scratch, files)

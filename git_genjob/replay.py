@@ -1,0 +1,356 @@
+"""The replay cache (SPEC §7): normalize, fingerprint, events in refs/genjob/replays, drift, accept."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from git_genjob.canonical import canonical_bytes, parse_strict, sha256_hex, utc_now
+from git_genjob.config import Config
+from git_genjob.errors import BadInput, Conflict, Refused, Unavailable
+from git_genjob.secretscan import find_secret
+from git_genjob.store import REPLAYS_REF, RefUpdate, Store
+
+SENTINEL = "model_unavailable"
+MODES = ("replay", "offline", "refresh")
+_HOME = re.compile(r"/(?:home|Users)/[^/\s]+")
+_TS = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+_TMP = re.compile(r"/tmp/[^/\s]+")
+_CREDENTIAL_PARAMS = {
+    "api_key",
+    "apikey",
+    "authorization",
+    "headers",
+    "timeout",
+    "base_url",
+    "organization",
+    "extra_headers",
+    "proxy",
+    "proxies",
+    "verify",
+    "stream",
+}
+
+
+@dataclass
+class Normalized:
+    text: str
+    rewrites: list[str] = field(default_factory=list)
+
+
+def normalize(prompt: str, cfg: Config | None = None) -> Normalized:
+    """Strip what varies between machines and runs but not in meaning; record every rewrite."""
+    rewrites: list[str] = []
+
+    def sub(pattern: re.Pattern[str], repl: str, text: str, label: str) -> str:
+        def one(m: re.Match[str]) -> str:
+            rewrites.append(f"{label}: {m.group(0)!r} -> {repl!r}")
+            return repl
+
+        return pattern.sub(one, text)
+
+    text = prompt.replace("\r\n", "\n")
+    text = sub(_HOME, "/build", text, "home directory")
+    text = sub(_TS, "", text, "timestamp")
+    text = sub(_TMP, "/tmp/X", text, "temp path")
+    for pattern, repl in cfg.normalize_rules if cfg else ():
+        try:
+            text = sub(re.compile(pattern), repl, text, f"rule {pattern}")
+        except re.error as exc:
+            raise BadInput(f".genjob/config.toml normalize rule {pattern!r} is not a valid regex: {exc}") from None
+    lines = [line.rstrip() for line in text.split("\n")]
+    if any(a != b for a, b in zip(lines, text.split("\n"), strict=True)):
+        rewrites.append("trailing whitespace stripped")
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    return Normalized("\n".join(lines), rewrites)
+
+
+def clean_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Every request parameter except credentials and transport settings (a deny-list)."""
+    return {k: v for k, v in params.items() if k.lower() not in _CREDENTIAL_PARAMS}
+
+
+def request_doc(endpoint: str, model: str, params: dict[str, Any], prompt: str, key: str | None) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "v": 1,
+        "endpoint": endpoint,
+        "model": model,
+        "params": clean_params(params),
+        "prompt": prompt,
+    }
+    if key:
+        doc["key"] = key
+    return doc
+
+
+def fingerprint(doc: dict[str, Any]) -> str:
+    return sha256_hex(canonical_bytes(doc))
+
+
+def check_fp(fp: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{64}", fp):
+        raise BadInput(f"{fp!r} is not a fingerprint (64 lowercase hex)", "list them with: git genjob cache ls")
+    return fp
+
+
+def _base(fp: str) -> str:
+    return f"{fp[:2]}/{fp}"
+
+
+@dataclass
+class Entry:
+    fp: str
+    request: dict[str, Any] | None
+    events: list[dict[str, Any]]
+    answers: dict[str, pygit2.Oid]
+
+    def heads(self) -> list[str]:
+        roots = {e["answer"] for e in self.events if e["type"] == "recorded"}
+        edges: dict[str, set[str]] = {}
+        for e in self.events:
+            if e["type"] == "accepted" and e.get("replaces"):
+                edges.setdefault(e["replaces"], set()).add(e["answer"])
+        heads: set[str] = set()
+        stack, seen = list(roots), set()
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            nxt = edges.get(node, set()) - seen
+            if nxt:
+                stack.extend(nxt)
+            else:
+                heads.add(node)
+        if not roots:
+            heads |= {e["answer"] for e in self.events if e["type"] == "accepted"}
+        return sorted(heads)
+
+    def served(self) -> str | None:
+        heads = self.heads()
+        return heads[0] if heads else None
+
+    def pending(self) -> list[str]:
+        """Drift candidates awaiting review, plus competing heads."""
+        decided = {e["answer"] for e in self.events if e["type"] in ("accepted", "rejected")}
+        heads = self.heads()
+        served = heads[0] if heads else None
+        out = {e["answer"] for e in self.events if e["type"] == "drift"} - decided - {served}
+        if len(heads) > 1:
+            out |= set(heads[1:])
+        return sorted(out)
+
+
+class Cache:
+    """Reads and writes refs/genjob/replays; every write is a CAS retried as a union."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def _tree(self) -> pygit2.Tree | None:
+        tip = self.store.ref_target(REPLAYS_REF)
+        return self.store.get_commit(tip).tree if tip is not None else None
+
+    def entry(self, fp: str, tree: pygit2.Tree | None = None) -> Entry | None:
+        tree = tree if tree is not None else self._tree()
+        if tree is None:
+            return None
+        try:
+            node = self.store.repo.get(tree[_base(fp)].id)
+        except KeyError:
+            return None
+        assert isinstance(node, pygit2.Tree)
+        files = self.store.tree_files(node)
+        events = [parse_strict(self.store.read(o), "replay event") for p, o in files.items() if p.startswith("events/")]
+        events.sort(key=lambda e: (e.get("time", ""), e.get("type", ""), e.get("answer", "")))
+        answers = {p[len("answers/") :]: o for p, o in files.items() if p.startswith("answers/")}
+        request = parse_strict(self.store.read(files["request.json"]), "request") if "request.json" in files else None
+        return Entry(fp, request, events, answers)
+
+    def answer(self, entry: Entry, sha: str) -> str:
+        if sha not in entry.answers:
+            raise BadInput(f"fingerprint {entry.fp} has no answer {sha}", f"see: git genjob cache show {entry.fp}")
+        return self.store.read(entry.answers[sha]).decode("utf-8")
+
+    def fingerprints(self) -> list[str]:
+        tree = self._tree()
+        if tree is None:
+            return []
+        out = []
+        for shard in tree:
+            sub = self.store.repo.get(shard.id)
+            if isinstance(sub, pygit2.Tree):
+                out += [str(e.name) for e in sub]
+        return sorted(out)
+
+    def add(
+        self, fp: str, event: dict[str, Any], answer: str | None = None, request: dict[str, Any] | None = None
+    ) -> None:
+        """Add one event (and its answer blob) with compare-and-swap, retrying as a union."""
+        for text in ([answer] if answer is not None else []) + ([request["prompt"]] if request else []):
+            found = find_secret(text.encode("utf-8"))
+            if found:
+                raise BadInput(
+                    f"refusing to store a prompt or answer that looks like a {found}",
+                    "remove the credential from the prompt; the cache is shared through git",
+                )
+        event = dict(event, time=event.get("time") or utc_now(), host=socket.gethostname())
+        ev_bytes = canonical_bytes(event)
+        additions = {f"events/{sha256_hex(ev_bytes)}.json": self.store.blob(ev_bytes)}
+        if answer is not None:
+            additions[f"answers/{sha256_hex(answer.encode('utf-8'))}"] = self.store.blob(answer.encode("utf-8"))
+        if request is not None:
+            additions["request.json"] = self.store.blob(canonical_bytes(request))
+        for _ in range(50):
+            tip = self.store.ref_target(REPLAYS_REF)
+            tree = self.store.get_commit(tip).tree if tip is not None else None
+            new_tree = self._with(tree, fp, additions)
+            commit = self.store.commit(new_tree, [tip] if tip else [], f"genjob replay: {event['type']} {fp}\n")
+            try:
+                self.store.update_refs([RefUpdate(REPLAYS_REF, tip, commit)], message="genjob: replay")
+                return
+            except Conflict:
+                continue
+        raise Conflict("refs/genjob/replays kept moving; gave up after 50 tries", "try again")
+
+    def _with(self, tree: pygit2.Tree | None, fp: str, additions: dict[str, pygit2.Oid]) -> pygit2.Oid:
+        repo = self.store.repo
+        existing: dict[str, pygit2.Oid] = {}
+        if tree is not None:
+            try:
+                node = repo.get(tree[_base(fp)].id)
+                if isinstance(node, pygit2.Tree):
+                    existing = self.store.tree_files(node)
+            except KeyError:
+                pass
+        existing.update(additions)
+        fp_tree = self.store.build_tree(existing)
+        root = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+        shard_tree = None
+        if tree is not None and fp[:2] in tree:
+            obj = repo.get(tree[fp[:2]].id)
+            shard_tree = obj if isinstance(obj, pygit2.Tree) else None
+        shard = repo.TreeBuilder(shard_tree) if shard_tree is not None else repo.TreeBuilder()
+        shard.insert(fp, fp_tree, pygit2.enums.FileMode.TREE)
+        root.insert(fp[:2], shard.write(), pygit2.enums.FileMode.TREE)
+        return root.write()
+
+    def log_hit(self, fp: str, request_hash: str) -> None:
+        common = self.store.repo.path
+        path = os.path.join(str(common), "genjob")
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "hits.log"), "a", encoding="utf-8") as fh:
+            fh.write(f"{fp} {request_hash} {utc_now()}\n")
+
+
+@dataclass
+class CallResult:
+    answer: str
+    fp: str
+    source: str  # replay | fresh | drift
+
+
+Sender = Callable[[str], str]
+
+
+def call(cache: Cache, doc: dict[str, Any], send: Sender, mode: str = "replay") -> CallResult:
+    """Serve from the cache or call `send(prompt)` and record; see SPEC §7 for the modes."""
+    if mode not in MODES:
+        raise BadInput(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    fp = fingerprint(doc)
+    entry = cache.entry(fp)
+    served = entry.served() if entry else None
+    if served is not None and mode != "refresh":
+        assert entry is not None
+        cache.log_hit(fp, sha256_hex(canonical_bytes(doc)))
+        return CallResult(cache.answer(entry, served), fp, "replay")
+    if mode == "offline":
+        raise Unavailable(f"replay miss for {fp} in offline mode", "run once online (--mode replay) to record it")
+    answer = send(doc["prompt"])
+    sha = sha256_hex(answer.encode("utf-8"))
+    if served is None:
+        cache.add(fp, {"type": "recorded", "answer": sha}, answer, doc)
+        return CallResult(answer, fp, "fresh")
+    assert entry is not None
+    if sha == served:
+        cache.add(fp, {"type": "refresh", "answer": sha})
+        return CallResult(answer, fp, "fresh")
+    cache.add(fp, {"type": "drift", "answer": sha, "against": served}, answer)
+    return CallResult(cache.answer(entry, served), fp, "drift")
+
+
+def accept(cache: Cache, fp: str, sha: str) -> None:
+    entry = _need(cache, fp)
+    cache.answer(entry, sha)
+    served = entry.served()
+    if served == sha and not entry.pending():
+        return
+    cache.add(fp, {"type": "accepted", "answer": sha, "replaces": served})
+
+
+def reject(cache: Cache, fp: str, sha: str) -> None:
+    entry = _need(cache, fp)
+    cache.answer(entry, sha)
+    if sha == entry.served() and len(entry.heads()) == 1:
+        raise Refused(f"{sha} is the served answer of {fp}", "accept another answer instead of rejecting this one")
+    cache.add(fp, {"type": "rejected", "answer": sha})
+
+
+def _need(cache: Cache, fp: str) -> Entry:
+    entry = cache.entry(check_fp(fp))
+    if entry is None:
+        raise BadInput(f"no cache entry {fp}", "list them with: git genjob cache ls")
+    return entry
+
+
+class CacheClient:
+    """What a model generator calls: the cache scoped by a job's key (SPEC §5, §7)."""
+
+    def __init__(self, store: Store, scope_key: str | None, mode: str = "replay"):
+        self.cache, self.scope_key, self.mode = Cache(store), scope_key, mode
+
+    def call(self, endpoint: str, model: str, params: dict[str, Any], prompt: str, send: Sender) -> CallResult:
+        doc = request_doc(endpoint, model, params, prompt, self.scope_key)
+        return call(self.cache, doc, send, self.mode)
+
+
+def import_dir(cache: Cache, directory: str) -> list[str]:
+    """Import `<fingerprint>.jsonl` replay logs: one JSON event per line."""
+    imported = []
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".jsonl"):
+            continue
+        with open(os.path.join(directory, name), encoding="utf-8") as fh:
+            rows = [json.loads(line) for line in fh if line.strip()]
+        if not rows:
+            continue
+        fp = check_fp(str(rows[0].get("fingerprint", name[: -len(".jsonl")])))
+        first = True
+        for row in sorted(rows, key=lambda r: str(r.get("created_at_utc", ""))):
+            answer = str(row["response"])
+            sha = sha256_hex(answer.encode("utf-8"))
+            if row.get("response_sha256") and row["response_sha256"] != sha:
+                raise BadInput(f"{name}: response_sha256 does not match the response text")
+            request = {
+                "v": 1,
+                "endpoint": row.get("endpoint", ""),
+                "model": str(row.get("version", "")),
+                "params": {},
+                "prompt": "",
+                "imported": name,
+            }
+            event = {"type": "recorded" if first else "drift", "answer": sha, "time": row.get("created_at_utc")}
+            cache.add(fp, event, answer, request if first else None)
+            first = False
+        imported.append(fp)
+    return imported

@@ -1,0 +1,255 @@
+"""Receipt verification: every check of SPEC §6, numbered as there, all failures reported."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from git_genjob.canonical import digest, parse_strict
+from git_genjob.errors import BadInput
+from git_genjob.keys import TrustedKey, parse_allowed_signers, parse_revoked
+from git_genjob.receipt import Envelope, check_output_paths, check_signature, parse_envelope
+from git_genjob.records import JobRecord, find_job, parse_trailers
+from git_genjob.store import Store
+
+CHECKS = {
+    1: "envelope",
+    2: "signature",
+    3: "job",
+    4: "status",
+    5: "paths",
+    6: "outputs",
+    7: "fencing",
+    8: "fresh",
+}
+
+
+@dataclass
+class Check:
+    n: int
+    ok: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.n, "code": CHECKS[self.n], "ok": self.ok, "detail": self.detail}
+
+
+@dataclass
+class Verdict:
+    key: str
+    checks: list[Check] = field(default_factory=list)
+    envelope: Envelope | None = None
+    signer: TrustedKey | None = None
+    record: JobRecord | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def failures(self) -> list[str]:
+        return [f"check {c.n} ({CHECKS[c.n]}): {c.detail}" for c in self.checks if not c.ok]
+
+    def add(self, n: int, problems: list[str], passed: str) -> None:
+        self.checks.append(Check(n, not problems, "; ".join(problems) if problems else passed))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "ok": self.ok,
+            "checks": [c.to_json() for c in self.checks],
+            "signer": self.signer.keyid if self.signer else None,
+            "receipt": self.envelope.digest if self.envelope else None,
+        }
+
+
+@dataclass(frozen=True)
+class TrustStore:
+    signers: list[TrustedKey]
+    revoked: set[bytes]
+
+
+def trust_from_worktree(store: Store) -> TrustStore:
+    """`.genjob/` of the apply host's work tree (HEAD's tree in a bare repository)."""
+    if store.workdir is None:
+        head = store.repo.head.peel(pygit2.Commit) if not store.repo.head_is_unborn else None
+        return trust_from_tree(store, head.tree if head else None)
+
+    def read(name: str) -> str:
+        try:
+            with open(os.path.join(store.workdir or "", ".genjob", name), encoding="utf-8") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return ""
+
+    return TrustStore(parse_allowed_signers(read("allowed_signers")), parse_revoked(read("revoked_keys")))
+
+
+def trust_from_tree(store: Store, tree: pygit2.Tree | None) -> TrustStore:
+    def read(name: str) -> str:
+        data = store.file_at(tree, f".genjob/{name}") if tree is not None else None
+        return data.decode("utf-8", "replace") if data else ""
+
+    return TrustStore(parse_allowed_signers(read("allowed_signers")), parse_revoked(read("revoked_keys")))
+
+
+def check_receipt(store: Store, record: JobRecord, trust: TrustStore, when: float | None = None) -> Verdict:
+    """Checks 1-7 of SPEC §6 against one stored job; collects every failure."""
+    verdict = Verdict(record.key, record=record)
+    when = time.time() if when is None else when
+    # 1. The envelope parses; payloadType and predicateType are exact.
+    if record.receipt_bytes is None:
+        verdict.add(1, [f"job {record.key} has no receipt (state {record.state})"], "")
+        return verdict
+    try:
+        env = parse_envelope(record.receipt_bytes)
+    except BadInput as exc:
+        verdict.add(1, [exc.message], "")
+        return verdict
+    verdict.envelope = env
+    verdict.add(1, [], "DSSE envelope around an in-toto Statement v1")
+    pred = env.predicate
+    # 2. A signature verifies with a trusted, in-window, unrevoked key.
+    try:
+        verdict.signer = check_signature(env, trust.signers, trust.revoked, when)
+        verdict.add(2, [], f"signed by {verdict.signer.principal} ({verdict.signer.keyid})")
+    except Exception as exc:  # Refused or BadInput: both are a failed check
+        verdict.add(2, [getattr(exc, "message", str(exc))], "")
+    # 3. key and job_digest equal the stored job's, recomputed from job.json.
+    recomputed = digest(record.job.canonical())
+    problems = []
+    if digest(record.job_bytes) != recomputed:
+        problems.append("stored job.json is not canonical")
+    if pred["key"] != record.key:
+        problems.append(f"receipt key is {pred['key']}, job key is {record.key}")
+    if pred["job_digest"] != recomputed:
+        problems.append(f"receipt job_digest is {pred['job_digest']}, job.json hashes to {recomputed}")
+    verdict.add(3, problems, f"job {record.key} {recomputed}")
+    # 4. status is ok.
+    verdict.add(4, [] if pred["status"] == "ok" else [f"status is {pred['status']}: {pred['reason']}"], "ok")
+    # 5. Output paths within allowed_paths, each safe.
+    verdict.add(5, check_output_paths(pred, record.job.allowed_paths), "outputs within the allowed paths")
+    # 6. Every stored output blob re-hashes to its declared digest.
+    verdict.add(6, _check_blobs(store, record, pred), f"{len(pred['outputs'])} output(s) re-hashed")
+    # 7. The signed claim is the claim event it sits on, with no fencing event after it.
+    verdict.add(7, _check_fencing(store, record, pred), f"on claim {str(pred['claim'])[:12]}")
+    return verdict
+
+
+def _check_blobs(store: Store, record: JobRecord, pred: dict[str, Any]) -> list[str]:
+    stored = record.output_oids()
+    problems = []
+    for path, want in pred["outputs"].items():
+        if want is None:
+            if path in stored:
+                problems.append(f"{path} is declared deleted but an output blob is stored")
+            continue
+        if path not in stored:
+            problems.append(f"{path}: no output blob stored")
+            continue
+        have = digest(store.read(stored[path]))
+        if have != want:
+            problems.append(f"{path}: stored blob hashes to {have}, receipt says {want}")
+    for path in stored:
+        if path not in pred["outputs"]:
+            problems.append(f"{path}: output blob stored but not in the receipt")
+    return problems
+
+
+def _receipt_commit(store: Store, record: JobRecord) -> pygit2.Oid | None:
+    if record.tip is not None:
+        oid: pygit2.Oid | None = record.tip
+        while oid is not None:
+            commit = store.get_commit(oid)
+            if parse_trailers(commit.message).get("Genjob-Event") == "receipt":
+                return oid
+            oid = commit.parent_ids[0] if commit.parent_ids else None
+        return None
+    chain = record.meta.get("chain", [])
+    receipts = [c["commit"] for c in chain if c.get("event") == "receipt"]
+    return pygit2.Oid(hex=receipts[-1]) if receipts else None
+
+
+def _check_fencing(store: Store, record: JobRecord, pred: dict[str, Any]) -> list[str]:
+    try:
+        rc = _receipt_commit(store, record)
+        if rc is None:
+            return ["no receipt event in the job's chain"]
+        receipt_commit = store.get_commit(rc)
+        tree_receipt = store.file_at(receipt_commit.tree, "receipt.json")
+        if tree_receipt != record.receipt_bytes:
+            return ["the receipt differs from the one its receipt event stored"]
+        oid = receipt_commit.parent_ids[0] if receipt_commit.parent_ids else None
+        attempt = str(pred["attempt"])
+        while oid is not None:
+            commit = store.get_commit(oid)
+            t = parse_trailers(commit.message)
+            if str(oid) == pred["claim"]:
+                if t.get("Genjob-Event") != "claimed" or t.get("Genjob-Attempt") != attempt:
+                    return [f"commit {str(oid)[:12]} is not the claim of attempt {attempt}"]
+                return []
+            if t.get("Genjob-Event") not in ("sending", "renewed") or t.get("Genjob-Attempt") != attempt:
+                return [f"a {t.get('Genjob-Event', '?')} event came between claim {pred['claim'][:12]} and the receipt"]
+            oid = commit.parent_ids[0] if commit.parent_ids else None
+        return [f"claim {pred['claim'][:12]} is not in the chain below the receipt"]
+    except (BadInput, KeyError, ValueError) as exc:
+        return [f"cannot read the job's chain: {exc}"]
+
+
+def check_fresh(store: Store, record: JobRecord, tree: pygit2.Tree | None) -> list[str]:
+    """Check 8: each allowed path in the target still has its input (null = absent)."""
+    problems = []
+    inputs = record.input_oids()
+    for path, want in record.job.input_map.items():
+        try:
+            entry = tree[path] if tree is not None else None
+        except KeyError:
+            entry = None
+        if want is None:
+            if entry is not None:
+                problems.append(f"{path} now exists (the job expected to create it)")
+        elif entry is None:
+            problems.append(f"{path} is gone (want {want})")
+        elif entry.id != inputs.get(path):
+            have = digest(store.read(entry.id)) if entry.type_str == "blob" else entry.type_str
+            problems.append(f"{path} changed since it was submitted (want {want}, have {have})")
+    return problems
+
+
+def verify(store: Store, key: str, branch: str | None = None) -> Verdict:
+    record = find_job(store, key)
+    verdict = check_receipt(store, record, trust_from_worktree(store))
+    if record.archived and record.state == "applied":
+        verdict.add(8, [], f"applied as {record.meta.get('final', {}).get('commit')}")
+        return verdict
+    tree = target_tree(store, branch)
+    verdict.add(8, check_fresh(store, record, tree), "inputs unchanged in the target")
+    return verdict
+
+
+def target_tree(store: Store, branch: str | None) -> pygit2.Tree | None:
+    if branch is None:
+        if store.repo.head_is_unborn:
+            return None
+        return store.repo.head.peel(pygit2.Commit).tree
+    ref = store.repo.references.get(f"refs/heads/{branch}")
+    if ref is None:
+        raise BadInput(f"no branch {branch}", "create it first, or omit --branch")
+    return ref.peel(pygit2.Commit).tree
+
+
+def note_envelope(note: bytes) -> tuple[str, bytes] | None:
+    """(summary, envelope bytes) from a genjob note's JSON line."""
+    for line in note.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                doc = parse_strict(line.encode("utf-8"), "note")
+            except BadInput:
+                continue
+            if isinstance(doc, dict) and isinstance(doc.get("envelope"), str):
+                return str(doc.get("summary", "")), doc["envelope"].encode("utf-8")
+    return None

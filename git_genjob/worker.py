@@ -1,0 +1,361 @@
+"""The worker: claim -> record sending -> generate -> sign -> store (SPEC §4, §5)."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shutil
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from git_genjob.canonical import digest, utc_now
+from git_genjob.config import Config
+from git_genjob.errors import Conflict, GenjobError
+from git_genjob.generators import GenContext, Generator, GeneratorUnavailable, GenResult
+from git_genjob.keys import SigningKey
+from git_genjob.lifecycle import Lease, Publisher, claim, end_attempt, record_sending, renew, store_receipt
+from git_genjob.queue import live_jobs, read_config
+from git_genjob.receipt import build_statement, sign_statement
+from git_genjob.records import JobRecord
+from git_genjob.secretscan import find_secret
+from git_genjob.store import Store
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class JobOutcome:
+    key: str
+    result: str  # ok | rejected | aborted | failed_before_send | unknown | fenced | lost
+    reason: str = ""
+    attempt: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class WorkReport:
+    outcomes: list[JobOutcome] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        results = {o.result for o in self.outcomes}
+        if "fenced" in results:
+            return 4
+        if results & {"failed_before_send", "unknown"}:
+            return 3
+        return 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jobs": [o.to_json() for o in self.outcomes], "exit_code": self.exit_code}
+
+
+@dataclass
+class WorkerOptions:
+    generator: Generator
+    signing_key: SigningKey
+    worker_id: str
+    lease_s: float = 600.0
+    max_jobs: int | None = None
+    wait: bool = False
+    poll_s: float = 2.0
+    timeout_s: float = 1800.0
+    pass_env: tuple[str, ...] = ()
+    remote: str | None = None
+
+
+def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None) -> WorkReport:
+    """Claim queued jobs oldest first until none is claimable (or max_jobs / forever with wait)."""
+    pub = Publisher(store, opts.remote)
+    report = WorkReport()
+    done = 0
+    while opts.max_jobs is None or done < opts.max_jobs:
+        pub.refresh()
+        lease = _claim_next(pub, opts, report, progress)
+        if lease is None:
+            if opts.wait:
+                time.sleep(opts.poll_s)
+                continue
+            break
+        report.outcomes.append(run_claimed(pub, lease, opts, progress))
+        done += 1
+    return report
+
+
+def _claim_next(pub: Publisher, opts: WorkerOptions, report: WorkReport, progress: Progress) -> Lease | None:
+    for record in live_jobs(pub.store):
+        if record.state != "queued":
+            continue
+        if pub.remote is not None and pub.remote_values.get(f"refs/genjob/jobs/{record.key}") != record.tip:
+            continue  # local events the remote lacks: never claim from a view the remote does not share
+        try:
+            lease = claim(pub, record, opts.worker_id, opts.lease_s)
+        except Conflict:
+            report.outcomes.append(JobOutcome(record.key, "lost", "another worker claimed it first"))
+            progress(f"lost    {record.key} (claimed elsewhere)")
+            continue
+        progress(f"claimed {record.key} attempt {lease.n}")
+        return lease
+    return None
+
+
+class _Renewer(threading.Thread):
+    """Renews the lease every third of its length; a failed renewal fences the attempt."""
+
+    def __init__(self, pub: Publisher, lease: Lease, lock: threading.Lock, stop: threading.Event):
+        super().__init__(daemon=True)
+        self.pub, self.lease, self.lock, self.stop = pub, lease, lock, stop
+        self.fenced: str | None = None
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        own = Publisher(Store.open(self.pub.store.gitdir), self.pub.remote)
+        own.remote_values = dict(self.pub.remote_values)
+        while not self.finished.wait(self.lease.lease_s / 3):
+            with self.lock:
+                try:
+                    renew(own, self.lease)
+                    self.pub.remote_values.update(own.remote_values)
+                except GenjobError as exc:
+                    self.fenced = exc.message
+                    self.stop.set()
+                    return
+
+
+def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Progress) -> JobOutcome:
+    store, record = pub.store, lease.record
+    key = record.key
+    try:
+        record_sending(pub, lease)
+    except Conflict as exc:
+        return JobOutcome(key, "fenced", exc.message, lease.n)
+    cfg = read_config(store)
+    tmp = tempfile.mkdtemp(prefix="genjob-")
+    try:
+        scratch, ctx = _prepare(store, record, tmp, opts)
+        lock, stop = threading.Lock(), ctx.stop
+        renewer = _Renewer(pub, lease, lock, stop)
+        renewer.start()
+        progress(f"sending {key} to {opts.generator.kind}")
+        try:
+            result: GenResult | GeneratorUnavailable = opts.generator.generate(ctx)
+        except GeneratorUnavailable as exc:
+            result = exc
+        finally:
+            renewer.finished.set()
+            renewer.join()
+        if renewer.fenced is not None:
+            progress(f"fenced  {key}: {renewer.fenced}")
+            return JobOutcome(key, "fenced", renewer.fenced, lease.n)
+        if isinstance(result, GeneratorUnavailable):
+            state = "unknown" if result.sent else "failed_before_send"
+            try:
+                end_attempt(pub, lease, state, result.message, ctx.replays)
+            except Conflict as exc:
+                return JobOutcome(key, "fenced", exc.message, lease.n)
+            progress(f"{state} {key}: {result.message}")
+            return JobOutcome(key, state, result.message, lease.n)
+        return _finish(pub, lease, record, result, scratch, ctx, cfg, opts, progress)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> tuple[str, GenContext]:
+    scratch = os.path.join(tmp, "work")
+    meta = os.path.join(tmp, "meta")
+    os.makedirs(scratch)
+    os.makedirs(meta)
+    inputs: dict[str, bytes] = {}
+    for path, oid in record.input_oids().items():
+        data = store.read(oid)
+        inputs[path] = data
+        target = os.path.join(scratch, path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data)
+    instruction_file = os.path.join(meta, "instruction.txt")
+    with open(instruction_file, "w", encoding="utf-8") as fh:
+        fh.write(record.job.instruction)
+    job_file = os.path.join(meta, "job.json")
+    with open(job_file, "wb") as fh:
+        fh.write(record.job_bytes)
+    cache = None
+    if opts.generator.kind in ("http", "openai"):
+        from git_genjob.replay import CacheClient
+
+        cache = CacheClient(store, scope_key=record.key)
+    ctx = GenContext(
+        record.job, scratch, instruction_file, job_file, inputs, opts.timeout_s, threading.Event(), opts.pass_env, cache
+    )
+    return scratch, ctx
+
+
+def _ignored(path: str, patterns: tuple[str, ...]) -> bool:
+    parts = path.split("/")
+    for pat in patterns:
+        if pat.endswith("/"):
+            if pat.rstrip("/") in parts[:-1]:
+                return True
+        elif fnmatch.fnmatchcase(parts[-1], pat) or fnmatch.fnmatchcase(path, pat):
+            return True
+    return False
+
+
+@dataclass
+class Diff:
+    outputs: dict[str, bytes | None] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def diff_scratch(scratch: str, record: JobRecord, inputs: dict[str, bytes], cfg: Config) -> Diff:
+    """Outputs = allowed paths whose bytes changed, were created or deleted; anything else is named."""
+    allowed = set(record.job.allowed_paths)
+    result = Diff()
+    seen: set[str] = set()
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(scratch, followlinks=False):
+        for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, scratch).replace(os.sep, "/")
+            st = os.lstat(full)
+            if rel not in allowed:
+                if _ignored(rel, cfg.scratch_ignore):
+                    result.ignored.append(rel)
+                else:
+                    result.problems.append(f"wrote {rel} outside the allowed paths")
+                continue
+            seen.add(rel)
+            if not stat.S_ISREG(st.st_mode):
+                result.problems.append(f"{rel} is not a regular file (a symlink or special file is never read)")
+                continue
+            if st.st_size > cfg.limits.file_bytes:
+                result.problems.append(f"{rel} is {st.st_size} bytes, over the limit of {cfg.limits.file_bytes}")
+                continue
+            total += st.st_size
+            with open(full, "rb") as fh:
+                data = fh.read()
+            if inputs.get(rel) != data:
+                result.outputs[rel] = data
+    for path in allowed - seen:
+        if path in inputs:
+            result.outputs[path] = None
+    if total > cfg.limits.receipt_bytes:
+        result.problems.append(f"outputs total {total} bytes, over the limit of {cfg.limits.receipt_bytes}")
+    return result
+
+
+def _finish(
+    pub: Publisher,
+    lease: Lease,
+    record: JobRecord,
+    result: GenResult,
+    scratch: str,
+    ctx: GenContext,
+    cfg: Config,
+    opts: WorkerOptions,
+    progress: Progress,
+) -> JobOutcome:
+    started = next((a.get("started_at") for a in record.attempts if a["n"] == lease.n), utc_now())
+    status, reason = result.status, result.reason
+    outputs: dict[str, bytes | None] = {}
+    ignored: list[str] = []
+    if status == "ok":
+        diff = diff_scratch(scratch, record, ctx.inputs, cfg)
+        ignored = sorted(diff.ignored)
+        if diff.problems:
+            status, reason = "rejected", "; ".join(diff.problems)
+        elif not record.meta.get("allow_secrets"):
+            leaks = [
+                f"{p} contains what looks like a {n}"
+                for p, d in diff.outputs.items()
+                if d is not None and (n := find_secret(d))
+            ]
+            if leaks:
+                status, reason = "rejected", "; ".join(leaks)
+        if status == "ok":
+            outputs = diff.outputs
+    predicate = {
+        "job_digest": record.job.digest,
+        "key": record.key,
+        "claim": lease.claim,
+        "status": status,
+        "reason": reason,
+        "outputs": {p: (digest(d) if d is not None else None) for p, d in sorted(outputs.items())},
+        "ignored": ignored,
+        "worker_id": opts.worker_id,
+        "attempt": lease.n,
+        "generator": opts.generator.describe(),
+        "replays": list(ctx.replays),
+        "started_at": started,
+        "finished_at": utc_now(),
+    }
+    envelope = sign_statement(build_statement(predicate), opts.signing_key)
+    try:
+        store_receipt(pub, lease, envelope, outputs, list(ctx.replays))
+    except Conflict as exc:
+        progress(f"fenced  {record.key}: {exc.message}")
+        return JobOutcome(record.key, "fenced", exc.message, lease.n)
+    progress(f"receipt {record.key} {status}" + (f": {reason}" if reason else ""))
+    return JobOutcome(record.key, status, reason, lease.n)
+
+
+class OutOfBand:
+    kind = "out-of-band"
+    endpoint: str | None = None
+    model: str | None = None
+    command: str | None = None
+
+    def describe(self) -> dict[str, str | None]:
+        return {"kind": self.kind, "endpoint": None, "model": None, "command": None}
+
+    def generate(self, ctx: GenContext) -> GenResult:
+        return GenResult("ok")
+
+
+def receipt_out_of_band(
+    store: Store,
+    key: str,
+    outputs_dir: str | None,
+    deletes: list[str],
+    signing_key: SigningKey,
+    worker_id: str,
+    status: str = "ok",
+    reason: str = "",
+    remote: str | None = None,
+) -> JobOutcome:
+    """Sign and store a receipt for outputs made elsewhere: claim, then receipt (two events)."""
+    from git_genjob.errors import BadInput
+    from git_genjob.paths import check_path
+    from git_genjob.records import find_job
+
+    pub = Publisher(store, remote)
+    pub.refresh()
+    record = find_job(store, key)
+    for path in deletes:
+        check_path(path)
+        if path not in record.job.allowed_paths:
+            raise BadInput(f"--delete {path}: not an allowed path of job {key}")
+    if outputs_dir is not None and not os.path.isdir(outputs_dir):
+        raise BadInput(f"--outputs {outputs_dir} is not a directory")
+    opts = WorkerOptions(OutOfBand(), signing_key, worker_id, lease_s=600)
+    lease = claim(pub, record, worker_id, opts.lease_s)
+    tmp = tempfile.mkdtemp(prefix="genjob-")
+    try:
+        scratch, ctx = _prepare(store, lease.record, tmp, opts)
+        if outputs_dir is not None:
+            shutil.copytree(outputs_dir, scratch, symlinks=True, dirs_exist_ok=True)
+        for path in deletes:
+            target = os.path.join(scratch, path)
+            if os.path.lexists(target):
+                os.unlink(target)
+        result = GenResult(status, reason)
+        return _finish(pub, lease, lease.record, result, scratch, ctx, read_config(store), opts, lambda _: None)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
