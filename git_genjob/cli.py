@@ -839,6 +839,26 @@ def audit_cmd(range_: str | None, quiet: bool, as_json: bool) -> None:
         raise SystemExit(1)
 
 
+@main.command(context_settings=CONTEXT)
+@click.option("--keep", is_flag=True, help="Keep the temporary repository and print its path.")
+@click.option(
+    "--model", metavar="BASE_URL#MODEL", help="Use an OpenAI-compatible server instead of the built-in generator."
+)
+@json_option
+def demo(keep: bool, model: str | None, as_json: bool) -> None:
+    """A full round trip in a temporary repository, with nothing to configure."""
+    from git_genjob.demo import run_demo
+
+    result = run_demo(keep, model, (lambda _: None) if as_json else click.echo)
+    doc = {
+        "repository": result.path if keep else None,
+        "key": result.key,
+        "commit": result.commit,
+        "verify": result.verify,
+    }
+    emit(doc, as_json, lambda: click.echo(f"\nkept the demo repository: {result.path}" if keep else "\ndone."))
+
+
 def run(args: list[str]) -> int:
     """Run the CLI; convert GenjobError to its message and exit code in one place."""
     as_json = "--json" in args

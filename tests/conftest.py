@@ -120,3 +120,38 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture
 def genjob():  # type: ignore[no-untyped-def]
     return run_genjob
+
+
+def setup_worker(repo: Path, name: str = "w1") -> Path:
+    """init, keygen, trust add, commit .genjob: a repository ready for work and apply."""
+    assert run_genjob("init", cwd=repo).code == 0
+    key = repo.parent / "keys" / name
+    res = run_genjob("keygen", "--name", name, "--out", str(key), cwd=repo)
+    assert res.code == 0, res.err
+    assert run_genjob("trust", "add", name, str(key) + ".pub", cwd=repo).code == 0
+    git(repo, "add", ".genjob")
+    git(repo, "commit", "-q", "-m", "trust worker")
+    return key
+
+
+def submit_key(repo: Path, *args: str) -> str:
+    import json
+
+    res = run_genjob("submit", "--json", *args, cwd=repo)
+    assert res.code == 0, res.err
+    return str(json.loads(res.out)["key"])
+
+
+def work(repo: Path, key: Path, command: str, *extra: str) -> Result:
+    return run_genjob(
+        "work",
+        "--generator",
+        f"exec:{command}",
+        "--signing-key",
+        str(key),
+        "--worker-id",
+        "w1",
+        "--json",
+        *extra,
+        cwd=repo,
+    )

@@ -1,0 +1,131 @@
+"""Receipts: DSSE + in-toto, verified by securesystemslib (independent) and by us (SPEC §2.3)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from securesystemslib.dsse import Envelope as SslibEnvelope
+from securesystemslib.signer import SSlibKey
+
+from git_genjob.errors import BadInput, Refused
+from git_genjob.keys import TrustedKey, generate, parse_private_key, parse_public_key, public_line, read_signing_key
+from git_genjob.receipt import build_statement, check_signature, parse_envelope, sign_statement
+
+PRED = {
+    "job_digest": "sha256:" + "a" * 64,
+    "key": "k1",
+    "claim": "c" * 40,
+    "status": "ok",
+    "reason": "",
+    "outputs": {"src/a.py": "sha256:" + "b" * 64, "gone.py": None},
+    "ignored": [],
+    "worker_id": "w1",
+    "attempt": 1,
+    "generator": {"kind": "exec", "endpoint": None, "model": None, "command": "true"},
+    "replays": [],
+    "started_at": "2026-12-02T14:27:23.000Z",
+    "finished_at": "2026-12-02T14:27:24.000Z",
+}
+
+
+def _sslib_verify(raw: bytes, pk: bytes) -> None:
+    from git_genjob.keys import fingerprint
+
+    env = SslibEnvelope.from_dict(json.loads(raw))
+    key = SSlibKey(keyid=fingerprint(pk), keytype="ed25519", scheme="ed25519", keyval={"public": pk.hex()})
+    env.verify([key], 1)
+
+
+def _trusted(pk: bytes) -> list[TrustedKey]:
+    return [TrustedKey("w1", pk, ("genjob-receipt",), None, None, 1)]
+
+
+def test_receipt_verifies_with_securesystemslib_and_ours() -> None:
+    key = generate("w1")
+    raw = sign_statement(build_statement(PRED), key)
+    _sslib_verify(raw, key.public)
+    env = parse_envelope(raw)
+    assert check_signature(env, _trusted(key.public), set(), 0).principal == "w1"
+    st = env.statement
+    assert st["_type"] == "https://in-toto.io/Statement/v1"
+    assert st["subject"] == [{"name": "src/a.py", "digest": {"sha256": "b" * 64}}]
+    assert env.signatures[0][0] == key.keyid
+
+
+@pytest.mark.parametrize("where", ["payload", "sig"])
+def test_one_byte_change_fails_both_verifiers(where: str) -> None:
+    key = generate("w1")
+    doc = json.loads(sign_statement(build_statement(PRED), key))
+    if where == "payload":
+        payload = bytearray(base64.b64decode(doc["payload"]))
+        payload[payload.index(b'"w1"') + 1] ^= 0x01
+        doc["payload"] = base64.b64encode(bytes(payload)).decode()
+    else:
+        sig = bytearray(base64.b64decode(doc["signatures"][0]["sig"]))
+        sig[5] ^= 0x01
+        doc["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
+    raw = json.dumps(doc).encode()
+    with pytest.raises(Exception):
+        _sslib_verify(raw, key.public)
+    with pytest.raises((Refused, BadInput)):
+        check_signature(parse_envelope(raw), _trusted(key.public), set(), 0)
+
+
+def test_non_ok_receipt_names_the_job_as_subject() -> None:
+    raw = sign_statement(build_statement(dict(PRED, status="rejected", outputs={})), generate("w"))
+    assert parse_envelope(raw).statement["subject"][0]["name"] == "genjob-job:k1"
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.update(payloadType="text/plain"), "payloadType"),
+        (lambda d: d.update(payload="!!notbase64"), "base64"),
+        (lambda d: d.update(signatures=[]), "no signatures"),
+        (lambda d: d.update(extra=1), "exactly"),
+    ],
+)
+def test_malformed_envelopes_are_refused(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads(sign_statement(build_statement(PRED), generate("w")))
+    mutate(doc)
+    with pytest.raises(BadInput, match=message):
+        parse_envelope(json.dumps(doc).encode())
+
+
+def test_duplicate_keys_and_wrong_predicate_type_are_refused() -> None:
+    good = sign_statement(build_statement(PRED), generate("w")).decode()
+    with pytest.raises(BadInput, match="duplicate"):
+        parse_envelope(good.replace('{"payload"', '{"payload":"x","payload"', 1).encode())
+    st = build_statement(PRED)
+    st["predicateType"] = "urn:other"
+    with pytest.raises(BadInput, match="predicateType"):
+        parse_envelope(sign_statement(st, generate("w")))
+
+
+def test_keys_interoperate_with_openssh(tmp_path: Path) -> None:
+    key = generate("w1")
+    path = tmp_path / "k"
+    path.write_text(key.private_pem())
+    os.chmod(path, 0o600)
+    (tmp_path / "k.pub").write_text(public_line(key.public, "w1") + "\n")
+    out = subprocess.run(["ssh-keygen", "-lf", str(tmp_path / "k.pub")], capture_output=True, text=True, check=True)
+    assert out.stdout.split()[1] == key.keyid
+    derived = subprocess.run(["ssh-keygen", "-y", "-f", str(path)], capture_output=True, text=True, check=True)
+    assert parse_public_key(derived.stdout)[0] == key.public
+    assert read_signing_key(str(path)) == key
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "o")], check=True)
+    theirs = parse_private_key((tmp_path / "o").read_text())
+    assert public_line(theirs.public, "").split()[1] == (tmp_path / "o.pub").read_text().split()[1]
+
+
+def test_readable_key_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "k"
+    path.write_text(generate("w").private_pem())
+    os.chmod(path, 0o644)
+    with pytest.raises(BadInput, match="readable by others"):
+        read_signing_key(str(path))

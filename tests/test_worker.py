@@ -1,0 +1,363 @@
+"""The worker plane: claims, generators, fencing, recovery, races (SPEC §2.2, §4, §5)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from git_genjob.lifecycle import Publisher, claim, record_sending, recover, store_receipt
+from git_genjob.records import load_live
+from git_genjob.store import Store
+from tests.conftest import git, make_repo, refs, run_genjob, setup_worker, submit_key, work
+
+
+def receipt_of(repo: Path, key: str) -> dict:  # type: ignore[type-arg]
+    env = json.loads(git(repo, "show", f"refs/genjob/jobs/{key}:receipt.json"))
+    return json.loads(base64.b64decode(env["payload"]))["predicate"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def ready(repo: Path) -> tuple[Path, Path]:
+    return repo, setup_worker(repo)
+
+
+def test_exec_worker_changes_creates_and_deletes(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "edit", "src/user.py", "README.md", "--create", "src/new.py")
+    res = work(
+        repo,
+        key,
+        "echo changed > src/user.py && rm README.md && echo new > src/new.py && "
+        "mkdir -p src/__pycache__ && touch src/__pycache__/x.pyc",
+        "--once",
+    )
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["jobs"][0]["result"] == "ok"
+    pred = receipt_of(repo, k)
+    assert set(pred["outputs"]) == {"src/user.py", "README.md", "src/new.py"}
+    assert pred["outputs"]["README.md"] is None and pred["ignored"] == ["src/__pycache__/x.pyc"]
+    assert git(repo, "show", f"refs/genjob/jobs/{k}:outputs/src/new.py") == "new\n"
+    events = [e["event"] for e in json.loads(run_genjob("show", k, "--json", cwd=repo).out)["events"]]
+    assert events == ["submitted", "claimed", "sending", "receipt"]
+    claim_commit = json.loads(run_genjob("show", k, "--json", cwd=repo).out)["events"][1]["commit"]
+    assert pred["claim"] == claim_commit
+    assert run_genjob("work", "--generator", "exec:true", "--signing-key", str(key), cwd=repo).out.startswith(
+        "nothing to do"
+    )
+
+
+def test_scratch_holds_only_the_bundle(ready: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, key = ready
+    submit_key(repo, "-m", "look", "src/user.py")
+    listing = tmp_path / "listing.txt"
+    res = work(repo, key, f"find . -type f | sort > {listing}; env | sort >> {listing}", "--once")
+    assert res.code == 0
+    text = listing.read_text()
+    assert text.splitlines()[0] == "./src/user.py" and "./README.md" not in text and ".git" not in text.split("\n")[0]
+    assert "GENJOB_INSTRUCTION=look" in text and "GIT_" not in text.replace("GENJOB_", "")
+
+
+@pytest.mark.parametrize(
+    "command, reason",
+    [
+        ("echo x > stray.txt", "wrote stray.txt outside the allowed paths"),
+        ("rm src/user.py && ln -s /etc/hostname src/user.py", "src/user.py is not a regular file"),
+        ("head -c 5000 /dev/zero > src/user.py", "over the limit of 1024"),
+        ("echo 'AKIA' 'ABCDEFGHIJKLMNOP' | tr -d ' ' > src/user.py", "looks like a AWS access key id"),
+    ],
+)
+def test_rejected_receipts(ready: tuple[Path, Path], command: str, reason: str) -> None:
+    repo, key = ready
+    (repo / ".genjob/config.toml").write_text("[limits]\nfile_bytes = 1024\n")
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    res = work(repo, key, command, "--once")
+    assert res.code == 0, res.err
+    pred = receipt_of(repo, k)
+    assert pred["status"] == "rejected" and reason in pred["reason"] and pred["outputs"] == {}
+    assert "outputs/" not in git(repo, "ls-tree", "-r", "--name-only", f"refs/genjob/jobs/{k}")
+
+
+def test_failing_or_slow_generator_is_aborted(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k1 = submit_key(repo, "-m", "fail", "src/user.py")
+    assert work(repo, key, "echo boom; exit 3", "--once").code == 0
+    assert receipt_of(repo, k1)["status"] == "aborted" and "exited 3" in receipt_of(repo, k1)["reason"]
+    k2 = submit_key(repo, "-m", "slow", "README.md")
+    t = time.monotonic()
+    assert work(repo, key, "sleep 30", "--once", "--timeout", "1s").code == 0
+    assert time.monotonic() - t < 20
+    assert "timed out" in receipt_of(repo, k2)["reason"]
+
+
+def test_a_claim_from_a_stale_read_loses(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    store = Store.open(str(repo))
+    record = load_live(store, k)
+    assert record is not None
+    claim(Publisher(store), record, "other", 60)
+    with pytest.raises(Exception, match="moved: expected") as exc:
+        claim(Publisher(store), record, "third", 60)  # the record read before the first claim
+    assert getattr(exc.value, "exit_code", None) == 4
+
+
+def test_killed_before_sending_is_requeued(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    store = Store.open(str(repo))
+    record = load_live(store, k)
+    assert record is not None
+    claim(Publisher(store), record, "crashed", 1)
+    report = recover(Publisher(store), now=time.time() + 5)
+    assert report.requeued == [k]
+    assert json.loads(run_genjob("status", k, "--json", cwd=repo).out)["state"] == "queued"
+    res = work(repo, key, "echo ok > src/user.py", "--once")
+    assert json.loads(res.out)["jobs"][0] == {"key": k, "result": "ok", "reason": "", "attempt": 2}
+
+
+def test_late_receipt_from_a_fenced_attempt_is_refused(ready: tuple[Path, Path]) -> None:
+    repo, key_path = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    store = Store.open(str(repo))
+    record = load_live(store, k)
+    assert record is not None
+    lease = claim(Publisher(store), record, "slow", 1)
+    record_sending(Publisher(store), lease)
+    assert recover(Publisher(store), now=time.time() + 5).unknown == [k]
+    before = refs(repo)
+    with pytest.raises(Exception) as exc:
+        store_receipt(Publisher(store), lease, b"{}", {}, [])
+    assert getattr(exc.value, "exit_code", None) == 4
+    assert refs(repo) == before
+
+
+def _wait_for_state(repo: Path, key: str, state: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        res = run_genjob("status", key, "--json", cwd=repo)
+        if res.code == 0 and json.loads(res.out)["state"] == state:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{key} never reached {state}")
+
+
+@pytest.mark.slow
+def test_sigkill_while_generating_then_recover_retry(ready: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    runs = tmp_path / "runs.log"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "git_genjob",
+            "work",
+            "--generator",
+            f"exec:echo run >> {runs}; sleep 60",
+            "--signing-key",
+            str(key),
+            "--lease",
+            "2s",
+            "--once",
+        ],
+        cwd=repo,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_for_state(repo, k, "sending")
+    deadline = time.monotonic() + 20
+    while not runs.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    time.sleep(2.5)
+    res = run_genjob("recover", "--json", cwd=repo)
+    assert json.loads(res.out)["unknown"] == [k]
+    assert work(repo, key, f"echo run >> {runs}", "--once").out.count(k) == 0  # never resent by a worker
+    assert runs.read_text().count("run") == 1
+    assert run_genjob("retry", k, cwd=repo).code == 0
+    res = work(repo, key, f"echo run >> {runs}; echo new > src/user.py", "--once")
+    assert json.loads(res.out)["jobs"][0]["attempt"] == 2
+    assert runs.read_text().count("run") == 2
+    attempts = json.loads(run_genjob("show", k, "--json", cwd=repo).out)["attempt_records"]
+    assert [a["state"] for a in attempts] == ["unknown", "finished"]
+
+
+def test_drop_archives_the_job(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    assert work(repo, key, "exit 1", "--once").code == 0
+    assert run_genjob("retry", k, cwd=repo).code == 0  # aborted receipts may be retried
+    assert run_genjob("drop", k, "--why", "not needed", cwd=repo).code == 0
+    assert f"refs/genjob/jobs/{k}" not in refs(repo)
+    doc = json.loads(run_genjob("show", k, "--json", cwd=repo).out)
+    assert doc["state"] == "dropped" and doc["meta"]["final"]["why"] == "not needed"
+    again = json.loads(run_genjob("submit", "--json", "-m", "x", "src/user.py", cwd=repo).out)
+    assert again["created"] is False and again["state"] == "dropped"
+    git(repo, "fsck", "--strict")
+
+
+def test_out_of_band_receipt(ready: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py", "README.md")
+    assert run_genjob("bundle", k, "-o", str(tmp_path / "b.tar"), cwd=repo).code == 0
+    out = tmp_path / "out" / "src"
+    out.mkdir(parents=True)
+    (out / "user.py").write_text("from elsewhere\n")
+    res = run_genjob(
+        "receipt", k, "--outputs", str(tmp_path / "out"), "--delete", "README.md", "--signing-key", str(key), cwd=repo
+    )
+    assert res.code == 0, res.err
+    pred = receipt_of(repo, k)
+    assert pred["generator"]["kind"] == "out-of-band" and pred["outputs"]["README.md"] is None
+    assert run_genjob("verify", k, cwd=repo).code == 0
+
+
+def _spawn_workers(repo: Path, key: Path, n: int, command: str, extra: list[str]) -> list[subprocess.Popen[str]]:
+    return [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "git_genjob",
+                "work",
+                "--generator",
+                f"exec:{command}",
+                "--signing-key",
+                str(key),
+                "--worker-id",
+                f"w{i}",
+                "--json",
+                *extra,
+            ],
+            cwd=repo,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.slow
+def test_four_local_workers_generate_each_job_once(ready: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, key = ready
+    from git_genjob.queue import submit
+
+    store = Store.open(str(repo))
+    keys = [submit(store, f"job {i}", ["src/user.py"], key=f"j{i:03d}").key for i in range(100)]
+    log = tmp_path / "gen.log"
+    procs = _spawn_workers(repo, key, 4, f'echo "$GENJOB_KEY" >> {log}; echo "$GENJOB_KEY" > src/user.py', [])
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    generated = log.read_text().split()
+    assert sorted(generated) == sorted(keys)  # every job generated exactly once
+    for k in keys:
+        assert receipt_of(repo, k)["status"] == "ok"
+        assert git(repo, "rev-list", "--count", f"refs/genjob/jobs/{k}").strip() == "4"
+
+
+def _race_through(remote_url: str, tmp_path: Path, n_jobs: int) -> None:
+    planner = make_repo(tmp_path / "planner")
+    key = setup_worker(planner)
+    git(planner, "remote", "add", "origin", remote_url)
+    git(planner, "push", "-q", "origin", "main")
+    from git_genjob.queue import submit
+
+    store = Store.open(str(planner))
+    keys = [submit(store, f"job {i}", ["src/user.py"], key=f"r{i:03d}").key for i in range(n_jobs)]
+    assert run_genjob("push", cwd=planner).code == 0
+    log = tmp_path / "gen.log"
+    clones = []
+    for i in range(3):
+        clone = tmp_path / f"worker{i}"
+        git(tmp_path, "init", "-q", str(clone))  # a worker needs only refs/genjob/*: no branches fetched
+        git(clone, "remote", "add", "origin", remote_url)
+        clones.append(clone)
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "git_genjob",
+                "work",
+                "--remote",
+                "origin",
+                "--generator",
+                f'exec:echo "$GENJOB_KEY" >> {log}; echo "$GENJOB_KEY" > src/user.py',
+                "--signing-key",
+                str(key),
+                "--worker-id",
+                f"c{i}",
+                "--json",
+            ],
+            cwd=clone,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, clone in enumerate(clones)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=900)
+        assert p.returncode == 0, err
+    assert sorted(log.read_text().split()) == sorted(keys)
+    assert run_genjob("fetch", cwd=planner).code == 0
+    for k in keys:
+        assert receipt_of(planner, k)["status"] == "ok"
+        assert run_genjob("verify", k, cwd=planner).code == 0
+
+
+@pytest.mark.slow
+def test_three_clones_race_through_a_bare_remote(tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    _race_through(str(bare), tmp_path, 30)
+
+
+@pytest.mark.slow
+def test_three_clones_race_through_git_daemon(tmp_path: Path) -> None:
+    base = tmp_path / "served"
+    base.mkdir()
+    git(base, "init", "-q", "--bare", "remote.git")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    daemon = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            f"--base-path={base}",
+            "--export-all",
+            "--enable=receive-pack",
+            str(base),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        _race_through(f"git://127.0.0.1:{port}/remote.git", tmp_path, 12)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
