@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from securesystemslib.dsse import Envelope as SslibEnvelope
+from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import SSlibKey
 
 from git_genjob.errors import BadInput, Refused
@@ -70,7 +71,7 @@ def test_one_byte_change_fails_both_verifiers(where: str) -> None:
         sig[5] ^= 0x01
         doc["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
     raw = json.dumps(doc).encode()
-    with pytest.raises(Exception):
+    with pytest.raises(VerificationError):
         _sslib_verify(raw, key.public)
     with pytest.raises((Refused, BadInput)):
         check_signature(parse_envelope(raw), _trusted(key.public), set(), 0)

@@ -1,0 +1,334 @@
+"""verify and apply: the hostile corpus, idempotence, crash reconcile, notes and audit (SPEC §6, §10)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import pytest
+
+from git_genjob.canonical import canonical_bytes, digest
+from git_genjob.keys import generate, read_signing_key
+from git_genjob.lifecycle import Publisher, claim, record_sending, recover
+from git_genjob.receipt import build_statement, sign_statement
+from git_genjob.records import load_live, write_event
+from git_genjob.store import RefUpdate, Store, job_ref
+from tests.conftest import git, refs, run_genjob, setup_worker, submit_key, work
+
+GOOD = "echo 'def fetch_user(uid, timeout=1):\n    return uid' > src/user.py"
+
+
+def snapshot(repo: Path) -> tuple[str, str, str]:
+    return (git(repo, "rev-parse", "HEAD"), git(repo, "ls-files", "-s"), git(repo, "status", "--porcelain"))
+
+
+@pytest.fixture
+def done(repo: Path) -> tuple[Path, Path, str]:
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "Add a timeout", "src/user.py")
+    assert work(repo, key, GOOD, "--once").code == 0
+    return repo, key, k
+
+
+def _replace_tip(repo: Path, k: str, files: dict[str, bytes | None]) -> None:
+    """Rewrite the receipt event's tree in place (same parent, same message): a tampered ref."""
+    store = Store.open(str(repo))
+    tip = store.ref_target(job_ref(k))
+    assert tip is not None
+    commit = store.get_commit(tip)
+    tree_files = store.tree_files(commit.tree)
+    for path, data in files.items():
+        if data is None:
+            tree_files.pop(path, None)
+        else:
+            tree_files[path] = store.blob(data)
+    new = store.repo.create_commit(
+        None, commit.author, commit.committer, commit.message, store.build_tree(tree_files), list(commit.parent_ids)
+    )
+    store.update_refs([RefUpdate(job_ref(k), tip, new)])
+
+
+def _envelope(repo: Path, k: str) -> dict[str, Any]:
+    return json.loads(git(repo, "show", f"refs/genjob/jobs/{k}:receipt.json"))  # type: ignore[no-any-return]
+
+
+def _statement(repo: Path, k: str) -> dict[str, Any]:
+    return json.loads(base64.b64decode(_envelope(repo, k)["payload"]))  # type: ignore[no-any-return]
+
+
+def _resign(
+    repo: Path,
+    key_path: Path | None,
+    k: str,
+    mutate: Callable[[dict[str, Any]], None],
+    extra: dict[str, bytes | None] | None = None,
+) -> None:
+    st = _statement(repo, k)
+    mutate(st)
+    signer = read_signing_key(str(key_path)) if key_path else generate("intruder")
+    _replace_tip(repo, k, {"receipt.json": sign_statement(st, signer), **(extra or {})})
+
+
+def _raw(repo: Path, k: str, mutate: Callable[[dict[str, Any]], None]) -> None:
+    env = _envelope(repo, k)
+    mutate(env)
+    _replace_tip(repo, k, {"receipt.json": canonical_bytes(env)})
+
+
+def _flip_sig(env: dict[str, Any]) -> None:
+    sig = bytearray(base64.b64decode(env["signatures"][0]["sig"]))
+    sig[0] ^= 1
+    env["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
+
+
+def _pred(**changes: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda st: st["predicate"].update(changes)
+
+
+BAD = "sha256:" + "0" * 64
+OUT = digest(b"x\n")
+
+CORPUS: list[tuple[str, int, Callable[[Path, Path, str], None]]] = [
+    ("forged signature", 2, lambda r, kp, k: _raw(r, k, _flip_sig)),
+    ("untrusted key", 2, lambda r, kp, k: _resign(r, None, k, lambda st: None)),
+    ("revoked key", 2, lambda r, kp, k: run_genjob("trust", "revoke", "w1", cwd=r)),
+    (
+        "expired key",
+        2,
+        lambda r, kp, k: (r / ".genjob/allowed_signers").write_text(
+            (r / ".genjob/allowed_signers")
+            .read_text()
+            .replace('namespaces="genjob-receipt"', 'namespaces="genjob-receipt",valid-before="20200101Z"')
+        ),
+    ),
+    (
+        "no namespaces option",
+        2,
+        lambda r, kp, k: (r / ".genjob/allowed_signers").write_text(
+            (r / ".genjob/allowed_signers").read_text().replace('namespaces="genjob-receipt" ', "")
+        ),
+    ),
+    ("empty trust store", 2, lambda r, kp, k: (r / ".genjob/allowed_signers").write_text("# none\n")),
+    ("wrong payloadType", 1, lambda r, kp, k: _raw(r, k, lambda e: e.update(payloadType="application/json"))),
+    ("wrong predicateType", 1, lambda r, kp, k: _resign(r, kp, k, lambda st: st.update(predicateType="urn:x"))),
+    ("key mismatch", 3, lambda r, kp, k: _resign(r, kp, k, _pred(key="someone-else"))),
+    ("digest mismatch", 3, lambda r, kp, k: _resign(r, kp, k, _pred(job_digest=BAD))),
+    ("status rejected", 4, lambda r, kp, k: _resign(r, kp, k, _pred(status="rejected"))),
+    ("status aborted", 4, lambda r, kp, k: _resign(r, kp, k, _pred(status="aborted"))),
+    (
+        "output outside allowed paths",
+        5,
+        lambda r, kp, k: _resign(
+            r, kp, k, _pred(outputs={"README.md": OUT}), {"outputs/README.md": b"x\n", "outputs/src/user.py": None}
+        ),
+    ),
+    ("dot-dot output path", 5, lambda r, kp, k: _resign(r, kp, k, _pred(outputs={"../evil.py": OUT}))),
+    ("absolute output path", 5, lambda r, kp, k: _resign(r, kp, k, _pred(outputs={"/etc/passwd": OUT}))),
+    (".git output path", 5, lambda r, kp, k: _resign(r, kp, k, _pred(outputs={".git/hooks/post-commit": OUT}))),
+    ("output blob swapped", 6, lambda r, kp, k: _replace_tip(r, k, {"outputs/src/user.py": b"evil\n"})),
+    ("truncated JSON", 1, lambda r, kp, k: _replace_tip(r, k, {"receipt.json": canonical_bytes(_envelope(r, k))[:-9]})),
+    (
+        "duplicate JSON keys",
+        1,
+        lambda r, kp, k: _replace_tip(
+            r,
+            k,
+            {
+                "receipt.json": canonical_bytes(_envelope(r, k)).replace(
+                    b'{"payload"', b'{"payload":"eA==","payload"', 1
+                )
+            },
+        ),
+    ),
+    ("non-base64 payload", 1, lambda r, kp, k: _raw(r, k, lambda e: e.update(payload="%%%"))),
+    (
+        "stale inputs",
+        8,
+        lambda r, kp, k: ((r / "src/user.py").write_text("changed on main\n"), git(r, "commit", "-qam", "moved on")),
+    ),
+]
+
+
+@pytest.mark.parametrize("name, check, tamper", CORPUS, ids=[c[0] for c in CORPUS])
+def test_hostile_corpus_is_refused(
+    done: tuple[Path, Path, str], name: str, check: int, tamper: Callable[[Path, Path, str], None]
+) -> None:
+    repo, key_path, k = done
+    tamper(repo, key_path, k)
+    before, refs_before = snapshot(repo), refs(repo)
+    res = run_genjob("verify", k, "--json", cwd=repo)
+    assert res.code != 0
+    failed = [c["check"] for c in json.loads(res.out)["checks"] if not c["ok"]] if res.code == 1 else [1]
+    assert check in failed, (name, res.out, res.err)
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code in (1, 2), res.err
+    assert f"check {check}" in res.err or (check == 8 and "stale" in res.err) or res.code == 2, res.err
+    assert snapshot(repo) == before and refs(repo) == refs_before
+
+
+def test_receipt_copied_from_another_job_is_refused(done: tuple[Path, Path, str]) -> None:
+    repo, key_path, k = done
+    other = submit_key(repo, "-m", "Something else", "src/user.py")
+    assert work(repo, key_path, GOOD, "--once").code == 0
+    _replace_tip(repo, other, {"receipt.json": git(repo, "show", f"refs/genjob/jobs/{k}:receipt.json").encode()})
+    res = run_genjob("verify", other, "--json", cwd=repo)
+    failed = {c["check"] for c in json.loads(res.out)["checks"] if not c["ok"]}
+    assert res.code == 1 and {3, 7} <= failed
+
+
+def test_fenced_receipt_is_refused(repo: Path) -> None:
+    key_path = setup_worker(repo)
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    store = Store.open(str(repo))
+    record = load_live(store, k)
+    assert record is not None
+    lease = claim(Publisher(store), record, "w1", 1)
+    record_sending(Publisher(store), lease)
+    recover(Publisher(store), now=time.time() + 5)
+    fenced = load_live(store, k)
+    assert fenced is not None
+    pred = {
+        "job_digest": record.job.digest,
+        "key": k,
+        "claim": lease.claim,
+        "status": "ok",
+        "reason": "",
+        "outputs": {"src/user.py": OUT},
+        "ignored": [],
+        "worker_id": "w1",
+        "attempt": lease.n,
+        "generator": {"kind": "exec", "endpoint": None, "model": None, "command": "x"},
+        "replays": [],
+        "started_at": "2026-12-02T00:00:00.000Z",
+        "finished_at": "2026-12-02T00:00:01.000Z",
+    }
+    env = sign_statement(build_statement(pred), read_signing_key(str(key_path)))
+    files = dict(fenced.files)
+    files["receipt.json"] = store.blob(env)
+    files["outputs/src/user.py"] = store.blob(b"x\n")
+    commit = write_event(store, fenced, "receipt", files, fenced.attempts_doc, "done", {"Genjob-Attempt": "1"})
+    store.update_refs([RefUpdate(job_ref(k), fenced.tip, commit)])
+    res = run_genjob("verify", k, "--json", cwd=repo)
+    checks = {c["check"]: c for c in json.loads(res.out)["checks"]}
+    assert res.code == 1 and not checks[7]["ok"] and "recovered" in checks[7]["detail"]
+
+
+def test_dirty_allowed_path_refuses_apply(done: tuple[Path, Path, str]) -> None:
+    repo, _, k = done
+    (repo / "src/user.py").write_text("local edit\n")
+    before = snapshot(repo)
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "local changes at src/user.py" in res.err
+    assert snapshot(repo) == before and (repo / "src/user.py").read_text() == "local edit\n"
+
+
+def test_apply_commit_trailers_note_and_worktree(done: tuple[Path, Path, str]) -> None:
+    repo, _, k = done
+    (repo / "README.md").write_text("unrelated local edit\n")
+    res = run_genjob("apply", k, "--json", cwd=repo)
+    assert res.code == 0, res.err
+    commit = json.loads(res.out)["commit"]
+    assert git(repo, "rev-parse", "HEAD").strip() == commit
+    job_digest = json.loads(run_genjob("show", k, "--json", cwd=repo).out)["digest"]
+    assert git(repo, "log", "-1", "--format=%(trailers:key=Genjob-Job,valueonly)").strip() == job_digest
+    assert git(repo, "log", "-1", "--format=%an <%ae>").strip() == "Ada Author <ada@example.com>"
+    assert "Assisted-by: exec:echo" in git(repo, "log", "-1", "--format=%B")
+    shown = git(repo, "log", "-1", "--notes=genjob")
+    assert f"genjob {k} ok: signed by SHA256:" in shown
+    assert (repo / "src/user.py").read_text().startswith("def fetch_user(uid, timeout=1)")
+    assert git(repo, "status", "--porcelain") == " M README.md\n"  # unrelated edits survive
+    assert f"refs/genjob/jobs/{k}" not in refs(repo) and "refs/genjob/archive" in refs(repo)
+    assert json.loads(run_genjob("status", "--all", "--json", cwd=repo).out)[0]["state"] == "applied"
+    git(repo, "fsck", "--strict")
+    again = run_genjob("apply", k, "--json", cwd=repo)
+    assert again.code == 0 and json.loads(again.out)["already"] and json.loads(again.out)["commit"] == commit
+    assert git(repo, "rev-list", "--count", "HEAD").strip() == "3"
+    assert run_genjob("verify", k, cwd=repo).code == 0  # archived jobs still verify
+
+
+def test_crash_between_commit_and_archive_is_reconciled(done: tuple[Path, Path, str]) -> None:
+    repo, _, k = done
+    live_tip = refs(repo)[f"refs/genjob/jobs/{k}"]
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    head = git(repo, "rev-parse", "HEAD").strip()
+    # The state a SIGKILL after step 5 leaves: branch moved, no note, job still live, no archive.
+    git(repo, "update-ref", f"refs/genjob/jobs/{k}", live_tip)
+    git(repo, "update-ref", "-d", "refs/genjob/archive")
+    git(repo, "update-ref", "-d", "refs/notes/genjob")
+    res = run_genjob("apply", k, "--json", cwd=repo)
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["reconciled"] and doc["commit"] == head
+    assert git(repo, "rev-parse", "HEAD").strip() == head and git(repo, "rev-list", "--count", "HEAD").strip() == "3"
+    assert f"refs/genjob/jobs/{k}" not in refs(repo) and "genjob " + k in git(repo, "log", "-1", "--notes=genjob")
+
+
+def test_apply_to_a_branch_not_checked_out(done: tuple[Path, Path, str]) -> None:
+    repo, _, k = done
+    git(repo, "branch", "target")
+    before = snapshot(repo)
+    res = run_genjob("apply", k, "--branch", "target", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    assert snapshot(repo) == before
+    assert "timeout=1" in git(repo, "show", "target:src/user.py")
+
+
+def test_audit_passes_then_fails_on_tampering(done: tuple[Path, Path, str]) -> None:
+    repo, key_path, k = done
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    k2 = submit_key(repo, "-m", "Second", "README.md")
+    assert work(repo, key_path, "echo new > README.md", "--once").code == 0
+    assert run_genjob("apply", k2, cwd=repo).code == 0
+    res = run_genjob("audit", cwd=repo)
+    assert res.code == 0 and "2 genjob commit(s), 0 failing" in res.out, res.out + res.err
+    assert "verified" in run_genjob("log", cwd=repo).out
+    # A tampered note: the envelope no longer matches the trailer.
+    note = git(repo, "notes", "--ref=genjob", "show", "HEAD")
+    git(
+        repo,
+        "notes",
+        "--ref=genjob",
+        "add",
+        "-f",
+        "-m",
+        note.replace("ok: signed", "ok: SIGNED").replace('\\"payloadType', '\\"payloadType\\":\\"x\\",\\"y'),
+        "HEAD",
+    )
+    res = run_genjob("audit", cwd=repo)
+    assert res.code == 1 and "FAIL" in res.out
+    git(repo, "notes", "--ref=genjob", "add", "-f", "-m", note.strip(), "HEAD")
+    assert run_genjob("audit", cwd=repo).code == 0
+    # A tampered trailer: amend the commit's worker name.
+    msg = git(repo, "log", "-1", "--format=%B").replace("Genjob-Worker: w1", "Genjob-Worker: mallory")
+    git(repo, "commit", "--amend", "-q", "-m", msg)
+    res = run_genjob("audit", cwd=repo)
+    assert res.code == 1 and "Genjob-Worker says mallory" in res.out
+    # A missing note is a failure, never a skip.
+    git(repo, "notes", "--ref=genjob", "remove", "HEAD")
+    assert run_genjob("audit", "HEAD~1..HEAD", cwd=repo).code == 1
+
+
+def test_pre_apply_hook_refuses(done: tuple[Path, Path, str]) -> None:
+    repo, _, k = done
+    hook = repo / ".git/hooks/pre-apply"
+    hook.write_text('#!/bin/sh\ngrep -q timeout "$GENJOB_OUTPUTS/src/user.py" && echo "policy says no: $1" && exit 1\n')
+    hook.chmod(0o755)
+    before = snapshot(repo)
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "pre-apply hook refused" in res.err and f"policy says no: {k}" in res.err
+    assert snapshot(repo) == before
+    hook.chmod(0o644)
+    assert run_genjob("apply", k, cwd=repo).code == 0
+
+
+def test_apply_uses_verified_blob_ids(done: tuple[Path, Path, str]) -> None:
+    repo, _, k = done
+    out_blob = git(repo, "rev-parse", f"refs/genjob/jobs/{k}:outputs/src/user.py").strip()
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    assert git(repo, "rev-parse", "HEAD:src/user.py").strip() == out_blob
+    assert pygit2.Repository(str(repo)).head.peel(pygit2.Commit).parents[0].id
