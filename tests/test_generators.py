@@ -1,0 +1,122 @@
+"""Model generators end to end through the worker and the replay cache (SPEC §5, §7)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, run_genjob, setup_worker, submit_key
+from tests.stubserver import Stub
+
+
+def run_worker(repo: Path, key: Path, spec: str, *extra: str) -> dict:  # type: ignore[type-arg]
+    res = run_genjob("work", "--generator", spec, "--signing-key", str(key), "--json", *extra, cwd=repo)
+    assert res.code in (0, 3), res.err
+    return json.loads(res.out)  # type: ignore[no-any-return]
+
+
+def predicate(repo: Path, k: str) -> dict:  # type: ignore[type-arg]
+    raw = git(repo, "show", f"refs/genjob/jobs/{k}:receipt.json")
+    return json.loads(base64.b64decode(json.loads(raw)["payload"]))["predicate"]  # type: ignore[no-any-return]
+
+
+def test_http_generator_single_and_multi_file(repo: Path, stub: Stub) -> None:
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "rewrite", "src/user.py")
+    stub.answer = "def fetch_user(uid, timeout=5):\n    return uid\n"
+    assert run_worker(repo, key, f"http:{stub.url}/gen", "--once")["jobs"][0]["result"] == "ok"
+    assert stub.requests[0]["format"] == "text" and "=== src/user.py ===" in stub.requests[0]["prompt"]
+    pred = predicate(repo, k)
+    assert pred["generator"] == {"kind": "http", "endpoint": f"{stub.url}/gen", "model": None, "command": None}
+    assert len(pred["replays"]) == 1
+    k2 = submit_key(repo, "-m", "two files", "src/user.py", "--create", "src/b.py")
+    stub.answer = json.dumps({"files": {"src/b.py": "b = 1\n", "evil.py": "x"}})
+    run_worker(repo, key, f"http:{stub.url}/gen", "--once")
+    assert predicate(repo, k2)["status"] == "rejected" and "evil.py" in predicate(repo, k2)["reason"]
+
+
+def test_retry_replays_and_other_job_asks_afresh(repo: Path, stub: Stub) -> None:
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "rewrite", "src/user.py", "--key", "op-1")
+    stub.answer = "print('x')\n"
+    run_worker(repo, key, f"http:{stub.url}/gen", "--once")
+    assert stub.count == 1
+    assert run_genjob("retry", k, cwd=repo).code == 1  # an ok receipt: apply it instead
+    assert run_genjob("drop", k, "--why", "test", cwd=repo).code == 0
+    k2 = submit_key(repo, "-m", "rewrite", "src/user.py", "--key", "op-2")  # same text, another operation
+    run_worker(repo, key, f"http:{stub.url}/gen", "--once")
+    assert stub.count == 2 and predicate(repo, k2)["replays"] != []
+
+
+def test_unavailable_endpoint_requeues(repo: Path, stub: Stub) -> None:
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "rewrite", "src/user.py")
+    url = stub.url
+    stub.close()
+    res = run_genjob("work", "--generator", f"http:{url}/gen", "--signing-key", str(key), "--once", cwd=repo)
+    assert res.code == 3
+    doc = json.loads(run_genjob("show", k, "--json", cwd=repo).out)
+    assert doc["state"] == "queued" and doc["attempt_records"][0]["state"] == "failed_before_send"
+
+
+def test_timeout_after_send_is_unknown_and_retry_replays(repo: Path, stub: Stub) -> None:
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "rewrite", "src/user.py")
+    stub.mode = "truncate"
+    res = run_genjob("work", "--generator", f"http:{stub.url}/gen", "--signing-key", str(key), "--once", cwd=repo)
+    assert res.code == 3
+    assert json.loads(run_genjob("show", k, "--json", cwd=repo).out)["state"] == "unknown"
+    assert (
+        "nothing to do"
+        in run_genjob("work", "--generator", f"http:{stub.url}/gen", "--signing-key", str(key), cwd=repo).out
+    )
+    stub.mode = "ok"
+    assert run_genjob("retry", k, cwd=repo).code == 0
+    run_worker(repo, key, f"http:{stub.url}/gen", "--once")
+    assert predicate(repo, k)["status"] == "ok" and predicate(repo, k)["attempt"] == 2
+    count = stub.count
+    assert run_genjob("drop", k, "--why", "again", cwd=repo).code == 0
+    assert stub.count == count
+
+
+def test_openai_generator_falls_back_to_json_object(repo: Path, stub: Stub) -> None:
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "add timeout", "src/user.py", "--create", "tests/t.py")
+    stub.mode = "reject_json_schema"
+    stub.answer = json.dumps({"src/user.py": "def f(timeout=1):\n    pass\n", "tests/t.py": "x = 1\n"})
+    run_worker(repo, key, f"openai:{stub.url}/v1#tiny", "--once")
+    pred = predicate(repo, k)
+    assert pred["status"] == "ok" and set(pred["outputs"]) == {"src/user.py", "tests/t.py"}
+    first, second = stub.requests
+    assert first["response_format"]["type"] == "json_schema"
+    schema = first["response_format"]["json_schema"]["schema"]
+    assert schema["required"] == ["src/user.py", "tests/t.py"] and schema["additionalProperties"] is False
+    assert second["response_format"] == {"type": "json_object", "schema": schema}
+    assert run_genjob("verify", k, cwd=repo).code == 0
+
+
+def test_openai_partial_answer_is_not_recorded(repo: Path, stub: Stub) -> None:
+    key = setup_worker(repo)
+    submit_key(repo, "-m", "add timeout", "src/user.py")
+    stub.mode = "length"
+    res = run_genjob("work", "--generator", f"openai:{stub.url}/v1#tiny", "--signing-key", str(key), "--once", cwd=repo)
+    assert res.code == 3
+    assert json.loads(run_genjob("cache", "ls", "--json", cwd=repo).out) == []
+
+
+@pytest.mark.model
+def test_openai_generator_against_local_llama_cpp(repo: Path, llama_server: str) -> None:
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "Add a docstring to fetch_user.", "src/user.py")
+    doc = run_worker(repo, key, f"openai:{llama_server}/v1#smollm2", "--once", "--timeout", "600s")
+    assert doc["jobs"][0]["result"] in ("ok", "rejected"), doc
+    pred = predicate(repo, k)
+    assert pred["generator"]["kind"] == "openai" and pred["generator"]["model"] == "smollm2"
+    assert len(pred["replays"]) == 1
+    if pred["status"] == "ok":
+        assert run_genjob("verify", k, cwd=repo).code == 0
+    assert os.path.exists(repo / ".git")

@@ -1,0 +1,78 @@
+"""The README's promises on a fresh machine, and the demo (issue: a newcomer's first hour)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, run_genjob
+
+
+def test_readme_names_the_two_commands() -> None:
+    text = (REPO_ROOT / "README.md").read_text()
+    assert "./install.sh && git genjob demo" in text
+    assert re.search(r"^\.ci/run\b", text, re.M)
+    ci = (REPO_ROOT / ".ci/run").read_text()
+    assert "python -m pytest -q" in ci and "python -m pytest -q" in text
+
+
+def test_demo_ends_with_trailers_note_and_passing_verify(tmp_path: Path) -> None:
+    res = run_genjob("demo", "--keep", "--json", cwd=tmp_path)
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    repo = doc["repository"]
+    body = subprocess.run(
+        ["git", "-C", repo, "log", "-1", "--notes=genjob", "--format=%B%n%N"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for trailer in ("Genjob-Key:", "Genjob-Job:", "Genjob-Receipt:", "Genjob-Signer:", "Genjob-Worker:"):
+        assert trailer in body
+    assert f"genjob {doc['key']} ok: signed by" in body
+    assert all(line.strip().startswith("ok") for line in doc["verify"])
+    assert run_genjob("verify", doc["key"], cwd=repo).code == 0
+    assert run_genjob("audit", cwd=repo).code == 0
+    tests = subprocess.run(
+        ["python3", "-m", "pytest", "-q", "tests"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": "src"},
+    )
+    assert "1 passed" in tests.stdout, tests.stdout + tests.stderr
+
+
+def test_demo_leaves_no_trace_without_keep(tmp_path: Path, hermetic_seal: Path) -> None:
+    before = sorted(p.name for p in hermetic_seal.iterdir())
+    res = run_genjob("demo", "--json", cwd=tmp_path)
+    assert res.code == 0 and json.loads(res.out)["repository"] is None
+    assert sorted(p.name for p in hermetic_seal.iterdir()) == before
+
+
+@pytest.mark.slow
+def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
+    import shutil
+
+    from tests.test_install import IGNORE
+
+    src = tmp_path / "clone"
+    shutil.copytree(REPO_ROOT, src, ignore=IGNORE)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "XDG_", "VIRTUAL_ENV"))}
+    env.update(
+        HOME=str(home),
+        PATH=f"{home}/.local/bin:/usr/local/bin:/usr/bin:/bin",
+        PIP_CACHE_DIR=os.environ.get("PIP_CACHE_DIR", os.path.expanduser("~/.cache/pip")),
+    )
+    proc = subprocess.run(
+        ["sh", "-c", "./install.sh && git genjob demo"], cwd=src, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Genjob-Receipt:" in proc.stdout and "applied as" in proc.stdout

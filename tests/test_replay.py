@@ -1,0 +1,160 @@
+"""The replay cache (SPEC §7): hits send nothing, normalization, failures, drift, concurrency, offline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from git_genjob.replay import normalize
+from tests.conftest import git, refs, run_genjob
+from tests.stubserver import Stub
+
+
+def ask(repo: Path, stub_url: str, prompt: str, *extra: str) -> tuple[int, str, str]:
+    (repo / "prompt.txt").write_text(prompt)
+    res = run_genjob(
+        "ask",
+        "--endpoint",
+        f"{stub_url}/v1",
+        "--model",
+        "m1",
+        "--prompt-file",
+        "prompt.txt",
+        "--out-file",
+        "out.txt",
+        *extra,
+        cwd=repo,
+    )
+    out = (repo / "out.txt").read_text() if (repo / "out.txt").exists() else ""
+    return res.code, res.out + res.err, out
+
+
+def test_hit_opens_no_connection(repo: Path, stub: Stub) -> None:
+    code, text, out = ask(repo, stub.url, "Write hello")
+    assert code == 0 and text.startswith("fresh ") and out == "hello\n" and stub.count == 1
+    fp = text.split()[1]
+    code, text, out = ask(repo, stub.url, "Write hello")
+    assert code == 0 and text.strip() == f"replay {fp}" and out == "hello\n"
+    assert stub.count == 1
+    assert (repo / ".git/genjob/hits.log").read_text().startswith(fp + " ")
+    stub.close()
+    assert ask(repo, stub.url, "Write hello", "--mode", "offline")[0] == 0
+
+
+def test_normalization_makes_prompts_replay_each_other(repo: Path, stub: Stub) -> None:
+    a = "Fix /home/alice/src/app.py   \nrun at 2026-12-02T14:27:23Z in /tmp/tmpab12cd\n\n"
+    b = "\nFix /Users/bob/src/app.py\nrun at 2025-01-01T00:00:00.123+02:00 in /tmp/xyz\n"
+    assert normalize(a).text == normalize(b).text
+    assert ask(repo, stub.url, a)[0] == 0
+    code, text, _ = ask(repo, stub.url, b)
+    assert code == 0 and text.startswith("replay ") and stub.count == 1
+    res = run_genjob(
+        "cache", "explain", "--prompt-file", "prompt.txt", "--endpoint", f"{stub.url}/v1", "--model", "m1", cwd=repo
+    )
+    assert "home directory: '/Users/bob' -> '/build'" in res.out and "timestamp" in res.out
+    assert text.split()[1] in res.out
+
+
+@pytest.mark.parametrize("mode", ["down", "status:429", "status:500", "status:503", "truncate", "length"])
+def test_failures_exit_3_with_sentinel_and_record_nothing(repo: Path, stub: Stub, mode: str) -> None:
+    url = stub.url
+    if mode == "down":
+        stub.close()
+    else:
+        stub.mode = mode
+    code, text, out = ask(repo, url, "Write hello")
+    assert code == 3, text
+    assert out == "model_unavailable\n"
+    assert "refs/genjob/replays" not in refs(repo)
+
+
+def test_secret_answers_are_never_stored(repo: Path, stub: Stub) -> None:
+    stub.answer = "key: ghp_" + "x1Y2" * 10
+    code, text, _ = ask(repo, stub.url, "Write hello")
+    assert code == 2 and "GitHub token" in text and "x1Y2" not in text
+    assert "refs/genjob/replays" not in refs(repo)
+
+
+def test_drift_review(repo: Path, stub: Stub) -> None:
+    code, text, _ = ask(repo, stub.url, "Write hello")
+    fp = text.split()[1]
+    stub.answer = "bonjour\n"
+    code, text, out = ask(repo, stub.url, "Write hello", "--mode", "refresh")
+    assert code == 0 and f"drift {fp}" in text and out == "hello\n"
+    assert run_genjob("cache", "drift", fp, cwd=repo).code == 1
+    assert ask(repo, stub.url, "Write hello")[2] == "hello\n"
+    import hashlib
+
+    new = hashlib.sha256(b"bonjour\n").hexdigest()
+    old = hashlib.sha256(b"hello\n").hexdigest()
+    assert run_genjob("cache", "reject", fp, new, cwd=repo).code == 0
+    assert run_genjob("cache", "drift", fp, cwd=repo).code == 0
+    assert ask(repo, stub.url, "Write hello")[2] == "hello\n"
+    stub.answer = "hola\n"
+    ask(repo, stub.url, "Write hello", "--mode", "refresh")
+    hola = hashlib.sha256(b"hola\n").hexdigest()
+    assert run_genjob("cache", "accept", fp, hola, cwd=repo).code == 0
+    assert run_genjob("cache", "drift", fp, cwd=repo).code == 0
+    count = stub.count
+    assert ask(repo, stub.url, "Write hello")[2] == "hola\n" and stub.count == count
+    shown = json.loads(run_genjob("cache", "show", fp, "--json", cwd=repo).out)
+    assert shown["served"] == hola and old in shown["answers"]
+
+
+SCRIPT = """
+import sys
+from git_genjob.replay import Cache
+from git_genjob.store import Store
+cache = Cache(Store.open(sys.argv[1]))
+for i in range(25):
+    fp = f"{sys.argv[2]}{i:062d}"
+    cache.add(fp, {"type": "recorded", "answer": "0" * 64}, f"answer {sys.argv[2]} {i}")
+"""
+
+
+def test_two_writers_record_concurrently(repo: Path) -> None:
+    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, str(repo), p]) for p in ("aa", "bb")]
+    for p in procs:
+        assert p.wait(timeout=300) == 0
+    rows = json.loads(run_genjob("cache", "ls", "--json", cwd=repo).out)
+    assert len(rows) == 50
+
+
+def test_fetched_replays_work_offline(repo: Path, stub: Stub, tmp_path: Path) -> None:
+    ask(repo, stub.url, "Write hello")
+    stub.close()
+    other = tmp_path / "other"
+    git(tmp_path, "init", "-q", str(other))
+    git(other, "fetch", "-q", str(repo), "refs/genjob/*:refs/genjob/*")
+    code, text, out = ask(other, stub.url, "Write hello", "--mode", "offline")
+    assert code == 0 and text.startswith("replay ") and out == "hello\n"
+    code, _, out = ask(other, stub.url, "Something new", "--mode", "offline")
+    assert code == 3 and out == "model_unavailable\n"
+
+
+def test_import_replay_logs(repo: Path, tmp_path: Path) -> None:
+    import hashlib
+
+    fp = "ab" * 32
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rows = [
+        {
+            "fingerprint": fp,
+            "endpoint": "http://x",
+            "version": "m",
+            "response": r,
+            "response_sha256": hashlib.sha256(r.encode()).hexdigest(),
+            "created_at_utc": f"2026-01-0{i + 1}T00:00:00Z",
+        }
+        for i, r in enumerate(["one", "two"])
+    ]
+    (logs / f"{fp}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert run_genjob("cache", "import", str(logs), cwd=repo).code == 0
+    assert run_genjob("cache", "drift", fp, cwd=repo).code == 1
+    shown = json.loads(run_genjob("cache", "show", fp, "--json", cwd=repo).out)
+    assert shown["served"] == hashlib.sha256(b"one").hexdigest()
