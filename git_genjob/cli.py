@@ -44,13 +44,19 @@ def main() -> None:
 
 
 @main.command(context_settings=CONTEXT)
+@click.option("--hooks", is_flag=True, help="Also install the git hooks (an existing hook is chained, run first).")
+@click.option("--force", is_flag=True, help="With --hooks: proceed even if a chained hook already exists.")
 @json_option
-def init(as_json: bool) -> None:
+def init(hooks: bool, force: bool, as_json: bool) -> None:
     """Create .genjob/, the notes display and the remote refspecs."""
     from git_genjob.initrepo import init as do_init
 
     store = _store()
     report = do_init(store)
+    if hooks:
+        from git_genjob.hooks import install_hooks
+
+        report.hooks = install_hooks(store, force=force)
 
     def human() -> None:
         for path in report.created:
@@ -857,6 +863,18 @@ def demo(keep: bool, model: str | None, as_json: bool) -> None:
         "verify": result.verify,
     }
     emit(doc, as_json, lambda: click.echo(f"\nkept the demo repository: {result.path}" if keep else "\ndone."))
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("name", type=click.Choice(["pre-commit", "commit-msg", "pre-push", "pre-apply"]))
+@click.argument("args", nargs=-1)
+def hook(name: str, args: tuple[str, ...]) -> None:
+    """What the installed hook scripts call (git genjob hook NAME ARGS...)."""
+    from git_genjob.hooks import run_hook
+
+    code = run_hook(name, list(args))
+    if code:
+        raise SystemExit(code)
 
 
 def run(args: list[str]) -> int:

@@ -7,6 +7,10 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["hook"] and len(args) >= 2 and args[1] not in ("-h", "--help"):
+        from git_genjob.hooks import run_hook
+
+        return run_hook(args[1], args[2:])
     from git_genjob.cli import run
 
     return run(args)

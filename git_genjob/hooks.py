@@ -1,0 +1,223 @@
+"""Hook installation (chaining the user's own hooks) and the hook implementations (SPEC §9)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from git_genjob.store import Store
+
+MARKER = "# git-genjob hook:"
+HOOKS = ("pre-commit", "commit-msg", "pre-push", "pre-apply")
+
+
+def _template() -> str:
+    from importlib.resources import files
+
+    return (files("git_genjob") / "resources" / "hook.sh").read_text(encoding="utf-8")
+
+
+def install_hooks(store: object, force: bool = False) -> list[str]:
+    """Write genjob's hook scripts; an existing user hook is kept as `<name>.genjob-chained` and run first."""
+    from git_genjob.apply import _hooks_dir
+    from git_genjob.errors import BadInput
+    from git_genjob.store import Store
+
+    assert isinstance(store, Store)
+    hooks_dir = _hooks_dir(store)
+    os.makedirs(hooks_dir, exist_ok=True)
+    done = []
+    for name in HOOKS:
+        path = os.path.join(hooks_dir, name)
+        chained = path + ".genjob-chained"
+        if os.path.lexists(path) and not _ours(path):
+            if os.path.lexists(chained) and not force:
+                raise BadInput(f"{path} exists and {chained} is taken", "move one of them, or pass --force")
+            os.replace(path, chained)
+            done.append(f"{name} (your hook kept as {name}.genjob-chained, run first)")
+        else:
+            done.append(name)
+        text = _template().replace("@HOOK@", name).replace("@PYTHON@", sys.executable)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    return done
+
+
+def _ours(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return MARKER in fh.read(400)
+    except OSError:
+        return False
+
+
+def run_hook(name: str, args: list[str]) -> int:
+    """Entry for `git genjob hook NAME ARGS` (no click: hooks run on every commit)."""
+    from git_genjob.errors import GenjobError, format_error
+
+    handlers = {"pre-commit": _pre_commit, "commit-msg": _commit_msg, "pre-push": _pre_push, "pre-apply": _pre_apply}
+    if name not in handlers:
+        print(f"git genjob hook: unknown hook {name!r} (one of {', '.join(HOOKS)})", file=sys.stderr)
+        return 2
+    try:
+        return handlers[name](args)
+    except GenjobError as err:
+        print(f"git-genjob {name}: " + format_error(err), file=sys.stderr)
+        return err.exit_code
+
+
+def _store() -> Store:
+    from git_genjob.store import Store
+
+    return Store.open()
+
+
+def _pre_commit(args: list[str]) -> int:
+    """One writer per path: refuse a hand commit touching a path a live job holds."""
+    import pygit2
+
+    from git_genjob.queue import allowed_paths_of
+
+    store = _store()
+    repo = store.repo
+    index = repo.index
+    index.read()
+    if repo.head_is_unborn:
+        staged = {e.path for e in index}
+    else:
+        diff = index.diff_to_tree(repo.head.peel(pygit2.Commit).tree)
+        staged = {d.new_file.path for d in diff.deltas} | {d.old_file.path for d in diff.deltas}
+    held = []
+    for key in store.live_keys():
+        for path in sorted(staged & set(allowed_paths_of(store, key))):
+            held.append(f"{path} is held by live job {key}")
+    if held:
+        print("git-genjob pre-commit: refusing a hand commit of paths a live job holds:", file=sys.stderr)
+        for line in held:
+            print(f"  - {line}", file=sys.stderr)
+        print(
+            "hint: apply the job (git genjob apply KEY) or drop it (git genjob drop KEY --why ...), "
+            "or commit with --no-verify",
+            file=sys.stderr,
+        )
+        return 4
+    return 0
+
+
+def _commit_msg(args: list[str]) -> int:
+    """Refuse Genjob-* trailers that no verified receipt backs."""
+    from git_genjob.records import find_job, parse_trailers
+    from git_genjob.verify import check_receipt, trust_from_worktree
+
+    with open(args[0], encoding="utf-8", errors="replace") as fh:
+        message = "\n".join(line for line in fh.read().splitlines() if not line.startswith("#"))
+    trailers = {k: v for k, v in parse_trailers(message).items() if k.startswith("Genjob-")}
+    if not trailers:
+        return 0
+    store = _store()
+    problems = []
+    key = trailers.get("Genjob-Key")
+    if not key:
+        problems.append("Genjob-* trailers without Genjob-Key")
+    else:
+        try:
+            record = find_job(store, key)
+            verdict = check_receipt(store, record, trust_from_worktree(store))
+            problems += verdict.failures()
+            if trailers.get("Genjob-Job") != record.job.digest:
+                problems.append(f"Genjob-Job is {trailers.get('Genjob-Job')}, job {key} is {record.job.digest}")
+            if verdict.envelope and trailers.get("Genjob-Receipt") != verdict.envelope.digest:
+                problems.append(
+                    f"Genjob-Receipt is {trailers.get('Genjob-Receipt')}, receipt is {verdict.envelope.digest}"
+                )
+        except Exception as exc:  # any failure to find or read the job means: not backed
+            problems.append(getattr(exc, "message", str(exc)))
+    if problems:
+        print("git-genjob commit-msg: Genjob-* trailers that no verified receipt backs:", file=sys.stderr)
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
+        print("hint: genjob commits are made by git genjob apply; remove the trailers", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _pre_push(args: list[str]) -> int:
+    """Refuse pushing genjob commits that fail audit or whose note the remote will not have."""
+    import subprocess
+
+    import pygit2
+
+    from git_genjob.apply import read_note
+    from git_genjob.audit import audit_commit, genjob_trailers
+    from git_genjob.remote import clean_env
+    from git_genjob.store import NOTES_REF
+    from git_genjob.verify import TrustStore, trust_from_tree
+
+    store = _store()
+    repo = store.repo
+    remote = args[0] if args else "origin"
+    lines = [line.split() for line in sys.stdin.read().splitlines() if line.strip()]
+    pushing_notes = any(len(p) == 4 and p[2] == NOTES_REF and p[0] != "(delete)" for p in lines)
+    remote_notes: pygit2.Oid | None = None
+    proc = subprocess.run(["git", "ls-remote", remote, NOTES_REF], capture_output=True, text=True, env=clean_env())
+    if proc.returncode == 0 and proc.stdout.strip():
+        oid = proc.stdout.split()[0]
+        remote_notes = pygit2.Oid(hex=oid) if oid in repo else None
+    problems = []
+    for parts in lines:
+        if len(parts) != 4:
+            continue
+        local_ref, local_sha, remote_ref, remote_sha = parts
+        if remote_ref.startswith(("refs/genjob/", "refs/notes/")) or set(local_sha) == {"0"}:
+            continue
+        walker = repo.walk(pygit2.Oid(hex=local_sha), pygit2.enums.SortMode.TOPOLOGICAL)
+        if set(remote_sha) != {"0"} and remote_sha in repo:
+            walker.hide(pygit2.Oid(hex=remote_sha))
+        for ref in repo.references:  # commits the remote already has through its tracking refs
+            if ref.startswith(f"refs/remotes/{remote}/"):
+                target = repo.references[ref].resolve().target
+                if isinstance(target, pygit2.Oid):
+                    walker.hide(target)
+        tip_trust: TrustStore | None = None
+        for commit in walker:
+            if not genjob_trailers(commit):
+                continue
+            tip_trust = tip_trust or trust_from_tree(store, store.get_commit(local_sha).tree)
+            result = audit_commit(store, commit, tip_trust)
+            problems += [f"{str(commit.id)[:12]}: {p}" for p in result.problems]
+            if read_note(store, commit.id) is not None and not pushing_notes:
+                on_remote = remote_notes is not None and _note_in(store, remote_notes, str(commit.id))
+                if not on_remote:
+                    problems.append(f"{str(commit.id)[:12]}: its note is not on {remote} (run git genjob push first)")
+    if problems:
+        print("git-genjob pre-push: refusing to push genjob commits that fail audit:", file=sys.stderr)
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _note_in(store: object, notes_commit: object, commit_id: str) -> bool:
+    from git_genjob.merge import _flat_notes
+    from git_genjob.store import Store
+
+    assert isinstance(store, Store)
+    return commit_id in _flat_notes(store, store.get_commit(notes_commit).tree)  # type: ignore[arg-type]
+
+
+def _pre_apply(args: list[str]) -> int:
+    """Run `[hooks] pre_apply` from .genjob/config.toml (GENJOB_OUTPUTS is set by apply)."""
+    import subprocess
+
+    from git_genjob.queue import read_config
+
+    store = _store()
+    command = read_config(store).pre_apply
+    if not command:
+        return 0
+    return subprocess.run(["sh", "-c", command], cwd=store.workdir or store.gitdir).returncode
