@@ -33,7 +33,7 @@ ln -sf "$PREFIX/venv/bin/git-genjob" "$BIN/git-genjob"
 
 MANDIR=${GENJOB_MANDIR:-${XDG_DATA_HOME:-$HOME/.local/share}/man}
 if "$PREFIX/venv/bin/git-genjob" man --out "$MANDIR/man1" >/dev/null 2>&1; then
-    echo "installed man page in $MANDIR/man1 (git genjob --help)"
+    echo "installed man page in $MANDIR/man1 (git genjob --help; if man does not find it: export MANPATH=\"$MANDIR:\$MANPATH\")"
 fi
 
 echo "installed git-genjob -> $BIN/git-genjob"

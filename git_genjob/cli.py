@@ -877,6 +877,27 @@ def hook(name: str, args: tuple[str, ...]) -> None:
         raise SystemExit(code)
 
 
+@main.command(hidden=True, context_settings=CONTEXT)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write git-genjob.1 into this directory.")
+@click.option("--markdown", is_flag=True, help="Print docs/cli.md instead.")
+def man(out_dir: str | None, markdown: bool) -> None:
+    """Generate the man page (or docs/cli.md) from these commands."""
+    from git_genjob import __version__
+    from git_genjob.docgen import manpage
+    from git_genjob.docgen import markdown as to_markdown
+
+    if markdown:
+        click.echo(to_markdown(main), nl=False)
+        return
+    text = manpage(main, __version__)
+    if out_dir is None:
+        click.echo(text, nl=False)
+        return
+    os.makedirs(out_dir, exist_ok=True)
+    _write_text(os.path.join(out_dir, "git-genjob.1"), text)
+    click.echo(os.path.join(out_dir, "git-genjob.1"))
+
+
 def run(args: list[str]) -> int:
     """Run the CLI; convert GenjobError to its message and exit code in one place."""
     as_json = "--json" in args

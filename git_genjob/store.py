@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -182,33 +184,67 @@ class Store:
         return target if isinstance(target, pygit2.Oid) else None
 
     def update_refs(self, updates: Iterable[RefUpdate], message: str = "git-genjob") -> None:
-        """Apply all updates atomically, each checked against its expected value under lock."""
+        """Apply all updates atomically, each checked against its expected value under lock.
+
+        A value that differs from the expected one is a conflict (exit 4). A lock held by another
+        writer is transient (it may be a loser of the same race): wait briefly and try again.
+        """
         updates = list(updates)
-        try:
-            with self.repo.transaction() as txn:
-                for u in updates:
-                    txn.lock_ref(u.name)
-                for u in updates:
-                    current = self.ref_target(u.name)
-                    if current != u.expected:
-                        raise Conflict(
-                            f"{u.name} moved: expected {u.expected or 'no ref'}, found {current or 'no ref'}",
-                            "another writer got there first; re-read the state and try again",
-                        )
-                for u in updates:
-                    if u.new is None:
-                        txn.remove(u.name)
-                    else:
-                        txn.set_target(u.name, u.new, message=message)
-        except pygit2.GitError as exc:
-            raise Conflict(
-                f"could not lock {', '.join(u.name for u in updates)}: {exc}",
-                "another writer holds the lock; try again",
-            ) from None
+        for attempt in range(100):
+            self._check_expected(updates)  # cheap pre-check: a stale writer loses without locking
+            try:
+                with self.repo.transaction() as txn:
+                    for u in updates:
+                        txn.lock_ref(u.name)
+                    self._check_expected(updates)
+                    for u in updates:
+                        if u.new is None:
+                            txn.remove(u.name)
+                        else:
+                            txn.set_target(u.name, u.new, message=message)
+                return
+            except pygit2.GitError as exc:
+                if attempt == 99:
+                    raise Conflict(
+                        f"could not lock {', '.join(u.name for u in updates)}: {exc}",
+                        "another writer holds the lock; try again",
+                    ) from None
+                time.sleep(0.01 + random.random() * 0.02)
+
+    def _check_expected(self, updates: list[RefUpdate]) -> None:
+        for u in updates:
+            current = self.ref_target(u.name)
+            if current != u.expected:
+                raise Conflict(
+                    f"{u.name} moved: expected {u.expected or 'no ref'}, found {current or 'no ref'}",
+                    "another writer got there first; re-read the state and try again",
+                )
+
+    @property
+    def common_dir(self) -> str:
+        common = os.path.join(self.gitdir, "commondir")
+        if os.path.exists(common):
+            with open(common) as fh:
+                return os.path.normpath(os.path.join(self.gitdir, fh.read().strip()))
+        return self.gitdir
 
     def live_keys(self) -> list[str]:
-        names = self.repo.listall_references()
-        return sorted(n[len(JOBS_PREFIX) :] for n in names if n.startswith(JOBS_PREFIX))
+        """Keys of the live job refs: a directory listing plus packed-refs, no ref file reads."""
+        keys: set[str] = set()
+        loose = os.path.join(self.common_dir, "refs", "genjob", "jobs")
+        try:
+            keys |= {e.name for e in os.scandir(loose) if e.is_file() and not e.name.endswith(".lock")}
+        except FileNotFoundError:
+            pass
+        try:
+            with open(os.path.join(self.common_dir, "packed-refs"), encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    name = line.rstrip("\n").partition(" ")[2]
+                    if name.startswith(JOBS_PREFIX):
+                        keys.add(name[len(JOBS_PREFIX) :])
+        except FileNotFoundError:
+            pass
+        return sorted(keys)
 
     def iter_refs(self, prefix: str) -> Iterator[tuple[str, pygit2.Oid]]:
         for name in self.repo.listall_references():

@@ -57,3 +57,14 @@ def test_install_is_safe_to_rerun(installed: tuple[Path, dict[str, str]], tmp_pa
     proc = subprocess.run(["./install.sh"], cwd=src, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "creating venv" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_help_shows_the_man_page(installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    home, env = installed
+    page = home / ".local/share/man/man1/git-genjob.1"
+    assert page.exists()
+    env = dict(env, MANPATH=f"{home}/.local/share/man:", MANPAGER="cat", PAGER="cat", MANWIDTH="80")
+    proc = subprocess.run(["git", "genjob", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "GIT-GENJOB(1)" in proc.stdout and "git genjob submit" in proc.stdout

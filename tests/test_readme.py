@@ -76,3 +76,9 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Genjob-Receipt:" in proc.stdout and "applied as" in proc.stdout
+
+
+def test_cli_docs_are_generated_from_the_code(tmp_path: Path) -> None:
+    res = run_genjob("man", "--markdown", cwd=tmp_path)
+    assert res.code == 0
+    assert (REPO_ROOT / "docs/cli.md").read_text() == res.out, "regenerate: git genjob man --markdown > docs/cli.md"

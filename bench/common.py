@@ -1,0 +1,44 @@
+"""Shared setup for the benches: a throwaway repository with a trusted worker key."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+
+
+def make_repo(files: int = 20) -> str:
+    tmp = tempfile.mkdtemp(prefix="genjob-bench-")
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@x",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@x",
+    }
+    os.environ.update(
+        {k: env[k] for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")}
+    )
+    subprocess.run(["git", "init", "-q", "-b", "main", tmp], check=True)
+    for i in range(files):
+        with open(os.path.join(tmp, f"f{i}.py"), "w") as fh:
+            fh.write(f"x = {i}\n")
+    subprocess.run(["git", "-C", tmp, "add", "-A"], check=True)
+    subprocess.run(["git", "-C", tmp, "commit", "-qm", "i"], check=True)
+    return tmp
+
+
+def trusted_key(repo: str) -> str:
+    from git_genjob.initrepo import init
+    from git_genjob.keys import generate, trust_line, write_key_files
+    from git_genjob.store import Store
+
+    init(Store.open(repo))
+    key = generate("bench")
+    path = os.path.join(repo + "-keys", "bench")
+    write_key_files(key, path)
+    with open(os.path.join(repo, ".genjob", "allowed_signers"), "a") as fh:
+        fh.write(trust_line("bench", key.public, None) + "\n")
+    subprocess.run(["git", "-C", repo, "add", ".genjob"], check=True)
+    subprocess.run(["git", "-C", repo, "commit", "-qm", "trust"], check=True)
+    return path

@@ -1,0 +1,103 @@
+"""docs/cli.md and the man page, generated from the click commands (one source, no hand-kept copy)."""
+
+from __future__ import annotations
+
+import click
+
+EXAMPLES = {
+    "init": "git genjob init --hooks",
+    "keygen": "git genjob keygen --name w1",
+    "trust add": "git genjob trust add w1 ~/.config/git-genjob/keys/w1.pub --valid-before 2027-12-31",
+    "submit": 'git genjob submit -m "Add a timeout to fetch_user" src/user.py --create tests/test_timeout.py',
+    "status": "git genjob status --state queued --json",
+    "show": "git genjob show 3f0c9a… --json",
+    "bundle": "git genjob bundle 3f0c9a… -o job.tar",
+    "work": "git genjob work --generator 'exec:aider --yes-always --no-git "
+    '--message-file "$GENJOB_INSTRUCTION_FILE"\' --signing-key ~/.config/git-genjob/keys/w1 --once',
+    "receipt": "git genjob receipt 3f0c9a… --outputs out/ --signing-key ~/.config/git-genjob/keys/w1",
+    "recover": "git genjob recover --remote origin",
+    "retry": "git genjob retry 3f0c9a…",
+    "drop": 'git genjob drop 3f0c9a… --why "superseded"',
+    "verify": "git genjob verify 3f0c9a… --json",
+    "apply": "git genjob apply 3f0c9a…",
+    "log": "git genjob log main~10..main",
+    "audit": "git genjob audit origin/main..HEAD",
+    "push": "git genjob push origin",
+    "fetch": "git genjob fetch origin",
+    "ask": "git genjob ask --endpoint http://127.0.0.1:8080/v1 --model smollm2 --prompt-file p.txt --out-file a.txt",
+    "cache drift": "git genjob cache drift <fingerprint>",
+    "demo": "git genjob demo --keep",
+}
+
+
+def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+    out: list[tuple[str, click.Command]] = []
+    for name in sorted(group.commands):
+        cmd = group.commands[name]
+        if cmd.hidden:
+            continue
+        full = f"{prefix}{name}"
+        out.append((full, cmd))
+        if isinstance(cmd, click.Group):
+            out += _commands(cmd, full + " ")
+    return out
+
+
+def _usage(name: str, cmd: click.Command) -> str:
+    ctx = click.Context(cmd, info_name=f"git genjob {name}")
+    return " ".join(cmd.collect_usage_pieces(ctx))
+
+
+def markdown(root: click.Group) -> str:
+    lines = [
+        "# Commands",
+        "",
+        "Generated from the code by `git genjob man --markdown` (the man page comes from the",
+        "same source). Every command accepts `-h`; most accept `--json` for one JSON document on stdout.",
+        "Exit codes: 0 done, 1 refused, 2 bad input, 3 generator unavailable, 4 conflict.",
+        "",
+    ]
+    for name, cmd in _commands(root):
+        lines += [f"## git genjob {name}", "", f"`git genjob {name} {_usage(name, cmd)}`".replace(" `", "`"), ""]
+        lines += [(cmd.help or "").strip(), ""]
+        if name in EXAMPLES:
+            lines += ["```sh", EXAMPLES[name], "```", ""]
+        opts = [p for p in cmd.params if isinstance(p, click.Option) and not p.hidden]
+        if opts:
+            lines += ["| option | meaning |", "|---|---|"]
+            for p in opts:
+                flags = ", ".join(f"`{o}`" for o in p.opts + p.secondary_opts)
+                lines.append(f"| {flags} | {(p.help or '').replace('|', '/')} |")
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _roff(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("-", "\\-").replace("\n.", "\n\\&.")
+
+
+def manpage(root: click.Group, version: str) -> str:
+    out = [
+        f'.TH GIT-GENJOB 1 "" "git-genjob {version}" "Git Manual"',
+        ".SH NAME",
+        "git-genjob \\- model calls as keyed, replayable, signed writes recorded in git",
+        ".SH SYNOPSIS",
+        ".B git genjob",
+        ".I COMMAND",
+        "[\\fIOPTIONS\\fR]",
+        ".SH DESCRIPTION",
+        _roff((root.help or "").strip()),
+        ".SH COMMANDS",
+    ]
+    for name, cmd in _commands(root):
+        out += [".TP", f".B git genjob {_roff(name)} {_roff(_usage(name, cmd))}", _roff((cmd.help or "").strip())]
+        for p in cmd.params:
+            if isinstance(p, click.Option) and not p.hidden:
+                out += [".RS", ".TP", f"\\fB{_roff(', '.join(p.opts))}\\fR", _roff(p.help or ""), ".RE"]
+    out += [
+        ".SH EXIT STATUS",
+        "0 done; 1 refused; 2 bad input, nothing written; 3 generator unavailable; 4 conflict.",
+        ".SH SEE ALSO",
+        "git(1), git-notes(1), ssh-keygen(1)",
+    ]
+    return "\n".join(out) + "\n"
