@@ -44,7 +44,7 @@ def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Com
 
 
 def _usage(name: str, cmd: click.Command) -> str:
-    ctx = click.Context(cmd, info_name=f"git genjob {name}")
+    ctx = click.Context(cmd, info_name=f"git genjob {name}", help_option_names=["-h", "--help"])
     return " ".join(cmd.collect_usage_pieces(ctx))
 
 
