@@ -161,7 +161,7 @@ def _instruction(messages: tuple[str, ...], message_file: str | None) -> str:
     return "\n\n".join(messages)
 
 
-STATE_CHOICE = click.Choice(["queued", "claimed", "sending", "unknown", "done", "applied", "dropped"])
+STATE_CHOICE = click.Choice(["queued", "claimed", "sending", "unknown", "done", "applied", "dropped", "damaged"])
 
 
 @main.command(context_settings=CONTEXT)

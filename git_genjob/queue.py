@@ -13,7 +13,7 @@ import pygit2
 
 from git_genjob.canonical import canonical_bytes, digest, parse_strict, utc_now
 from git_genjob.config import Config, parse_config
-from git_genjob.errors import BadInput, Conflict, Refused
+from git_genjob.errors import BadInput, Conflict, GenjobError, Refused
 from git_genjob.job import Job, describe_difference
 from git_genjob.paths import check_path
 from git_genjob.records import (
@@ -284,18 +284,30 @@ def allowed_paths_of(store: Store, key: str) -> list[str]:
     cache: dict[str, list[str]] = store.__dict__.setdefault("_paths_cache", {})
     if key not in cache:
         tip = store.ref_target(job_ref(key))
-        data = store.file_at(store.get_commit(tip).tree, "job.json") if tip is not None else None
-        if data is None:
-            return []
-        cache[key] = Job.from_bytes(data).allowed_paths
+        try:
+            data = store.file_at(store.get_commit(tip).tree, "job.json") if tip is not None else None
+            if data is None:
+                return []
+            cache[key] = Job.from_bytes(data).allowed_paths
+        except GenjobError:
+            return []  # a damaged job holds no paths; status reports it
     return cache[key]
 
 
-def live_jobs(store: Store) -> list[JobRecord]:
-    """Every live job, oldest first (by submit time, then key)."""
+def live_jobs(store: Store, damaged: dict[str, str] | None = None) -> list[JobRecord]:
+    """Every readable live job, oldest first (by submit time, then key).
+
+    A damaged job ref (not a commit, malformed documents) is skipped, never fatal for the
+    others; its key and the reason go into `damaged` when given.
+    """
     out = []
     for key in store.live_keys():
-        record = load_live(store, key)
+        try:
+            record = load_live(store, key)
+        except GenjobError as exc:
+            if damaged is not None:
+                damaged[key] = exc.message
+            continue
         if record is not None:
             out.append(record)
     out.sort(key=lambda r: (str(r.meta.get("created_at", "")), r.key))
@@ -335,8 +347,12 @@ def summarize(record: JobRecord) -> dict[str, Any]:
 
 
 def status(store: Store, state: str | None = None, include_archived: bool = False) -> list[dict[str, Any]]:
-    records = live_jobs(store) + (archived_jobs(store) if include_archived else [])
+    damaged: dict[str, str] = {}
+    records = live_jobs(store, damaged) + (archived_jobs(store) if include_archived else [])
     rows = [summarize(r) for r in records]
+    rows += [
+        {"key": k, "state": "damaged", "error": why, "instruction": f"damaged: {why}"} for k, why in damaged.items()
+    ]
     return [r for r in rows if state is None or r["state"] == state]
 
 

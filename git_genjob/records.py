@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,8 @@ class JobRecord:
     job: Job
     job_bytes: bytes
     meta: dict[str, Any]
-    files: dict[str, pygit2.Oid]
+    tree: pygit2.Tree
+    store: Store
     tip: pygit2.Oid | None
     archived: bool = False
     attempts_doc: dict[str, Any] = field(default_factory=dict)
@@ -58,6 +60,11 @@ class JobRecord:
     @property
     def attempts(self) -> list[dict[str, Any]]:
         return list(self.attempts_doc.get("attempts", []))
+
+    @functools.cached_property
+    def files(self) -> dict[str, pygit2.Oid]:
+        """{path: blob oid} of the whole stored tree (read on first use)."""
+        return self.store.tree_files(self.tree)
 
     @property
     def digest(self) -> str:
@@ -90,21 +97,22 @@ def event_message(event: str, key: str, state: str, epoch: int, extra: dict[str,
 
 
 def load_tree(store: Store, key: str, tree: pygit2.Tree, tip: pygit2.Oid | None, archived: bool) -> JobRecord:
-    files = store.tree_files(tree)
-    if "job.json" not in files or "meta.json" not in files:
+    job_bytes = store.file_at(tree, "job.json")
+    meta_bytes = store.file_at(tree, "meta.json")
+    if job_bytes is None or meta_bytes is None:
         raise BadInput(
             f"job {key}: stored tree lacks job.json or meta.json", "the ref is damaged; inspect it with git show"
         )
-    job_bytes = store.read(files["job.json"])
     job = Job.from_bytes(job_bytes)
     if job.key != key:
         raise BadInput(f"job ref {key} holds a job whose key is {job.key}", "the ref is damaged or was renamed")
-    meta = parse_strict(store.read(files["meta.json"]), "meta.json")
-    attempts = parse_strict(store.read(files["attempts.json"]), "attempts.json") if "attempts.json" in files else {}
-    receipt = store.read(files["receipt.json"]) if "receipt.json" in files else None
+    meta = parse_strict(meta_bytes, "meta.json")
+    attempts_bytes = store.file_at(tree, "attempts.json")
+    attempts = parse_strict(attempts_bytes, "attempts.json") if attempts_bytes is not None else {}
+    receipt = store.file_at(tree, "receipt.json")
     if not isinstance(meta, dict) or not isinstance(attempts, dict):
         raise BadInput(f"job {key}: meta.json and attempts.json must be objects")
-    return JobRecord(key, job, job_bytes, meta, files, tip, archived, attempts, receipt)
+    return JobRecord(key, job, job_bytes, meta, tree, store, tip, archived, attempts, receipt)
 
 
 def load_live(store: Store, key: str) -> JobRecord | None:

@@ -223,3 +223,25 @@ def test_help_everywhere(repo: Path) -> None:
 def test_python_dash_m_entry(repo: Path) -> None:
     res = run_genjob_process("submit", "-m", "x", "user.py", cwd=repo / "src")
     assert res.code == 0 and res.out.startswith("created ")
+
+
+def test_damaged_job_refs_are_reported_not_fatal(repo: Path) -> None:
+    good = submit_json(repo, "-m", "fine", "src/user.py")["key"]
+    blob = git(repo, "hash-object", "-w", "--stdin", input="not a commit").strip()
+    git(repo, "update-ref", "refs/genjob/jobs/blobref", blob)
+    tree = git(repo, "mktree", input=f"100644 blob {blob}\tjob.json\n100644 blob {blob}\tmeta.json\n").strip()
+    commit = git(repo, "commit-tree", tree, "-m", "junk").strip()
+    git(repo, "update-ref", "refs/genjob/jobs/badjson", commit)
+    before = refs(repo)
+    res = run_genjob("status", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    rows = {r["key"]: r for r in json.loads(res.out)}
+    assert rows[good]["state"] == "queued"
+    assert rows["blobref"]["state"] == "damaged" and "not a commit" in rows["blobref"]["error"]
+    assert rows["badjson"]["state"] == "damaged" and "job.json is not valid JSON" in rows["badjson"]["error"]
+    res = run_genjob("show", "badjson", cwd=repo)
+    assert res.code == 2 and "job.json is not valid JSON" in res.err
+    assert refs(repo) == before
+    assert submit_json(repo, "-m", "other", "src/user.py")["warnings"] == [
+        f"live job {good} also holds src/user.py; whichever applies second will be stale"
+    ]

@@ -155,6 +155,7 @@ def test_sigkill_while_generating_then_recover_retry(ready: tuple[Path, Path], t
     repo, key = ready
     k = submit_key(repo, "-m", "x", "src/user.py")
     runs = tmp_path / "runs.log"
+    pidfile = tmp_path / "generator.pid"
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -162,7 +163,7 @@ def test_sigkill_while_generating_then_recover_retry(ready: tuple[Path, Path], t
             "git_genjob",
             "work",
             "--generator",
-            f"exec:echo run >> {runs}; sleep 60",
+            f"exec:echo $$ > {pidfile}; echo run >> {runs}; exec sleep 60",
             "--signing-key",
             str(key),
             "--lease",
@@ -180,6 +181,11 @@ def test_sigkill_while_generating_then_recover_retry(ready: tuple[Path, Path], t
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    generator = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{generator}"):
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{generator}")  # the generator dies with its worker
     time.sleep(2.5)
     res = run_genjob("recover", "--json", cwd=repo)
     assert json.loads(res.out)["unknown"] == [k]

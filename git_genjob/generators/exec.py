@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from git_genjob.generators import GenContext, GenResult
@@ -44,6 +45,7 @@ class ExecGenerator:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         deadline = time.monotonic() + min(ctx.timeout, self.timeout)
         while proc.poll() is None:
@@ -59,6 +61,15 @@ class ExecGenerator:
         if proc.returncode != 0:
             return GenResult("aborted", f"command exited {proc.returncode}: {tail.strip()[-500:]}")
         return GenResult("ok")
+
+
+def _die_with_parent() -> None:
+    """Linux: the generator gets SIGKILL when the worker dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
