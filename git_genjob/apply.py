@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -207,6 +208,8 @@ def apply(store: Store, key: str, branch: str | None = None) -> Applied:
     assert verdict.envelope is not None
     landed = find_applied(store, head, verdict.envelope.digest, key) if head is not None else None
     if landed is not None:  # a crash after the commit: reconcile, never commit again
+        if checked_out:
+            _update_worktree(store, _still_at_inputs(store, record, _outputs(store, record, verdict)))
         _finish(store, record, verdict, landed, ref_name)
         return Applied(key, str(landed), ref_name, already=True, reconciled=True)
     # 2. stale check against the target branch (check 8)
@@ -229,12 +232,37 @@ def apply(store: Store, key: str, branch: str | None = None) -> Applied:
     message = commit_message(record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate["generator"]))
     commit = store.repo.create_commit(None, sig, sig, message, new_tree, [head] if head else [])
     store.update_refs([RefUpdate(ref_name, head, commit)], message=f"genjob: apply {key}")
+    _fault("after-commit")
     # 6. index and work tree for the output paths only
     if checked_out:
         _update_worktree(store, outputs)
     # 7-8. note, then archive
     _finish(store, record, verdict, commit, ref_name)
     return Applied(key, str(commit), ref_name, already=False)
+
+
+def _fault(point: str) -> None:
+    """Crash here when GENJOB_FAULT names this point: how the tests kill apply mid-way."""
+    if os.environ.get("GENJOB_FAULT") == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _still_at_inputs(
+    store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid | None]
+) -> dict[str, pygit2.Oid | None]:
+    """Output paths whose index entry still holds the job's input (the crash came before step 6)."""
+    index = store.repo.index
+    index.read()
+    inputs = record.input_oids()
+    pending = {}
+    for path, oid in outputs.items():
+        entry = index[path] if path in index else None
+        full = os.path.join(store.workdir or "", path)
+        on_disk = pygit2.hashfile(full) if os.path.isfile(full) and not os.path.islink(full) else None
+        want = inputs.get(path)
+        if (entry.id if entry is not None else None) == want and on_disk == want:
+            pending[path] = oid
+    return pending
 
 
 def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oid, ref_name: str) -> None:

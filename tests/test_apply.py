@@ -332,3 +332,30 @@ def test_apply_uses_verified_blob_ids(done: tuple[Path, Path, str]) -> None:
     assert run_genjob("apply", k, cwd=repo).code == 0
     assert git(repo, "rev-parse", "HEAD:src/user.py").strip() == out_blob
     assert pygit2.Repository(str(repo)).head.peel(pygit2.Commit).parents[0].id
+
+
+@pytest.mark.slow
+def test_sigkill_between_commit_and_archive_then_apply_again(done: tuple[Path, Path, str]) -> None:
+    import os
+    import subprocess
+    import sys
+
+    repo, _, k = done
+    proc = subprocess.run(
+        [sys.executable, "-m", "git_genjob", "apply", k],
+        cwd=repo,
+        capture_output=True,
+        env={**os.environ, "GENJOB_FAULT": "after-commit"},
+    )
+    assert proc.returncode == -9  # SIGKILL right after the branch moved
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert f"refs/genjob/jobs/{k}" in refs(repo) and "refs/notes/genjob" not in refs(repo)
+    res = run_genjob("apply", k, "--json", cwd=repo)
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["reconciled"] and doc["commit"] == head
+    assert git(repo, "rev-list", "--count", "HEAD").strip() == "3"  # still one genjob commit
+    assert f"refs/genjob/jobs/{k}" not in refs(repo) and "refs/genjob/archive" in refs(repo)
+    assert f"genjob {k} ok" in git(repo, "log", "-1", "--notes=genjob")
+    assert git(repo, "status", "--porcelain") == ""  # work tree and index caught up
+    assert run_genjob("audit", cwd=repo).code == 0

@@ -97,3 +97,48 @@ def test_push_refuses_a_diverged_job(tmp_path: Path) -> None:
     res = run_genjob("push", cwd=b)
     assert res.code == 4 and "k1" in res.err
     assert refs(bare) == before
+
+
+def test_fetch_merges_diverged_replays_and_notes(tmp_path: Path) -> None:
+    from tests.stubserver import Stub
+
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    a = make_repo(tmp_path / "a")
+    git(a, "remote", "add", "origin", str(bare))
+    git(a, "push", "-q", "origin", "main")
+    git(tmp_path, "clone", "-q", str(bare), "b")
+    b = tmp_path / "b"
+    stub = Stub()
+    try:
+        for repo, prompt in ((a, "first"), (b, "second")):
+            (repo / "p.txt").write_text(prompt)
+            res = run_genjob(
+                "ask",
+                "--endpoint",
+                f"{stub.url}/v1",
+                "--model",
+                "m",
+                "--prompt-file",
+                "p.txt",
+                "--out-file",
+                "o.txt",
+                cwd=repo,
+            )
+            assert res.code == 0, res.err
+    finally:
+        stub.close()
+    head = git(a, "rev-parse", "HEAD").strip()
+    git(a, "notes", "--ref=genjob", "add", "-m", "line from a", head)
+    git(b, "notes", "--ref=genjob", "add", "-m", "line from b", head)
+    assert run_genjob("push", cwd=a).code == 0
+    res = run_genjob("fetch", "--json", cwd=b)
+    assert res.code == 0, res.err
+    assert set(json.loads(res.out)["merged"]) == {"refs/genjob/replays", "refs/notes/genjob"}
+    assert len(json.loads(run_genjob("cache", "ls", "--json", cwd=b).out)) == 2
+    assert git(b, "rev-list", "--parents", "-1", "refs/genjob/replays").count(" ") == 2  # a merge
+    assert git(b, "notes", "--ref=genjob", "show", head) == "line from a\nline from b\n"
+    assert run_genjob("push", cwd=b).code == 0
+    assert run_genjob("fetch", cwd=a).code == 0
+    assert len(json.loads(run_genjob("cache", "ls", "--json", cwd=a).out)) == 2
+    git(a, "fsck", "--strict")

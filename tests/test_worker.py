@@ -367,3 +367,48 @@ def test_three_clones_race_through_git_daemon(tmp_path: Path) -> None:
     finally:
         daemon.terminate()
         daemon.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_failed_renewal_fences_and_stops_the_generator(ready: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    marker = tmp_path / "finished"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "git_genjob",
+            "work",
+            "--generator",
+            f"exec:sleep 20; touch {marker}",
+            "--signing-key",
+            str(key),
+            "--lease",
+            "1.5s",
+            "--once",
+            "--json",
+        ],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for_state(repo, k, "sending")
+    # Another machine fences the attempt: an event the worker did not write lands on the job ref.
+    store = Store.open(str(repo))
+    record = load_live(store, k)
+    assert record is not None
+    from git_genjob.records import write_event
+    from git_genjob.store import RefUpdate, job_ref
+
+    doc = dict(record.attempts_doc, epoch=record.epoch + 1, state="unknown")
+    fence = write_event(store, record, "recovered", dict(record.files), doc, "unknown")
+    store.update_refs([RefUpdate(job_ref(k), record.tip, fence)])
+    started = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    assert time.monotonic() - started < 15  # the generator was stopped, not waited for
+    assert json.loads(out)["jobs"][0]["result"] == "fenced"
+    assert not marker.exists()
+    assert "receipt.json" not in git(repo, "ls-tree", "--name-only", f"refs/genjob/jobs/{k}")
