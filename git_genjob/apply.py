@@ -256,7 +256,7 @@ def _still_at_inputs(
     inputs = record.input_oids()
     pending = {}
     for path, oid in outputs.items():
-        entry = index[path] if path in index else None
+        entry = index[path] if path in index else None  # noqa: SIM401 (pygit2.Index has no get)
         full = os.path.join(store.workdir or "", path)
         on_disk = pygit2.hashfile(full) if os.path.isfile(full) and not os.path.islink(full) else None
         want = inputs.get(path)
@@ -340,5 +340,8 @@ def _update_worktree(store: Store, outputs: dict[str, pygit2.Oid | None]) -> Non
         old_mode = os.stat(target).st_mode & 0o777 if os.path.exists(target) else 0o644
         os.chmod(tmp, old_mode)
         os.replace(tmp, target)
-        index.add(path)
+        # The verified blob id, not a re-hash of the file (which would recompress every byte);
+        # git refreshes the stat data on its next status.
+        mode = pygit2.enums.FileMode.BLOB_EXECUTABLE if old_mode & 0o100 else pygit2.enums.FileMode.BLOB
+        index.add(pygit2.IndexEntry(path, oid, mode))
     index.write()

@@ -7,6 +7,16 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if not args or args == ["-h"] or args == ["--help"]:
+        from git_genjob.fasthelp import render
+
+        sys.stdout.write(render())
+        return 0 if args else 2
+    if args == ["--version"]:
+        from git_genjob import __version__
+
+        sys.stdout.write(f"git genjob, version {__version__}\n")
+        return 0
     if args[:1] == ["hook"] and len(args) >= 2 and args[1] not in ("-h", "--help"):
         from git_genjob.hooks import run_hook
 

@@ -79,6 +79,11 @@ def _store() -> Store:
 
 def _pre_commit(args: list[str]) -> int:
     """One writer per path: refuse a hand commit touching a path a live job holds."""
+    from git_genjob.gitdir import common_dir, live_keys
+
+    common = common_dir()
+    if common is not None and not live_keys(common):
+        return 0  # no live job holds any path: nothing to check, and no libgit2 to load
     import pygit2
 
     from git_genjob.queue import allowed_paths_of
@@ -111,14 +116,16 @@ def _pre_commit(args: list[str]) -> int:
 
 def _commit_msg(args: list[str]) -> int:
     """Refuse Genjob-* trailers that no verified receipt backs."""
-    from git_genjob.records import find_job, parse_trailers
-    from git_genjob.verify import check_receipt, trust_from_worktree
+    from git_genjob.gitdir import parse_trailers
 
     with open(args[0], encoding="utf-8", errors="replace") as fh:
         message = "\n".join(line for line in fh.read().splitlines() if not line.startswith("#"))
     trailers = {k: v for k, v in parse_trailers(message).items() if k.startswith("Genjob-")}
     if not trailers:
         return 0
+    from git_genjob.records import find_job
+    from git_genjob.verify import check_receipt, trust_from_worktree
+
     store = _store()
     problems = []
     key = trailers.get("Genjob-Key")

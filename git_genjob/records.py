@@ -10,8 +10,11 @@ import pygit2
 
 from git_genjob.canonical import canonical_bytes, parse_strict
 from git_genjob.errors import BadInput, GenjobError
+from git_genjob.gitdir import parse_trailers
 from git_genjob.job import Job
 from git_genjob.store import JOBS_PREFIX, Store, job_ref
+
+__all__ = ["parse_trailers"]
 
 STATES = ("queued", "claimed", "sending", "unknown", "done", "applied", "dropped")
 
@@ -75,17 +78,6 @@ class JobRecord:
 
     def output_oids(self) -> dict[str, pygit2.Oid]:
         return {p[len("outputs/") :]: o for p, o in self.files.items() if p.startswith("outputs/")}
-
-
-def parse_trailers(message: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in message.strip().splitlines()[::-1]:
-        if not line.strip():
-            break
-        if ": " in line:
-            k, v = line.split(": ", 1)
-            out.setdefault(k.strip(), v.strip())
-    return out
 
 
 def event_message(event: str, key: str, state: str, epoch: int, extra: dict[str, str] | None = None) -> str:

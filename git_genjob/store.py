@@ -115,7 +115,8 @@ class Store:
         obj = self.repo.get(oid)
         if not isinstance(obj, pygit2.Blob):
             raise BadInput(f"object {oid} is not a blob")
-        return bytes(obj.data)
+        data = obj.data  # already bytes: no second copy
+        return data if isinstance(data, bytes) else bytes(data)
 
     def build_tree(self, files: dict[str, pygit2.Oid]) -> pygit2.Oid:
         """A tree from {path: blob oid}."""
@@ -229,22 +230,9 @@ class Store:
         return self.gitdir
 
     def live_keys(self) -> list[str]:
-        """Keys of the live job refs: a directory listing plus packed-refs, no ref file reads."""
-        keys: set[str] = set()
-        loose = os.path.join(self.common_dir, "refs", "genjob", "jobs")
-        try:
-            keys |= {e.name for e in os.scandir(loose) if e.is_file() and not e.name.endswith(".lock")}
-        except FileNotFoundError:
-            pass
-        try:
-            with open(os.path.join(self.common_dir, "packed-refs"), encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    name = line.rstrip("\n").partition(" ")[2]
-                    if name.startswith(JOBS_PREFIX):
-                        keys.add(name[len(JOBS_PREFIX) :])
-        except FileNotFoundError:
-            pass
-        return sorted(keys)
+        from git_genjob.gitdir import live_keys
+
+        return live_keys(self.common_dir)
 
     def iter_refs(self, prefix: str) -> Iterator[tuple[str, pygit2.Oid]]:
         for name in self.repo.listall_references():

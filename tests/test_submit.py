@@ -213,12 +213,6 @@ def test_init_is_idempotent_and_configures_notes(repo: Path) -> None:
     assert git(repo, "config", "--get-all", "notes.displayRef").count("refs/notes/genjob") == 1
 
 
-def test_help_everywhere(repo: Path) -> None:
-    for cmd in ["", "init", "submit", "status", "show", "bundle", "push", "fetch"]:
-        res = run_genjob(*([cmd] if cmd else []), "-h", cwd=repo)
-        assert res.code == 0 and "Usage:" in res.out, cmd
-
-
 @pytest.mark.slow
 def test_python_dash_m_entry(repo: Path) -> None:
     res = run_genjob_process("submit", "-m", "x", "user.py", cwd=repo / "src")

@@ -1,0 +1,53 @@
+"""The command-line surface: fast help matches the commands, -h everywhere, JSON errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from git_genjob.cli import main
+from git_genjob.fasthelp import GROUPS
+from tests.conftest import run_genjob
+
+
+def _click_commands() -> dict[str, str]:
+    ctx = click.Context(main, info_name="git genjob", help_option_names=["-h", "--help"])
+    out = {}
+    for name in main.list_commands(ctx):
+        cmd = main.get_command(ctx, name)
+        assert cmd is not None
+        if not cmd.hidden:
+            out[name] = cmd.get_short_help_str(limit=300)
+    return out
+
+
+def test_fast_help_lists_exactly_the_commands() -> None:
+    fast = {name: text for _, cmds in GROUPS for name, text in cmds}
+    assert fast == _click_commands()
+
+
+def test_top_level_help_and_version(tmp_path: Path) -> None:
+    res = run_genjob("-h", cwd=tmp_path)
+    assert res.code == 0 and res.out.startswith("Usage: git genjob") and "submit" in res.out
+    assert run_genjob(cwd=tmp_path).code == 2
+    assert run_genjob("--version", cwd=tmp_path).out.startswith("git genjob, version ")
+
+
+def test_every_command_has_h(tmp_path: Path) -> None:
+    for name in _click_commands():
+        res = run_genjob(name, "-h", cwd=tmp_path)
+        assert res.code == 0 and "Usage: git genjob" in res.out, name
+    for sub in ("add", "list", "revoke"):
+        assert run_genjob("trust", sub, "-h", cwd=tmp_path).code == 0
+    for sub in ("ls", "show", "drift", "accept", "reject", "explain", "import"):
+        assert run_genjob("cache", sub, "-h", cwd=tmp_path).code == 0
+
+
+def test_errors_outside_a_repository_and_as_json(tmp_path: Path) -> None:
+    res = run_genjob("status", cwd=tmp_path)
+    assert res.code == 2 and res.err.startswith("error: not a git repository") and "hint:" in res.err
+    res = run_genjob("status", "--json", cwd=tmp_path)
+    doc = json.loads(res.err)
+    assert doc["exit_code"] == 2 and doc["hint"]
