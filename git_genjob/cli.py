@@ -17,10 +17,36 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 def emit(doc: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
+    """One JSON document with --json; else the human text, unless `git genjob -q`."""
     if as_json:
         click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
-    elif human is not None:
+    elif human is not None and not _quiet():
         human()
+
+
+def _quiet() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.find_root().params.get("quiet"))
+
+
+STATE_COLOURS = {
+    "queued": "cyan",
+    "claimed": "yellow",
+    "sending": "yellow",
+    "unknown": "red",
+    "done": "green",
+    "applied": "blue",
+    "dropped": "white",
+    "damaged": "red",
+}
+
+
+def paint(text: str, fg: str, stream_is_err: bool = False) -> str:
+    """Colour only on a terminal, and never with NO_COLOR set."""
+    stream = sys.stderr if stream_is_err else sys.stdout
+    if os.environ.get("NO_COLOR") or not stream.isatty():
+        return text
+    return click.style(text, fg=fg)
 
 
 def json_option(f: F) -> F:
@@ -35,7 +61,8 @@ def _store() -> Any:
 
 @click.group(context_settings=CONTEXT)
 @click.version_option(package_name="git-genjob", prog_name="git genjob")
-def main() -> None:
+@click.option("-q", "--quiet", is_flag=True, help="No human output (errors and --json still print).")
+def main(quiet: bool) -> None:
     """Model calls as keyed, replayable, signed writes recorded in git.
 
     A planner mints an immutable job (submit), a worker claims it and returns outputs
@@ -185,7 +212,8 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
         if not rows:
             click.echo("no jobs" + (f" in state {state}" if state else ""))
         for r in rows:
-            click.echo(f"{r['key']:<34} {r['state']:<8} {r['instruction'][:60]}")
+            shown = paint(f"{r['state']:<8}", STATE_COLOURS.get(r["state"], "white"))
+            click.echo(f"{r['key']:<34} {shown} {r['instruction'][:60]}")
 
     _ = show
     emit(rows if not key else rows[0], as_json, human)
@@ -309,7 +337,8 @@ def _git_config(store: Any, name: str) -> str | None:
 
 
 def _progress(quiet: bool) -> Callable[[str], None]:
-    if quiet or not sys.stderr.isatty():
+    """Progress lines on a terminal's stderr only."""
+    if quiet or _quiet() or not sys.stderr.isatty():
         return lambda _: None
     return lambda msg: click.echo(msg, err=True)
 
@@ -772,11 +801,12 @@ def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
     """Every check of the receipt of KEY; exit 0 only if applyable."""
     from git_genjob.verify import CHECKS, verify
 
-    verdict = verify(_store(), key, branch)
+    verdict = verify(_store(), key, branch, progress=_progress(False))
 
     def human() -> None:
         for c in verdict.checks:
-            click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.n} {CHECKS[c.n]:<9} {c.detail}")
+            mark = paint("ok  ", "green") if c.ok else paint("FAIL", "red")
+            click.echo(f"{mark} {c.n} {CHECKS[c.n]:<9} {c.detail}")
         click.echo(f"{key}: {'applyable' if verdict.ok else 'NOT applyable'}")
 
     emit(verdict.to_json(), as_json, human)
@@ -835,7 +865,10 @@ def audit_cmd(range_: str | None, quiet: bool, as_json: bool) -> None:
 
     def human() -> None:
         for a in results:
-            click.echo(f"{'ok  ' if a.ok else 'FAIL'} {a.commit[:12]} {a.subject}")
+            if quiet and a.ok:
+                continue
+            mark = paint("ok  ", "green") if a.ok else paint("FAIL", "red")
+            click.echo(f"{mark} {a.commit[:12]} {a.subject}")
             for p in a.problems:
                 click.echo(f"       {p}")
         click.echo(f"{len(results)} genjob commit(s), {len(bad)} failing")
@@ -907,7 +940,7 @@ def run(args: list[str]) -> int:
         if as_json:
             click.echo(json.dumps(err.to_json(), indent=2, sort_keys=True), err=True)
         else:
-            click.echo(format_error(err), err=True)
+            click.echo(format_error(err).replace("error:", paint("error:", "red", True), 1), err=True)
         return err.exit_code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code or 0)

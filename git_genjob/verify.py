@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,7 +97,13 @@ def trust_from_tree(store: Store, tree: pygit2.Tree | None) -> TrustStore:
     return TrustStore(parse_allowed_signers(read("allowed_signers")), parse_revoked(read("revoked_keys")))
 
 
-def check_receipt(store: Store, record: JobRecord, trust: TrustStore, when: float | None = None) -> Verdict:
+def check_receipt(
+    store: Store,
+    record: JobRecord,
+    trust: TrustStore,
+    when: float | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Verdict:
     """Checks 1-7 of SPEC §6 against one stored job; collects every failure."""
     verdict = Verdict(record.key, record=record)
     when = time.time() if when is None else when
@@ -133,16 +140,17 @@ def check_receipt(store: Store, record: JobRecord, trust: TrustStore, when: floa
     # 5. Output paths within allowed_paths, each safe.
     verdict.add(5, check_output_paths(pred, record.job.allowed_paths), "outputs within the allowed paths")
     # 6. Every stored output blob re-hashes to its declared digest.
-    verdict.add(6, _check_blobs(store, record, pred), f"{len(pred['outputs'])} output(s) re-hashed")
+    verdict.add(6, _check_blobs(store, record, pred, progress), f"{len(pred['outputs'])} output(s) re-hashed")
     # 7. The signed claim is the claim event it sits on, with no fencing event after it.
     verdict.add(7, _check_fencing(store, record, pred), f"on claim {str(pred['claim'])[:12]}")
     return verdict
 
 
-def _check_blobs(store: Store, record: JobRecord, pred: dict[str, Any]) -> list[str]:
+def _check_blobs(store: Store, record: JobRecord, pred: dict[str, Any], progress: Callable[[str], None]) -> list[str]:
     stored = record.output_oids()
     problems = []
-    for path, want in pred["outputs"].items():
+    hashed = 0
+    for n, (path, want) in enumerate(pred["outputs"].items(), 1):
         if want is None:
             if path in stored:
                 problems.append(f"{path} is declared deleted but an output blob is stored")
@@ -150,7 +158,11 @@ def _check_blobs(store: Store, record: JobRecord, pred: dict[str, Any]) -> list[
         if path not in stored:
             problems.append(f"{path}: no output blob stored")
             continue
-        have = digest(store.read(stored[path]))
+        data = store.read(stored[path])
+        have = digest(data)
+        hashed += len(data)
+        if hashed > 8 * 1024 * 1024:
+            progress(f"verify: {n}/{len(pred['outputs'])} outputs, {hashed // (1024 * 1024)} MiB hashed")
         if have != want:
             problems.append(f"{path}: stored blob hashes to {have}, receipt says {want}")
     for path in stored:
@@ -219,9 +231,11 @@ def check_fresh(store: Store, record: JobRecord, tree: pygit2.Tree | None) -> li
     return problems
 
 
-def verify(store: Store, key: str, branch: str | None = None) -> Verdict:
+def verify(
+    store: Store, key: str, branch: str | None = None, progress: Callable[[str], None] = lambda _: None
+) -> Verdict:
     record = find_job(store, key)
-    verdict = check_receipt(store, record, trust_from_worktree(store))
+    verdict = check_receipt(store, record, trust_from_worktree(store), progress=progress)
     if record.archived and record.state == "applied":
         verdict.add(8, [], f"applied as {record.meta.get('final', {}).get('commit')}")
         return verdict

@@ -51,3 +51,54 @@ def test_errors_outside_a_repository_and_as_json(tmp_path: Path) -> None:
     res = run_genjob("status", "--json", cwd=tmp_path)
     doc = json.loads(res.err)
     assert doc["exit_code"] == 2 and doc["hint"]
+
+
+def _on_a_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> str:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "git_genjob", *args],
+        cwd=cwd,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, **env},
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(leader)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(repo: Path) -> None:
+    assert run_genjob("submit", "-m", "x", "README.md", cwd=repo).code == 0
+    assert "\x1b[" not in run_genjob("status", cwd=repo).out  # not a terminal
+    coloured = _on_a_terminal(["status"], repo, {"NO_COLOR": ""})
+    assert "\x1b[36mqueued" in coloured
+    assert "\x1b[" not in _on_a_terminal(["status"], repo, {"NO_COLOR": "1"})
+
+
+def test_quiet_silences_human_output_only(repo: Path) -> None:
+    res = run_genjob("-q", "submit", "-m", "x", "README.md", cwd=repo)
+    assert res.code == 0 and res.out == ""
+    res = run_genjob("-q", "submit", "--json", "-m", "x", "README.md", cwd=repo)
+    assert json.loads(res.out)["created"] is False
+    res = run_genjob("-q", "show", "missing", cwd=repo)
+    assert res.code == 2 and "error:" in res.err
+
+
+def test_empty_status_says_so(repo: Path) -> None:
+    assert run_genjob("status", cwd=repo).out == "no jobs\n"
+    assert run_genjob("status", "--state", "done", cwd=repo).out == "no jobs in state done\n"
