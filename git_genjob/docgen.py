@@ -30,6 +30,108 @@ EXAMPLES = {
 }
 
 
+K = "3f0c9a…"
+D = "sha256:…"
+JSON_SHAPES = {
+    "init": {"created": [".genjob/allowed_signers"], "config": ["notes.displayRef=refs/notes/genjob"], "hooks": []},
+    "submit": {"key": K, "digest": D, "state": "queued", "created": True, "archived": False, "warnings": []},
+    "status": [
+        {
+            "key": K,
+            "state": "queued",
+            "digest": D,
+            "epoch": 0,
+            "attempts": 0,
+            "created_at": "…Z",
+            "allowed_paths": ["src/user.py"],
+            "instruction": "first line",
+            "archived": False,
+        }
+    ],
+    "show": {
+        "key": K,
+        "state": "done",
+        "digest": D,
+        "epoch": 1,
+        "attempts": 1,
+        "created_at": "…Z",
+        "allowed_paths": ["src/user.py"],
+        "instruction": "first line",
+        "archived": False,
+        "job": {"schema": "genjob.job/v1"},
+        "meta": {"job_id": "j-…"},
+        "attempt_records": [{"n": 1}],
+        "events": [{"commit": "…", "event": "claimed", "state": "claimed", "epoch": 1, "time": 0}],
+        "outputs": ["src/user.py"],
+        "receipt": {"payloadType": "application/vnd.in-toto+json"},
+    },
+    "bundle": {"key": K, "file": "job.tar", "bytes": 10240, "digest": D},
+    "keygen": {
+        "private_key": "…/keys/w1",
+        "public_key": "…/keys/w1.pub",
+        "public_line": "ssh-ed25519 AAAA… w1",
+        "keyid": "SHA256:…",
+    },
+    "trust list": [
+        {
+            "name": "w1",
+            "keyid": "SHA256:…",
+            "namespaces": ["genjob-receipt"],
+            "valid_after": None,
+            "valid_before": None,
+            "revoked": False,
+        }
+    ],
+    "work": {"jobs": [{"key": K, "result": "ok", "reason": "", "attempt": 1}], "exit_code": 0},
+    "receipt": {"key": K, "result": "ok", "reason": "", "attempt": 1},
+    "recover": {"requeued": [], "unknown": [K], "lost": []},
+    "retry": {"key": K, "state": "queued", "epoch": 3},
+    "drop": {"key": K, "state": "dropped"},
+    "verify": {
+        "key": K,
+        "ok": False,
+        "signer": "SHA256:…",
+        "receipt": D,
+        "checks": [{"check": 2, "code": "signature", "ok": False, "detail": "…"}],
+    },
+    "apply": {"key": K, "commit": "…", "branch": "refs/heads/main", "already": False, "reconciled": False},
+    "log": [
+        {
+            "commit": "…",
+            "subject": "genjob: …",
+            "key": K,
+            "receipt": D,
+            "signer": "SHA256:…",
+            "worker": "w1",
+            "ok": True,
+            "problems": [],
+        }
+    ],
+    "audit": {"commits": ["(as log)"], "failing": 0},
+    "push": {
+        "pushed": ["refs/genjob/jobs/" + K],
+        "created": [],
+        "updated": [],
+        "merged": [],
+        "dropped": [],
+        "diverged": [],
+    },
+    "fetch": {
+        "created": [K],
+        "updated": [],
+        "merged": ["refs/genjob/replays"],
+        "dropped": [],
+        "diverged": [],
+        "pushed": [],
+    },
+    "ask": {"fingerprint": "64 hex", "source": "replay", "out_file": "a.txt"},
+    "cache ls": [{"fingerprint": "64 hex", "served": "64 hex", "pending": [], "events": 1}],
+    "cache drift": {"fingerprint": "64 hex", "served": "64 hex", "pending": ["64 hex"]},
+    "cache explain": {"fingerprint": "64 hex", "request": {"v": 1}, "rewrites": ["home directory: …"]},
+    "demo": {"repository": None, "key": K, "commit": "…", "verify": ["ok 1 envelope …"]},
+}
+
+
 def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
     out: list[tuple[str, click.Command]] = []
     for name in sorted(group.commands):
@@ -62,6 +164,10 @@ def markdown(root: click.Group) -> str:
         lines += [(cmd.help or "").strip(), ""]
         if name in EXAMPLES:
             lines += ["```sh", EXAMPLES[name], "```", ""]
+        if name in JSON_SHAPES:
+            import json
+
+            lines += ["With `--json`:", "", "```json", json.dumps(JSON_SHAPES[name], ensure_ascii=False), "```", ""]
         opts = [p for p in cmd.params if isinstance(p, click.Option) and not p.hidden]
         if opts:
             lines += ["| option | meaning |", "|---|---|"]

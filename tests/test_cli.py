@@ -102,3 +102,44 @@ def test_quiet_silences_human_output_only(repo: Path) -> None:
 def test_empty_status_says_so(repo: Path) -> None:
     assert run_genjob("status", cwd=repo).out == "no jobs\n"
     assert run_genjob("status", "--state", "done", cwd=repo).out == "no jobs in state done\n"
+
+
+def _keys(doc: object) -> set[str]:
+    if isinstance(doc, list):
+        return _keys(doc[0]) if doc else set()
+    assert isinstance(doc, dict)
+    return set(doc)
+
+
+def test_documented_json_shapes_match_the_output(repo: Path, tmp_path: Path) -> None:
+    from git_genjob.docgen import JSON_SHAPES
+    from tests.conftest import setup_worker
+
+    key = setup_worker(repo)
+    runs: dict[str, list[str]] = {
+        "submit": ["submit", "-m", "x", "src/user.py"],
+        "status": ["status"],
+        "keygen": ["keygen", "--name", "other", "--out", str(tmp_path / "k2")],
+        "trust list": ["trust", "list"],
+        "work": ["work", "--generator", "exec:echo y > src/user.py", "--signing-key", str(key), "--once"],
+        "recover": ["recover"],
+    }
+    seen = {}
+    for name, args in runs.items():
+        res = run_genjob(*args, "--json", cwd=repo)
+        assert res.code == 0, (name, res.err)
+        seen[name] = json.loads(res.out)
+    job = seen["submit"]["key"]
+    for name, args in {
+        "show": ["show", job],
+        "bundle": ["bundle", job, "-o", str(tmp_path / "b.tar")],
+        "verify": ["verify", job],
+        "apply": ["apply", job],
+        "log": ["log"],
+        "audit": ["audit"],
+    }.items():
+        res = run_genjob(*args, "--json", cwd=repo)
+        assert res.code == 0, (name, res.err)
+        seen[name] = json.loads(res.out)
+    for name, doc in seen.items():
+        assert _keys(doc) == _keys(JSON_SHAPES[name]), name

@@ -82,3 +82,26 @@ def test_cli_docs_are_generated_from_the_code(tmp_path: Path) -> None:
     res = run_genjob("man", "--markdown", cwd=tmp_path)
     assert res.code == 0
     assert (REPO_ROOT / "docs/cli.md").read_text() == res.out, "regenerate: git genjob man --markdown > docs/cli.md"
+
+
+def test_demo_against_an_openai_compatible_server(tmp_path: Path, stub) -> None:  # type: ignore[no-untyped-def]
+    stub.answer = json.dumps(
+        {
+            "src/user.py": "def fetch_user(uid, timeout=10.0):\n    return uid\n",
+            "tests/test_timeout.py": "def test_timeout():\n    assert True\n",
+        }
+    )
+    res = run_genjob("demo", "--model", f"{stub.url}/v1#tiny", "--json", cwd=tmp_path)
+    assert res.code == 0, res.err
+    assert stub.count == 1 and stub.requests[0]["model"] == "tiny"
+    assert all(line.strip().startswith("ok") for line in json.loads(res.out)["verify"])
+
+
+@pytest.mark.model
+def test_demo_against_the_local_llama_cpp_server(tmp_path: Path, llama_server: str) -> None:
+    res = run_genjob("demo", "--model", f"{llama_server}/v1#smollm2", "--json", cwd=tmp_path)
+    assert res.code in (0, 1), res.err  # 1: the small model's receipt was rejected, said so
+    if res.code == 0:
+        assert json.loads(res.out)["commit"]
+    else:
+        assert "did not produce an ok receipt" in res.err
