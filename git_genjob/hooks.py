@@ -33,8 +33,11 @@ def install_hooks(store: object, force: bool = False) -> list[str]:
         path = os.path.join(hooks_dir, name)
         chained = path + ".genjob-chained"
         if os.path.lexists(path) and not _ours(path):
-            if os.path.lexists(chained) and not force:
-                raise BadInput(f"{path} exists and {chained} is taken", "move one of them, or pass --force")
+            if os.path.lexists(chained):
+                if not force:
+                    raise BadInput(f"{path} exists and {chained} is taken", "move one of them, or pass --force")
+                os.replace(chained, chained + ".old")  # --force keeps the older hook too, unrun
+                done.append(f"{name}: the previously chained hook was kept as {name}.genjob-chained.old")
             os.replace(path, chained)
             done.append(f"{name} (your hook kept as {name}.genjob-chained, run first)")
         else:

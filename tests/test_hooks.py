@@ -97,3 +97,32 @@ def test_pre_apply_policy_from_config(tmp_path: Path) -> None:
     assert work(repo, key, "echo ok > src/user.py", "--once").code == 0
     res = run_genjob("apply", k2, "--json", cwd=repo)
     assert res.code == 0 and json.loads(res.out)["commit"]
+
+
+def test_an_unknown_hook_over_a_chained_one_needs_force(repo: Path) -> None:
+    hooks = repo / ".git/hooks"
+    (hooks / "commit-msg").write_text("#!/bin/sh\necho first\n")
+    (hooks / "commit-msg").chmod(0o755)
+    assert run_genjob("init", "--hooks", cwd=repo).code == 0
+    (hooks / "commit-msg").write_text("#!/bin/sh\necho second\n")  # the user replaced ours
+    before = {p.name: p.read_text() for p in hooks.iterdir() if not p.name.endswith(".sample")}
+    res = run_genjob("init", "--hooks", cwd=repo)
+    assert res.code == 2 and "--force" in res.err
+    assert {p.name: p.read_text() for p in hooks.iterdir() if not p.name.endswith(".sample")} == before
+    assert run_genjob("init", "--hooks", "--force", cwd=repo).code == 0
+    assert (hooks / "commit-msg.genjob-chained").read_text().endswith("echo second\n")
+    assert (hooks / "commit-msg.genjob-chained.old").read_text().endswith("echo first\n")
+
+
+def test_hook_entries_load_neither_click_nor_libgit2_when_idle(repo: Path) -> None:
+    import sys
+
+    probe = (
+        "import sys; from git_genjob.entry import main; code = main(sys.argv[1:]); "
+        "print(code, 'click' in sys.modules, 'pygit2' in sys.modules)"
+    )
+    msg = repo / "msg.txt"
+    msg.write_text("plain message\n")
+    for args in (["hook", "pre-commit"], ["hook", "commit-msg", str(msg)], ["-h"]):
+        out = subprocess.run([sys.executable, "-c", probe, *args], cwd=repo, capture_output=True, text=True)
+        assert out.stdout.strip().splitlines()[-1] == "0 False False", (args, out.stdout, out.stderr)
