@@ -371,30 +371,6 @@ def trust() -> None:
     """Edit the trust store .genjob/allowed_signers."""
 
 
-def _genjob_file(store: Any, name: str) -> str:
-    from git_genjob.errors import BadInput
-
-    if store.workdir is None:
-        raise BadInput("the trust store lives in the work tree", "run this in a clone with a work tree")
-    return os.path.join(store.workdir, ".genjob", name)
-
-
-def _read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return ""
-
-
-def _write_text(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 @trust.command("add", context_settings=CONTEXT)
 @click.argument("name")
 @click.argument("pubkey")
@@ -403,28 +379,15 @@ def _write_text(path: str, text: str) -> None:
 @json_option
 def trust_add(name: str, pubkey: str, valid_before: str | None, valid_after: str | None, as_json: bool) -> None:
     """Trust PUBKEY (a line or a .pub file) as NAME for genjob receipts."""
-    from git_genjob.errors import BadInput
-    from git_genjob.keys import normalize_validity, parse_allowed_signers, parse_public_key, trust_line
+    from git_genjob.trust import add
 
-    if not name or any(c.isspace() for c in name) or name.startswith("#"):
-        raise BadInput(f"signer name {name!r} must be one word")
-    text = _read_text(pubkey) if os.path.isfile(pubkey) else pubkey
-    pk, _ = parse_public_key(text)
-    store = _store()
-    path = _genjob_file(store, "allowed_signers")
-    current = _read_text(path)
-    for k in parse_allowed_signers(current):
-        if k.public == pk and k.principal == name:
-            emit({"name": name, "added": False}, as_json, lambda: click.echo(f"{name} is already trusted"))
-            return
-    line = trust_line(
-        name, pk, valid_before and normalize_validity(valid_before), valid_after and normalize_validity(valid_after)
-    )
-    _write_text(path, current + ("" if current.endswith("\n") or not current else "\n") + line + "\n")
+    doc = add(_store(), name, pubkey, valid_before, valid_after)
     emit(
-        {"name": name, "added": True, "line": line},
+        doc,
         as_json,
-        lambda: click.echo(f"trusted {name} in .genjob/allowed_signers (commit it)"),
+        lambda: click.echo(
+            f"trusted {name} in .genjob/allowed_signers (commit it)" if doc["added"] else f"{name} is already trusted"
+        ),
     )
 
 
@@ -432,22 +395,9 @@ def trust_add(name: str, pubkey: str, valid_before: str | None, valid_after: str
 @json_option
 def trust_list(as_json: bool) -> None:
     """List trusted keys with their validity and revocation."""
-    from git_genjob.keys import parse_allowed_signers, parse_revoked
+    from git_genjob.trust import listing
 
-    store = _store()
-    keys = parse_allowed_signers(_read_text(_genjob_file(store, "allowed_signers")))
-    revoked = parse_revoked(_read_text(_genjob_file(store, "revoked_keys")))
-    rows = [
-        {
-            "name": k.principal,
-            "keyid": k.keyid,
-            "namespaces": list(k.namespaces or []),
-            "valid_after": k.valid_after,
-            "valid_before": k.valid_before,
-            "revoked": k.public in revoked,
-        }
-        for k in keys
-    ]
+    rows = listing(_store())
 
     def human() -> None:
         if not rows:
@@ -463,20 +413,10 @@ def trust_list(as_json: bool) -> None:
 @json_option
 def trust_revoke(name: str, as_json: bool) -> None:
     """Revoke every key trusted as NAME (it stays listed; revocation holds at any time)."""
-    from git_genjob.errors import BadInput
-    from git_genjob.keys import parse_allowed_signers, parse_revoked, public_line
+    from git_genjob.trust import revoke
 
-    store = _store()
-    keys = [k for k in parse_allowed_signers(_read_text(_genjob_file(store, "allowed_signers"))) if k.principal == name]
-    if not keys:
-        raise BadInput(f"no trusted key named {name}", "see: git genjob trust list")
-    path = _genjob_file(store, "revoked_keys")
-    current = _read_text(path)
-    revoked = parse_revoked(current)
-    added = [public_line(k.public, name) for k in keys if k.public not in revoked]
-    if added:
-        _write_text(path, current + ("" if current.endswith("\n") or not current else "\n") + "\n".join(added) + "\n")
-    emit({"name": name, "revoked": len(added)}, as_json, lambda: click.echo(f"revoked {len(added)} key(s) of {name}"))
+    count = revoke(_store(), name)
+    emit({"name": name, "revoked": count}, as_json, lambda: click.echo(f"revoked {count} key(s) of {name}"))
 
 
 # -- workers -------------------------------------------------------------------------------------
@@ -926,8 +866,9 @@ def man(out_dir: str | None, markdown: bool) -> None:
     if out_dir is None:
         click.echo(text, nl=False)
         return
-    os.makedirs(out_dir, exist_ok=True)
-    _write_text(os.path.join(out_dir, "git-genjob.1"), text)
+    from git_genjob.trust import write_text
+
+    write_text(os.path.join(out_dir, "git-genjob.1"), text)
     click.echo(os.path.join(out_dir, "git-genjob.1"))
 
 

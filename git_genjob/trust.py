@@ -1,0 +1,85 @@
+"""Editing the trust store: .genjob/allowed_signers and .genjob/revoked_keys in the work tree."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from git_genjob.errors import BadInput
+from git_genjob.keys import normalize_validity, parse_allowed_signers, parse_public_key, parse_revoked, public_line
+from git_genjob.keys import trust_line as make_line
+from git_genjob.store import Store
+
+
+def genjob_file(store: Store, name: str) -> str:
+    if store.workdir is None:
+        raise BadInput("the trust store lives in the work tree", "run this in a clone with a work tree")
+    return os.path.join(store.workdir, ".genjob", name)
+
+
+def read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return ""
+
+
+def write_text(path: str, text: str) -> None:
+    """Write through a temporary file and a rename: never a half-written file."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def append_lines(path: str, lines: list[str]) -> None:
+    current = read_text(path)
+    write_text(
+        path, current + ("" if current.endswith("\n") or not current else "\n") + "".join(f"{x}\n" for x in lines)
+    )
+
+
+def add(store: Store, name: str, pubkey: str, valid_before: str | None, valid_after: str | None) -> dict[str, Any]:
+    """Trust `pubkey` (a line, or a .pub file) as `name` for the genjob-receipt namespace."""
+    if not name or any(c.isspace() for c in name) or name.startswith("#"):
+        raise BadInput(f"signer name {name!r} must be one word")
+    pk, _ = parse_public_key(read_text(pubkey) if os.path.isfile(pubkey) else pubkey)
+    path = genjob_file(store, "allowed_signers")
+    if any(k.public == pk and k.principal == name for k in parse_allowed_signers(read_text(path))):
+        return {"name": name, "added": False}
+    line = make_line(
+        name, pk, valid_before and normalize_validity(valid_before), valid_after and normalize_validity(valid_after)
+    )
+    append_lines(path, [line])
+    return {"name": name, "added": True, "line": line}
+
+
+def listing(store: Store) -> list[dict[str, Any]]:
+    keys = parse_allowed_signers(read_text(genjob_file(store, "allowed_signers")))
+    revoked = parse_revoked(read_text(genjob_file(store, "revoked_keys")))
+    return [
+        {
+            "name": k.principal,
+            "keyid": k.keyid,
+            "namespaces": list(k.namespaces or []),
+            "valid_after": k.valid_after,
+            "valid_before": k.valid_before,
+            "revoked": k.public in revoked,
+        }
+        for k in keys
+    ]
+
+
+def revoke(store: Store, name: str) -> int:
+    """Add every key trusted as `name` to revoked_keys; returns how many were new."""
+    keys = [k for k in parse_allowed_signers(read_text(genjob_file(store, "allowed_signers"))) if k.principal == name]
+    if not keys:
+        raise BadInput(f"no trusted key named {name}", "see: git genjob trust list")
+    path = genjob_file(store, "revoked_keys")
+    revoked = parse_revoked(read_text(path))
+    added = [public_line(k.public, name) for k in keys if k.public not in revoked]
+    if added:
+        append_lines(path, added)
+    return len(added)
