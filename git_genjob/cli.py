@@ -286,11 +286,10 @@ def bundle(key: str, out: str, as_json: bool) -> None:
 @json_option
 def push(remote: str | None, as_json: bool) -> None:
     """Fast-forward from REMOTE, then push refs/genjob/* and the notes with leases."""
-    from git_genjob.remote import check_remote, default_remote
     from git_genjob.remote import push as do_push
 
     store = _store()
-    remote = check_remote(store, remote) if remote else default_remote(store)
+    remote = _remote_name(store, remote)
     report = do_push(store, remote)
     emit(report.to_json(), as_json, lambda: _sync_human(report, f"pushed {len(report.pushed)} ref(s) to {remote}"))
 
@@ -300,13 +299,18 @@ def push(remote: str | None, as_json: bool) -> None:
 @json_option
 def fetch(remote: str | None, as_json: bool) -> None:
     """Fetch refs/genjob/* and the notes from REMOTE and reconcile them."""
-    from git_genjob.remote import check_remote, default_remote
     from git_genjob.remote import fetch as do_fetch
 
     store = _store()
-    remote = check_remote(store, remote) if remote else default_remote(store)
+    remote = _remote_name(store, remote)
     report = do_fetch(store, remote)
     emit(report.to_json(), as_json, lambda: _sync_human(report, f"fetched from {remote}"))
+
+
+def _remote_name(store: Any, remote: str | None) -> str:
+    from git_genjob.remote import check_remote, default_remote
+
+    return str(check_remote(store, remote) if remote else default_remote(store))
 
 
 def _sync_human(report: Any, headline: str) -> None:

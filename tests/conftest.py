@@ -221,3 +221,14 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
     yield url
     proc.terminate()
     proc.wait(timeout=30)
+
+
+def repo_with_remote(tmp_path: Path, name: str = "a") -> tuple[Path, Path]:
+    """A bare remote and a repository whose `origin` it is, with `main` pushed."""
+    bare = tmp_path / "remote.git"
+    if not bare.exists():
+        git(tmp_path, "init", "-q", "--bare", str(bare))
+    repo = make_repo(tmp_path / name)
+    git(repo, "remote", "add", "origin", str(bare))
+    git(repo, "push", "-q", "origin", "main")
+    return bare, repo

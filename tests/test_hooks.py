@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.conftest import git, make_repo, refs, run_genjob, setup_worker, submit_key, work
+from tests.conftest import git, make_repo, refs, repo_with_remote, run_genjob, setup_worker, submit_key, work
 
 
 def git_rc(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -55,11 +55,7 @@ def test_commit_msg_refuses_unbacked_trailers(repo: Path) -> None:
 
 
 def test_pre_push_demands_notes_and_audit(tmp_path: Path) -> None:
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    repo = make_repo(tmp_path / "a")
-    git(repo, "remote", "add", "origin", str(bare))
-    git(repo, "push", "-q", "origin", "main")
+    bare, repo = repo_with_remote(tmp_path, "a")
     key = setup_worker(repo)
     git(repo, "config", "core.hooksPath", ".githooks")
     assert run_genjob("init", "--hooks", cwd=repo).code == 0

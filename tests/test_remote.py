@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import git, make_repo, refs, run_genjob
+from tests.conftest import git, make_repo, refs, repo_with_remote, run_genjob
 
 
 def _objects(repo: Path) -> dict[str, set[str]]:
@@ -40,11 +40,7 @@ def test_fetching_only_genjob_refs_brings_only_the_bundle(tmp_path: Path) -> Non
 
 
 def test_init_keeps_plain_fetch_and_push_working(tmp_path: Path) -> None:
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    repo = make_repo(tmp_path / "a")
-    git(repo, "remote", "add", "origin", str(bare))
-    git(repo, "push", "-q", "origin", "main")
+    bare, repo = repo_with_remote(tmp_path, "a")
     assert run_genjob("init", cwd=repo).code == 0
     specs = git(repo, "config", "--get-all", "remote.origin.fetch")
     assert "+refs/genjob/*:refs/genjob-remotes/origin/*" in specs
@@ -58,11 +54,7 @@ def test_init_keeps_plain_fetch_and_push_working(tmp_path: Path) -> None:
 
 
 def test_push_then_fetch_round_trip(tmp_path: Path) -> None:
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    a = make_repo(tmp_path / "a")
-    git(a, "remote", "add", "origin", str(bare))
-    git(a, "push", "-q", "origin", "main")
+    bare, a = repo_with_remote(tmp_path, "a")
     res = run_genjob("submit", "--json", "-m", "x", "README.md", "--push", cwd=a)
     assert res.code == 0, res.err
     key = json.loads(res.out)["key"]
@@ -78,11 +70,7 @@ def test_push_then_fetch_round_trip(tmp_path: Path) -> None:
 
 
 def test_push_refuses_a_diverged_job(tmp_path: Path) -> None:
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    a = make_repo(tmp_path / "a")
-    git(a, "remote", "add", "origin", str(bare))
-    git(a, "push", "-q", "origin", "main")
+    bare, a = repo_with_remote(tmp_path, "a")
     res = run_genjob("submit", "--json", "-m", "x", "README.md", "--key", "k1", "--push", cwd=a)
     assert res.code == 0
     git(tmp_path, "clone", "-q", str(bare), "b")
@@ -102,11 +90,7 @@ def test_push_refuses_a_diverged_job(tmp_path: Path) -> None:
 def test_fetch_merges_diverged_replays_and_notes(tmp_path: Path) -> None:
     from tests.stubserver import Stub
 
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    a = make_repo(tmp_path / "a")
-    git(a, "remote", "add", "origin", str(bare))
-    git(a, "push", "-q", "origin", "main")
+    bare, a = repo_with_remote(tmp_path, "a")
     git(tmp_path, "clone", "-q", str(bare), "b")
     b = tmp_path / "b"
     stub = Stub()

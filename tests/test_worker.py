@@ -229,29 +229,18 @@ def test_out_of_band_receipt(ready: tuple[Path, Path], tmp_path: Path) -> None:
     assert run_genjob("verify", k, cwd=repo).code == 0
 
 
-def _spawn_workers(repo: Path, key: Path, n: int, command: str, extra: list[str]) -> list[subprocess.Popen[str]]:
+def _spawn_workers(cwds: list[Path], key: Path, command: str, extra: list[str]) -> list[subprocess.Popen[str]]:
+    """One `git genjob work` process per directory, all with the same exec generator."""
+    argv = [sys.executable, "-m", "git_genjob", "work", "--generator", f"exec:{command}", "--signing-key", str(key)]
     return [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "git_genjob",
-                "work",
-                "--generator",
-                f"exec:{command}",
-                "--signing-key",
-                str(key),
-                "--worker-id",
-                f"w{i}",
-                "--json",
-                *extra,
-            ],
-            cwd=repo,
+            [*argv, "--worker-id", f"w{i}", "--json", *extra],
+            cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for i in range(n)
+        for i, cwd in enumerate(cwds)
     ]
 
 
@@ -263,7 +252,7 @@ def test_four_local_workers_generate_each_job_once(ready: tuple[Path, Path], tmp
     store = Store.open(str(repo))
     keys = [submit(store, f"job {i}", ["src/user.py"], key=f"j{i:03d}").key for i in range(100)]
     log = tmp_path / "gen.log"
-    procs = _spawn_workers(repo, key, 4, f'echo "$GENJOB_KEY" >> {log}; echo "$GENJOB_KEY" > src/user.py', [])
+    procs = _spawn_workers([repo] * 4, key, f'echo "$GENJOB_KEY" >> {log}; echo "$GENJOB_KEY" > src/user.py', [])
     for p in procs:
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err
@@ -291,30 +280,8 @@ def _race_through(remote_url: str, tmp_path: Path, n_jobs: int) -> None:
         git(tmp_path, "init", "-q", str(clone))  # a worker needs only refs/genjob/*: no branches fetched
         git(clone, "remote", "add", "origin", remote_url)
         clones.append(clone)
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "git_genjob",
-                "work",
-                "--remote",
-                "origin",
-                "--generator",
-                f'exec:echo "$GENJOB_KEY" >> {log}; echo "$GENJOB_KEY" > src/user.py',
-                "--signing-key",
-                str(key),
-                "--worker-id",
-                f"c{i}",
-                "--json",
-            ],
-            cwd=clone,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i, clone in enumerate(clones)
-    ]
+    command = f'echo "$GENJOB_KEY" >> {log}; echo "$GENJOB_KEY" > src/user.py'
+    procs = _spawn_workers(clones, key, command, ["--remote", "origin"])
     for p in procs:
         out, err = p.communicate(timeout=900)
         assert p.returncode == 0, err
