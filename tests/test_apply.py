@@ -359,3 +359,26 @@ def test_sigkill_between_commit_and_archive_then_apply_again(done: tuple[Path, P
     assert f"genjob {k} ok" in git(repo, "log", "-1", "--notes=genjob")
     assert git(repo, "status", "--porcelain") == ""  # work tree and index caught up
     assert run_genjob("audit", cwd=repo).code == 0
+
+
+@pytest.mark.parametrize("setting, trailer", [('"off"', None), ('"Generated-by"', "Generated-by: exec:echo")])
+def test_disclosure_trailer_is_configurable(repo: Path, setting: str, trailer: str | None) -> None:
+    key_path = setup_worker(repo)
+    (repo / ".genjob/config.toml").write_text(f"[commit]\ndisclosure = {setting}\n")
+    git(repo, "commit", "-qam", "disclosure policy")
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    assert work(repo, key_path, GOOD, "--once").code == 0
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    body = git(repo, "log", "-1", "--format=%B")
+    assert "Assisted-by:" not in body
+    assert body.rstrip().splitlines()[-1] == (trailer or "Genjob-Worker: w1")
+
+
+def test_audit_honours_a_later_revocation(done: tuple[Path, Path, str]) -> None:
+    repo, _, k = done
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    assert run_genjob("audit", cwd=repo).code == 0
+    assert run_genjob("trust", "revoke", "w1", cwd=repo).code == 0
+    git(repo, "commit", "-qam", "revoke w1")
+    res = run_genjob("audit", cwd=repo)
+    assert res.code == 1 and "revoked" in res.out

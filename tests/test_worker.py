@@ -379,3 +379,28 @@ def test_failed_renewal_fences_and_stops_the_generator(ready: tuple[Path, Path],
     assert json.loads(out)["jobs"][0]["result"] == "fenced"
     assert not marker.exists()
     assert "receipt.json" not in git(repo, "ls-tree", "--name-only", f"refs/genjob/jobs/{k}")
+
+
+def test_recover_through_a_remote(tmp_path: Path) -> None:
+    from tests.conftest import repo_with_remote
+
+    bare, planner = repo_with_remote(tmp_path, "planner")
+    setup_worker(planner)
+    k = submit_key(planner, "-m", "x", "src/user.py")
+    assert run_genjob("push", cwd=planner).code == 0
+    worker = tmp_path / "worker"
+    git(tmp_path, "init", "-q", str(worker))
+    git(worker, "remote", "add", "origin", str(bare))
+    pub = Publisher(Store.open(str(worker)), "origin")
+    pub.refresh()
+    record = load_live(pub.store, k)
+    assert record is not None
+    claim(pub, record, "vanished", 1)  # a worker that claimed through the remote, then died
+    time.sleep(1.2)
+    res = run_genjob("recover", "--remote", "origin", "--json", cwd=planner)
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["requeued"] == [k]
+    assert run_genjob("fetch", cwd=planner).code == 0
+    doc = json.loads(run_genjob("show", k, "--json", cwd=planner).out)
+    assert doc["state"] == "queued" and [e["event"] for e in doc["events"]][-2:] == ["claimed", "recovered"]
+    assert refs(bare)[f"refs/genjob/jobs/{k}"] == refs(planner)[f"refs/genjob/jobs/{k}"]
