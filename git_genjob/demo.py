@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from git_genjob.keys import SigningKey
+    from git_genjob.store import Store
 
 USER_PY = '''\
 """A tiny user service."""
@@ -44,84 +51,106 @@ def _git(repo: str, *args: str) -> str:
     return proc.stdout
 
 
-def run_demo(keep: bool, model: str | None, say: Callable[[str], None]) -> DemoResult:
-    from git_genjob.apply import apply
-    from git_genjob.initrepo import init
-    from git_genjob.keys import generate, trust_line, write_key_files
-    from git_genjob.queue import submit
-    from git_genjob.store import Store
-    from git_genjob.verify import CHECKS, verify
-    from git_genjob.worker import WorkerOptions, work
+IDENTITY = {
+    "GIT_COMMITTER_NAME": "Demo Reviewer",
+    "GIT_COMMITTER_EMAIL": "reviewer@demo.invalid",
+    "GIT_AUTHOR_NAME": "Demo Reviewer",
+    "GIT_AUTHOR_EMAIL": "reviewer@demo.invalid",
+}
 
-    base = tempfile.mkdtemp(prefix="genjob-demo-")
-    repo = os.path.join(base, "repo")
-    os.makedirs(os.path.join(repo, "src"))
-    os.makedirs(os.path.join(repo, "tests"))
-    with open(os.path.join(repo, "src", "user.py"), "w") as fh:
-        fh.write(USER_PY)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.name", "Demo Reviewer")
-    _git(repo, "config", "user.email", "reviewer@demo.invalid")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "A tiny user service")
-    say(f"$ cd {repo}")
-    saved = {
-        k: os.environ.get(k)
-        for k in ("GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL")
-    }
-    os.environ.update(
-        GIT_COMMITTER_NAME="Demo Reviewer",
-        GIT_COMMITTER_EMAIL="reviewer@demo.invalid",
-        GIT_AUTHOR_NAME="Demo Reviewer",
-        GIT_AUTHOR_EMAIL="reviewer@demo.invalid",
-    )
+
+@contextlib.contextmanager
+def _demo_identity() -> Iterator[None]:
+    """The demo's own git identity, without touching the caller's config."""
+    saved = {k: os.environ.get(k) for k in IDENTITY}
+    os.environ.update(IDENTITY)
     try:
-        store = Store.open(repo)
-        init(store)
-        say("$ git genjob init                  # .genjob/ trust store and config, notes display")
-        key = generate("demo-worker")
-        key_path = os.path.join(base, "keys", "demo-worker")
-        write_key_files(key, key_path)
-        say(f"$ git genjob keygen --name demo-worker --out {key_path}")
-        with open(os.path.join(repo, ".genjob", "allowed_signers"), "a") as fh:
-            fh.write(trust_line("demo-worker", key.public, None) + "\n")
-        _git(repo, "add", ".genjob")
-        _git(repo, "commit", "-q", "-m", "Trust the demo worker")
-        say("$ git genjob trust add demo-worker keys/demo-worker.pub && git commit -m 'Trust the demo worker'")
-        job = submit(store, INSTRUCTION, ["src/user.py"], ["tests/test_timeout.py"])
-        say(f"$ git genjob submit -m '{INSTRUCTION.splitlines()[0]}' src/user.py --create tests/test_timeout.py")
-        say(f"  created {job.key} {job.digest}")
-        from git_genjob.generators import parse_spec
-
-        spec = f"openai:{model}" if model else f"exec:{shlex.quote(sys.executable)} -m git_genjob.demo_agent"
-        opts = WorkerOptions(parse_spec(spec, 600), key, "demo-worker", lease_s=120, max_jobs=1, timeout_s=600)
-        say(f"$ git genjob work --generator '{spec}' --signing-key {key_path} --once")
-        report = work(store, opts)
-        for o in report.outcomes:
-            say(f"  {o.key} {o.result}{': ' + o.reason if o.reason else ''}")
-        if not report.outcomes or report.outcomes[0].result != "ok":
-            from git_genjob.errors import Refused
-
-            raise Refused("the demo worker did not produce an ok receipt", f"inspect the repository: {repo}")
-        verdict = verify(store, job.key)
-        say(f"$ git genjob verify {job.key}")
-        lines = [f"  {'ok  ' if c.ok else 'FAIL'} {c.n} {CHECKS[c.n]:<9} {c.detail}" for c in verdict.checks]
-        for line in lines:
-            say(line)
-        applied = apply(store, job.key)
-        say(f"$ git genjob apply {job.key}")
-        say(f"  applied as {applied.commit[:12]} on {applied.branch}")
-        log = _git(repo, "-c", "notes.displayRef=refs/notes/genjob", "log", "--notes=genjob", "--stat", "-1")
-        say("$ git log --notes=genjob --stat -1")
-        say(log.rstrip())
-        return DemoResult(repo, job.key, applied.commit, log, lines)
+        yield
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        if not keep:
-            import shutil
 
+
+def _make_repo(base: str) -> str:
+    repo = os.path.join(base, "repo")
+    os.makedirs(os.path.join(repo, "src"))
+    os.makedirs(os.path.join(repo, "tests"))
+    with open(os.path.join(repo, "src", "user.py"), "w") as fh:
+        fh.write(USER_PY)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.name", IDENTITY["GIT_AUTHOR_NAME"])
+    _git(repo, "config", "user.email", IDENTITY["GIT_AUTHOR_EMAIL"])
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "A tiny user service")
+    return repo
+
+
+def _trusted_key(store: Store, base: str, say: Callable[[str], None]) -> tuple[SigningKey, str]:
+    from git_genjob.initrepo import init
+    from git_genjob.keys import generate, write_key_files
+    from git_genjob.trust import add
+
+    init(store)
+    say("$ git genjob init                  # .genjob/ trust store and config, notes display")
+    key = generate("demo-worker")
+    key_path = os.path.join(base, "keys", "demo-worker")
+    write_key_files(key, key_path)
+    say(f"$ git genjob keygen --name demo-worker --out {key_path}")
+    add(store, "demo-worker", key_path + ".pub", None, None)
+    _git(store.workdir or "", "add", ".genjob")
+    _git(store.workdir or "", "commit", "-q", "-m", "Trust the demo worker")
+    say("$ git genjob trust add demo-worker keys/demo-worker.pub && git commit -m 'Trust the demo worker'")
+    return key, key_path
+
+
+def _run_worker(store: Store, key: SigningKey, key_path: str, model: str | None, say: Callable[[str], None]) -> None:
+    from git_genjob.errors import Refused
+    from git_genjob.generators import parse_spec
+    from git_genjob.worker import WorkerOptions, work
+
+    spec = f"openai:{model}" if model else f"exec:{shlex.quote(sys.executable)} -m git_genjob.demo_agent"
+    opts = WorkerOptions(parse_spec(spec, 600), key, "demo-worker", lease_s=120, max_jobs=1, timeout_s=600)
+    say(f"$ git genjob work --generator '{spec}' --signing-key {key_path} --once")
+    report = work(store, opts)
+    for o in report.outcomes:
+        say(f"  {o.key} {o.result}{': ' + o.reason if o.reason else ''}")
+    if not report.outcomes or report.outcomes[0].result != "ok":
+        raise Refused("the demo worker did not produce an ok receipt", f"inspect the repository: {store.workdir}")
+
+
+def run_demo(keep: bool, model: str | None, say: Callable[[str], None]) -> DemoResult:
+    """init, keygen, trust, submit, work, verify, apply, then the log a reviewer reads."""
+    from git_genjob.apply import apply
+    from git_genjob.queue import submit
+    from git_genjob.store import Store
+    from git_genjob.verify import CHECKS, verify
+
+    base = tempfile.mkdtemp(prefix="genjob-demo-")
+    try:
+        with _demo_identity():
+            repo = _make_repo(base)
+            say(f"$ cd {repo}")
+            store = Store.open(repo)
+            key, key_path = _trusted_key(store, base, say)
+            job = submit(store, INSTRUCTION, ["src/user.py"], ["tests/test_timeout.py"])
+            say(f"$ git genjob submit -m '{INSTRUCTION.splitlines()[0]}' src/user.py --create tests/test_timeout.py")
+            say(f"  created {job.key} {job.digest}")
+            _run_worker(store, key, key_path, model, say)
+            verdict = verify(store, job.key)
+            say(f"$ git genjob verify {job.key}")
+            lines = [f"  {'ok  ' if c.ok else 'FAIL'} {c.n} {CHECKS[c.n]:<9} {c.detail}" for c in verdict.checks]
+            for line in lines:
+                say(line)
+            applied = apply(store, job.key)
+            say(f"$ git genjob apply {job.key}")
+            say(f"  applied as {applied.commit[:12]} on {applied.branch}")
+            log = _git(repo, "-c", "notes.displayRef=refs/notes/genjob", "log", "--notes=genjob", "--stat", "-1")
+            say("$ git log --notes=genjob --stat -1")
+            say(log.rstrip())
+            return DemoResult(repo, job.key, applied.commit, log, lines)
+    finally:
+        if not keep:
             shutil.rmtree(base, ignore_errors=True)

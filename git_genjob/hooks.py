@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import pygit2
+
     from git_genjob.store import Store
 
 MARKER = "# git-genjob hook:"
@@ -158,52 +161,18 @@ def _commit_msg(args: list[str]) -> int:
 
 def _pre_push(args: list[str]) -> int:
     """Refuse pushing genjob commits that fail audit or whose note the remote will not have."""
-    import subprocess
-
-    import pygit2
-
-    from git_genjob.apply import read_note
-    from git_genjob.audit import audit_commit, genjob_trailers
-    from git_genjob.remote import clean_env
     from git_genjob.store import NOTES_REF
-    from git_genjob.verify import TrustStore, trust_from_tree
 
     store = _store()
-    repo = store.repo
     remote = args[0] if args else "origin"
-    lines = [line.split() for line in sys.stdin.read().splitlines() if line.strip()]
-    pushing_notes = any(len(p) == 4 and p[2] == NOTES_REF and p[0] != "(delete)" for p in lines)
-    remote_notes: pygit2.Oid | None = None
-    proc = subprocess.run(["git", "ls-remote", remote, NOTES_REF], capture_output=True, text=True, env=clean_env())
-    if proc.returncode == 0 and proc.stdout.strip():
-        oid = proc.stdout.split()[0]
-        remote_notes = pygit2.Oid(hex=oid) if oid in repo else None
+    lines = [parts for parts in (line.split() for line in sys.stdin.read().splitlines()) if len(parts) == 4]
+    pushing_notes = any(p[2] == NOTES_REF and p[0] != "(delete)" for p in lines)
+    notes_on_remote = _RemoteNotes(store, remote)
     problems = []
-    for parts in lines:
-        if len(parts) != 4:
-            continue
-        local_ref, local_sha, remote_ref, remote_sha = parts
+    for _local_ref, local_sha, remote_ref, remote_sha in lines:
         if remote_ref.startswith(("refs/genjob/", "refs/notes/")) or set(local_sha) == {"0"}:
             continue
-        walker = repo.walk(pygit2.Oid(hex=local_sha), pygit2.enums.SortMode.TOPOLOGICAL)
-        if set(remote_sha) != {"0"} and remote_sha in repo:
-            walker.hide(pygit2.Oid(hex=remote_sha))
-        for ref in repo.references:  # commits the remote already has through its tracking refs
-            if ref.startswith(f"refs/remotes/{remote}/"):
-                target = repo.references[ref].resolve().target
-                if isinstance(target, pygit2.Oid):
-                    walker.hide(target)
-        tip_trust: TrustStore | None = None
-        for commit in walker:
-            if not genjob_trailers(commit):
-                continue
-            tip_trust = tip_trust or trust_from_tree(store, store.get_commit(local_sha).tree)
-            result = audit_commit(store, commit, tip_trust)
-            problems += [f"{str(commit.id)[:12]}: {p}" for p in result.problems]
-            if read_note(store, commit.id) is not None and not pushing_notes:
-                on_remote = remote_notes is not None and _note_in(store, remote_notes, str(commit.id))
-                if not on_remote:
-                    problems.append(f"{str(commit.id)[:12]}: its note is not on {remote} (run git genjob push first)")
+        problems += _check_pushed(store, remote, local_sha, remote_sha, pushing_notes, notes_on_remote)
     if problems:
         print("git-genjob pre-push: refusing to push genjob commits that fail audit:", file=sys.stderr)
         for p in problems:
@@ -212,12 +181,65 @@ def _pre_push(args: list[str]) -> int:
     return 0
 
 
-def _note_in(store: object, notes_commit: object, commit_id: str) -> bool:
-    from git_genjob.merge import _flat_notes
-    from git_genjob.store import Store
+class _RemoteNotes:
+    """Which commits the remote's refs/notes/genjob annotates (asked once, only if needed)."""
 
-    assert isinstance(store, Store)
-    return commit_id in _flat_notes(store, store.get_commit(notes_commit).tree)  # type: ignore[arg-type]
+    def __init__(self, store: Store, remote: str):
+        self.store, self.remote = store, remote
+        self._notes: set[str] | None = None
+
+    def has(self, commit_id: str) -> bool:
+        if self._notes is None:
+            self._notes = self._load()
+        return commit_id in self._notes
+
+    def _load(self) -> set[str]:
+        import subprocess
+
+        from git_genjob.merge import _flat_notes
+        from git_genjob.remote import clean_env
+        from git_genjob.store import NOTES_REF
+
+        proc = subprocess.run(
+            ["git", "ls-remote", self.remote, NOTES_REF], capture_output=True, text=True, env=clean_env()
+        )
+        oid = proc.stdout.split()[0] if proc.returncode == 0 and proc.stdout.strip() else None
+        if oid is None or oid not in self.store.repo:
+            return set()
+        return set(_flat_notes(self.store, self.store.get_commit(oid).tree))
+
+
+def _check_pushed(
+    store: Store, remote: str, local_sha: str, remote_sha: str, pushing_notes: bool, notes: _RemoteNotes
+) -> list[str]:
+    from git_genjob.apply import read_note
+    from git_genjob.audit import audit_commit, genjob_trailers
+    from git_genjob.verify import TrustStore, trust_from_tree
+
+    problems: list[str] = []
+    tip_trust: TrustStore | None = None
+    for commit in _new_commits(store, remote, local_sha, remote_sha):
+        if not genjob_trailers(commit):
+            continue
+        tip_trust = tip_trust or trust_from_tree(store, store.get_commit(local_sha).tree)
+        short = str(commit.id)[:12]
+        problems += [f"{short}: {p}" for p in audit_commit(store, commit, tip_trust).problems]
+        if read_note(store, commit.id) is not None and not pushing_notes and not notes.has(str(commit.id)):
+            problems.append(f"{short}: its note is not on {remote} (run git genjob push first)")
+    return problems
+
+
+def _new_commits(store: Store, remote: str, local_sha: str, remote_sha: str) -> Iterator[pygit2.Commit]:
+    """Commits the push sends: reachable from local_sha, not from what the remote already has."""
+    import pygit2
+
+    repo = store.repo
+    walker = repo.walk(pygit2.Oid(hex=local_sha), pygit2.enums.SortMode.TOPOLOGICAL)
+    if set(remote_sha) != {"0"} and remote_sha in repo:
+        walker.hide(pygit2.Oid(hex=remote_sha))
+    for _name, oid in store.iter_refs(f"refs/remotes/{remote}/"):
+        walker.hide(oid)
+    yield from walker
 
 
 def _pre_apply(args: list[str]) -> int:

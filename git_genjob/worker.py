@@ -251,6 +251,56 @@ def diff_scratch(scratch: str, record: JobRecord, inputs: dict[str, bytes], cfg:
     return result
 
 
+@dataclass
+class Verdict:
+    """What the worker signs: the status, why, the outputs it read back and what it ignored."""
+
+    status: str
+    reason: str
+    outputs: dict[str, bytes | None] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+
+
+def judge(result: GenResult, scratch: str, record: JobRecord, ctx: GenContext, cfg: Config) -> Verdict:
+    """A generator's ok becomes a receipt's ok only if the scratch tree holds nothing amiss."""
+    if result.status != "ok":
+        return Verdict(result.status, result.reason)
+    diff = diff_scratch(scratch, record, ctx.inputs, cfg)
+    ignored = sorted(diff.ignored)
+    if diff.problems:
+        return Verdict("rejected", "; ".join(diff.problems), ignored=ignored)
+    if not record.meta.get("allow_secrets"):
+        leaks = [
+            f"{p} contains what looks like a {name}"
+            for p, data in diff.outputs.items()
+            if data is not None and (name := find_secret(data))
+        ]
+        if leaks:
+            return Verdict("rejected", "; ".join(leaks), ignored=ignored)
+    return Verdict("ok", "", diff.outputs, ignored)
+
+
+def predicate_for(
+    record: JobRecord, lease: Lease, verdict: Verdict, ctx: GenContext, opts: WorkerOptions
+) -> dict[str, Any]:
+    started = next((a.get("started_at") for a in record.attempts if a["n"] == lease.n), utc_now())
+    return {
+        "job_digest": record.job.digest,
+        "key": record.key,
+        "claim": lease.claim,
+        "status": verdict.status,
+        "reason": verdict.reason,
+        "outputs": {p: (digest(d) if d is not None else None) for p, d in sorted(verdict.outputs.items())},
+        "ignored": verdict.ignored,
+        "worker_id": opts.worker_id,
+        "attempt": lease.n,
+        "generator": opts.generator.describe(),
+        "replays": list(ctx.replays),
+        "started_at": started,
+        "finished_at": utc_now(),
+    }
+
+
 def _finish(
     pub: Publisher,
     lease: Lease,
@@ -262,48 +312,16 @@ def _finish(
     opts: WorkerOptions,
     progress: Progress,
 ) -> JobOutcome:
-    started = next((a.get("started_at") for a in record.attempts if a["n"] == lease.n), utc_now())
-    status, reason = result.status, result.reason
-    outputs: dict[str, bytes | None] = {}
-    ignored: list[str] = []
-    if status == "ok":
-        diff = diff_scratch(scratch, record, ctx.inputs, cfg)
-        ignored = sorted(diff.ignored)
-        if diff.problems:
-            status, reason = "rejected", "; ".join(diff.problems)
-        elif not record.meta.get("allow_secrets"):
-            leaks = [
-                f"{p} contains what looks like a {n}"
-                for p, d in diff.outputs.items()
-                if d is not None and (n := find_secret(d))
-            ]
-            if leaks:
-                status, reason = "rejected", "; ".join(leaks)
-        if status == "ok":
-            outputs = diff.outputs
-    predicate = {
-        "job_digest": record.job.digest,
-        "key": record.key,
-        "claim": lease.claim,
-        "status": status,
-        "reason": reason,
-        "outputs": {p: (digest(d) if d is not None else None) for p, d in sorted(outputs.items())},
-        "ignored": ignored,
-        "worker_id": opts.worker_id,
-        "attempt": lease.n,
-        "generator": opts.generator.describe(),
-        "replays": list(ctx.replays),
-        "started_at": started,
-        "finished_at": utc_now(),
-    }
-    envelope = sign_statement(build_statement(predicate), opts.signing_key)
+    """Judge, sign, and store the receipt on top of the claim that made it."""
+    verdict = judge(result, scratch, record, ctx, cfg)
+    envelope = sign_statement(build_statement(predicate_for(record, lease, verdict, ctx, opts)), opts.signing_key)
     try:
-        store_receipt(pub, lease, envelope, outputs, list(ctx.replays))
+        store_receipt(pub, lease, envelope, verdict.outputs, list(ctx.replays))
     except Conflict as exc:
         progress(f"fenced  {record.key}: {exc.message}")
         return JobOutcome(record.key, "fenced", exc.message, lease.n)
-    progress(f"receipt {record.key} {status}" + (f": {reason}" if reason else ""))
-    return JobOutcome(record.key, status, reason, lease.n)
+    progress(f"receipt {record.key} {verdict.status}" + (f": {verdict.reason}" if verdict.reason else ""))
+    return JobOutcome(record.key, verdict.status, verdict.reason, lease.n)
 
 
 class OutOfBand:
