@@ -114,27 +114,26 @@ class Entry:
     events: list[dict[str, Any]]
     answers: dict[str, pygit2.Oid]
 
-    def heads(self) -> list[str]:
-        roots = {e["answer"] for e in self.events if e["type"] == "recorded"}
-        edges: dict[str, set[str]] = {}
-        for e in self.events:
-            if e["type"] == "accepted" and e.get("replaces"):
-                edges.setdefault(e["replaces"], set()).add(e["answer"])
-        heads: set[str] = set()
-        stack, seen = list(roots), set()
-        while stack:
-            node = stack.pop()
-            if node in seen:
+    def head_events(self) -> list[dict[str, Any]]:
+        """Recorded and accepted events no accepted event supersedes.
+
+        An accepted event names the hash it replaces (SPEC §7) and the ids of the events it
+        supersedes; ids are content digests, so the events form a DAG whatever the order in
+        which machines wrote them, and timestamps never decide.
+        """
+        answering = [e for e in self.events if e["type"] in ("recorded", "accepted")]
+        superseded: set[str] = set()
+        for e in answering:
+            if e["type"] != "accepted":
                 continue
-            seen.add(node)
-            nxt = edges.get(node, set()) - seen
-            if nxt:
-                stack.extend(nxt)
-            else:
-                heads.add(node)
-        if not roots:
-            heads |= {e["answer"] for e in self.events if e["type"] == "accepted"}
-        return sorted(heads)
+            if "supersedes" in e:
+                superseded |= set(e["supersedes"])
+            elif e.get("replaces"):  # an accepted event without ids: it replaces that answer
+                superseded |= {x["_id"] for x in answering if x["answer"] == e["replaces"] and x is not e}
+        return [e for e in answering if e["_id"] not in superseded]
+
+    def heads(self) -> list[str]:
+        return sorted({e["answer"] for e in self.head_events()})
 
     def served(self) -> str | None:
         heads = self.heads()
@@ -171,7 +170,13 @@ class Cache:
             return None
         assert isinstance(node, pygit2.Tree)
         files = self.store.tree_files(node)
-        events = [parse_strict(self.store.read(o), "replay event") for p, o in files.items() if p.startswith("events/")]
+        events = []
+        for path, oid in files.items():
+            if path.startswith("events/"):
+                event = parse_strict(self.store.read(oid), "replay event")
+                if not isinstance(event, dict) or "type" not in event or "answer" not in event:
+                    raise BadInput(f"replay event {path} of {fp} is malformed")
+                events.append(dict(event, _id=path[len("events/") :].removesuffix(".json")))
         events.sort(key=lambda e: (e.get("time", ""), e.get("type", ""), e.get("answer", "")))
         answers = {p[len("answers/") :]: o for p, o in files.items() if p.startswith("answers/")}
         request = parse_strict(self.store.read(files["request.json"]), "request") if "request.json" in files else None
@@ -290,12 +295,16 @@ def call(cache: Cache, doc: dict[str, Any], send: Sender, mode: str = "replay") 
 
 
 def accept(cache: Cache, fp: str, sha: str) -> None:
+    """Serve `sha` from now on: it supersedes every current head (a drift's or a merge's)."""
     entry = _need(cache, fp)
     cache.answer(entry, sha)
+    heads = entry.head_events()
+    if {e["answer"] for e in heads} == {sha}:
+        return  # already the only answer served
     served = entry.served()
-    if served == sha and not entry.pending():
-        return
-    cache.add(fp, {"type": "accepted", "answer": sha, "replaces": served})
+    cache.add(
+        fp, {"type": "accepted", "answer": sha, "replaces": served, "supersedes": sorted(e["_id"] for e in heads)}
+    )
 
 
 def reject(cache: Cache, fp: str, sha: str) -> None:

@@ -126,3 +126,42 @@ def test_fetch_merges_diverged_replays_and_notes(tmp_path: Path) -> None:
     assert run_genjob("fetch", cwd=a).code == 0
     assert len(json.loads(run_genjob("cache", "ls", "--json", cwd=a).out)) == 2
     git(a, "fsck", "--strict")
+
+
+def test_competing_answers_from_two_machines_are_a_drift(tmp_path: Path) -> None:
+    from tests.stubserver import Stub
+
+    bare, a = repo_with_remote(tmp_path, "a")
+    git(tmp_path, "clone", "-q", str(bare), "b")
+    b = tmp_path / "b"
+    stub = Stub()
+    fps = []
+    try:
+        for repo, answer in ((a, "from a\n"), (b, "from b\n")):
+            stub.answer = answer
+            (repo / "p.txt").write_text("same prompt")
+            res = run_genjob(
+                "ask",
+                "--endpoint",
+                f"{stub.url}/v1",
+                "--model",
+                "m",
+                "--prompt-file",
+                "p.txt",
+                "--out-file",
+                "o.txt",
+                cwd=repo,
+            )
+            assert res.code == 0, res.err
+            fps.append(res.out.split()[1])
+    finally:
+        stub.close()
+    assert fps[0] == fps[1]
+    assert run_genjob("push", cwd=a).code == 0
+    assert run_genjob("fetch", cwd=b).code == 0
+    res = run_genjob("cache", "drift", fps[0], "--json", cwd=b)
+    assert res.code == 1 and len(json.loads(res.out)["pending"]) == 1
+    import hashlib
+
+    assert run_genjob("cache", "accept", fps[0], hashlib.sha256(b"from b\n").hexdigest(), cwd=b).code == 0
+    assert run_genjob("cache", "drift", fps[0], cwd=b).code == 0

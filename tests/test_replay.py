@@ -158,3 +158,17 @@ def test_import_replay_logs(repo: Path, tmp_path: Path) -> None:
     assert run_genjob("cache", "drift", fp, cwd=repo).code == 1
     shown = json.loads(run_genjob("cache", "show", fp, "--json", cwd=repo).out)
     assert shown["served"] == hashlib.sha256(b"one").hexdigest()
+
+
+def test_accept_can_flip_back_and_forth(repo: Path, stub: Stub) -> None:
+    import hashlib
+
+    code, text, _ = ask(repo, stub.url, "Write hello")
+    fp = text.split()[1]
+    stub.answer = "bonjour\n"
+    ask(repo, stub.url, "Write hello", "--mode", "refresh")
+    old, new = (hashlib.sha256(t).hexdigest() for t in (b"hello\n", b"bonjour\n"))
+    for sha, text_served in ((new, "bonjour\n"), (old, "hello\n"), (new, "bonjour\n")):
+        assert run_genjob("cache", "accept", fp, sha, cwd=repo).code == 0
+        assert run_genjob("cache", "drift", fp, cwd=repo).code == 0
+        assert ask(repo, stub.url, "Write hello", "--mode", "offline")[2] == text_served

@@ -404,3 +404,50 @@ def test_recover_through_a_remote(tmp_path: Path) -> None:
     doc = json.loads(run_genjob("show", k, "--json", cwd=planner).out)
     assert doc["state"] == "queued" and [e["event"] for e in doc["events"]][-2:] == ["claimed", "recovered"]
     assert refs(bare)[f"refs/genjob/jobs/{k}"] == refs(planner)[f"refs/genjob/jobs/{k}"]
+
+
+@pytest.mark.slow
+def test_wait_mode_picks_up_jobs_submitted_later(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "git_genjob",
+            "work",
+            "--wait",
+            "--generator",
+            "exec:echo later > src/user.py",
+            "--signing-key",
+            str(key),
+        ],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.5)
+        k = submit_key(repo, "-m", "late job", "src/user.py")
+        _wait_for_state(repo, k, "done", timeout=30)
+        assert receipt_of(repo, k)["status"] == "ok"
+        assert proc.poll() is None  # still waiting for more work
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_drop_through_a_remote_moves_archive_and_job_ref_together(tmp_path: Path) -> None:
+    from tests.conftest import repo_with_remote
+
+    bare, planner = repo_with_remote(tmp_path, "planner")
+    k = submit_key(planner, "-m", "x", "src/user.py")
+    assert run_genjob("push", cwd=planner).code == 0
+    git(tmp_path, "clone", "-q", str(bare), "owner")
+    owner = tmp_path / "owner"
+    res = run_genjob("drop", k, "--why", "not needed", "--remote", "origin", cwd=owner)
+    assert res.code == 0, res.err
+    remote_refs = refs(bare)
+    assert f"refs/genjob/jobs/{k}" not in remote_refs and "refs/genjob/archive" in remote_refs
+    assert run_genjob("fetch", "--json", cwd=planner).code == 0
+    assert f"refs/genjob/jobs/{k}" not in refs(planner)  # dropped: the fetched archive holds it
+    assert json.loads(run_genjob("show", k, "--json", cwd=planner).out)["state"] == "dropped"
