@@ -17,7 +17,7 @@ import pytest
 from git_genjob.lifecycle import Publisher, claim, record_sending, recover, store_receipt
 from git_genjob.records import load_live
 from git_genjob.store import Store
-from tests.conftest import git, make_repo, refs, run_genjob, setup_worker, submit_key, work
+from tests.conftest import git, make_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
 
 
 def receipt_of(repo: Path, key: str) -> dict:  # type: ignore[type-arg]
@@ -451,3 +451,35 @@ def test_drop_through_a_remote_moves_archive_and_job_ref_together(tmp_path: Path
     assert run_genjob("fetch", "--json", cwd=planner).code == 0
     assert f"refs/genjob/jobs/{k}" not in refs(planner)  # dropped: the fetched archive holds it
     assert json.loads(run_genjob("show", k, "--json", cwd=planner).out)["state"] == "dropped"
+
+
+@pytest.mark.slow
+def test_lease_renewals_through_a_remote(tmp_path: Path) -> None:
+    from tests.conftest import repo_with_remote
+
+    bare, planner = repo_with_remote(tmp_path, "planner")
+    key = setup_worker(planner)
+    k = submit_key(planner, "-m", "slow", "src/user.py")
+    assert run_genjob("push", cwd=planner).code == 0
+    worker = tmp_path / "worker"
+    git(tmp_path, "init", "-q", str(worker))
+    git(worker, "remote", "add", "origin", str(bare))
+    res = run_genjob_process(
+        "work",
+        "--remote",
+        "origin",
+        "--lease",
+        "0.9s",
+        "--once",
+        "--generator",
+        "exec:sleep 2; echo done > src/user.py",
+        "--signing-key",
+        str(key),
+        cwd=worker,
+    )
+    assert res.code == 0, res.err
+    assert run_genjob("fetch", cwd=planner).code == 0
+    events = [e["event"] for e in json.loads(run_genjob("show", k, "--json", cwd=planner).out)["events"]]
+    assert events[:3] == ["submitted", "claimed", "sending"] and events[-1] == "receipt"
+    assert events.count("renewed") >= 2
+    assert run_genjob("verify", k, cwd=planner).code == 0
