@@ -147,12 +147,12 @@ def submit(
     rel_create = [from_cli(p, cwd, root) if store.workdir else _bare_path(p) for p in creates]
     if not rel and not rel_create:
         raise BadInput("no paths given", "name the files the job may change: git genjob submit -m TEXT PATH...")
+    remote = _remote_name(store, push_remote or None) if push_remote is not None else None  # before any write
     result = do_submit(store, instruction, rel, rel_create, key=key, rev=rev, allow_secrets=allow_secrets)
     doc = result.to_json()
-    if push_remote is not None:
-        from git_genjob.remote import default_remote, push
+    if remote is not None:
+        from git_genjob.remote import push
 
-        remote = push_remote or default_remote(store)
         doc["pushed"] = push(store, remote).pushed
 
     def human() -> None:

@@ -239,3 +239,12 @@ def test_damaged_job_refs_are_reported_not_fatal(repo: Path) -> None:
     assert submit_json(repo, "-m", "other", "src/user.py")["warnings"] == [
         f"live job {good} also holds src/user.py; whichever applies second will be stale"
     ]
+
+
+def test_push_to_a_missing_remote_writes_nothing(repo: Path) -> None:
+    before = refs(repo)
+    res = run_genjob("submit", "-m", "x", "src/user.py", "--push", "nowhere", cwd=repo)
+    assert res.code == 2 and "no remote named 'nowhere'" in res.err
+    res = run_genjob("submit", "-m", "x", "src/user.py", "--push", cwd=repo)
+    assert res.code == 2 and "no remote given" in res.err
+    assert refs(repo) == before
