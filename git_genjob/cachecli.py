@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 from git_genjob.errors import BadInput, GenjobError, Unavailable
@@ -11,23 +9,7 @@ from git_genjob.generators import GeneratorUnavailable
 from git_genjob.queue import read_config
 from git_genjob.replay import SENTINEL, Cache, call, check_fp, fingerprint, normalize, request_doc
 from git_genjob.store import Store
-
-
-def _read_prompt(path: str) -> str:
-    try:
-        if path == "-":
-            return sys.stdin.read()
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read prompt file {path}: {exc}") from None
-
-
-def _write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+from git_genjob.userfiles import read_text, write_atomic
 
 
 def ask(
@@ -35,7 +17,7 @@ def ask(
 ) -> dict[str, Any]:
     from git_genjob.generators.web import post_json
 
-    norm = normalize(_read_prompt(prompt_file), read_config(store))
+    norm = normalize(read_text(prompt_file, "prompt file"), read_config(store))
     doc = request_doc(endpoint.rstrip("/"), model, {}, norm.text, key)
     url = f"{endpoint.rstrip('/')}/chat/completions"
 
@@ -56,11 +38,11 @@ def ask(
     try:
         result = call(Cache(store), doc, send, mode)
     except (GeneratorUnavailable, Unavailable) as exc:
-        _write(out_file, SENTINEL + "\n")
+        write_atomic(out_file, SENTINEL + "\n")
         raise Unavailable(exc.message, exc.hint or "nothing was recorded; try again later") from None
     except GenjobError:
         raise
-    _write(out_file, result.answer)
+    write_atomic(out_file, result.answer)
     return {"fingerprint": result.fp, "source": result.source, "out_file": out_file}
 
 
@@ -93,6 +75,6 @@ def show(store: Store, fp: str) -> dict[str, Any]:
 
 
 def explain(store: Store, prompt_file: str, endpoint: str, model: str, key: str | None) -> dict[str, Any]:
-    norm = normalize(_read_prompt(prompt_file), read_config(store))
+    norm = normalize(read_text(prompt_file, "prompt file"), read_config(store))
     doc = request_doc(endpoint.rstrip("/"), model, {}, norm.text, key)
     return {"fingerprint": fingerprint(doc), "request": doc, "rewrites": norm.rewrites}

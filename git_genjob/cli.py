@@ -176,13 +176,9 @@ def _instruction(messages: tuple[str, ...], message_file: str | None) -> str:
     if messages and message_file:
         raise BadInput("give -m or -F, not both")
     if message_file:
-        try:
-            if message_file == "-":
-                return sys.stdin.read()
-            with open(message_file, encoding="utf-8") as fh:
-                return fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadInput(f"cannot read instruction file {message_file}: {exc}") from None
+        from git_genjob.userfiles import read_text
+
+        return read_text(message_file, "instruction file")
     if not messages:
         raise BadInput("no instruction given", "pass -m TEXT or -F FILE")
     return "\n\n".join(messages)
@@ -270,10 +266,9 @@ def bundle(key: str, out: str, as_json: bool) -> None:
     if out == "-":
         sys.stdout.buffer.write(data)
         return
-    tmp = out + ".tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, out)
+    from git_genjob.userfiles import write_atomic
+
+    write_atomic(out, data)
     emit(
         {"key": key, "file": out, "bytes": len(data), "digest": digest(data)},
         as_json,
@@ -870,9 +865,9 @@ def man(out_dir: str | None, markdown: bool) -> None:
     if out_dir is None:
         click.echo(text, nl=False)
         return
-    from git_genjob.trust import write_text
+    from git_genjob.userfiles import write_atomic
 
-    write_text(os.path.join(out_dir, "git-genjob.1"), text)
+    write_atomic(os.path.join(out_dir, "git-genjob.1"), text)
     click.echo(os.path.join(out_dir, "git-genjob.1"))
 
 

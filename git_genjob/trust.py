@@ -9,6 +9,7 @@ from git_genjob.errors import BadInput
 from git_genjob.keys import normalize_validity, parse_allowed_signers, parse_public_key, parse_revoked, public_line
 from git_genjob.keys import trust_line as make_line
 from git_genjob.store import Store
+from git_genjob.userfiles import write_atomic
 
 
 def genjob_file(store: Store, name: str) -> str:
@@ -25,18 +26,9 @@ def read_text(path: str) -> str:
         return ""
 
 
-def write_text(path: str, text: str) -> None:
-    """Write through a temporary file and a rename: never a half-written file."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def append_lines(path: str, lines: list[str]) -> None:
     current = read_text(path)
-    write_text(
+    write_atomic(
         path, current + ("" if current.endswith("\n") or not current else "\n") + "".join(f"{x}\n" for x in lines)
     )
 
