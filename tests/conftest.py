@@ -232,3 +232,23 @@ def repo_with_remote(tmp_path: Path, name: str = "a") -> tuple[Path, Path]:
     git(repo, "remote", "add", "origin", str(bare))
     git(repo, "push", "-q", "origin", "main")
     return bare, repo
+
+
+def ask(repo: Path, stub_url: str, prompt: str, *extra: str) -> tuple[int, str, str]:
+    """`git genjob ask` against a stub at stub_url: (exit code, stdout+stderr, out-file text)."""
+    (repo / "prompt.txt").write_text(prompt)
+    res = run_genjob(
+        "ask",
+        "--endpoint",
+        f"{stub_url}/v1",
+        "--model",
+        "m1",
+        "--prompt-file",
+        "prompt.txt",
+        "--out-file",
+        "out.txt",
+        *extra,
+        cwd=repo,
+    )
+    out = (repo / "out.txt").read_text() if (repo / "out.txt").exists() else ""
+    return res.code, res.out + res.err, out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import git, make_repo, refs, repo_with_remote, run_genjob
+from tests.conftest import ask, git, make_repo, refs, repo_with_remote, run_genjob
 
 
 def _objects(repo: Path) -> dict[str, set[str]]:
@@ -96,20 +96,8 @@ def test_fetch_merges_diverged_replays_and_notes(tmp_path: Path) -> None:
     stub = Stub()
     try:
         for repo, prompt in ((a, "first"), (b, "second")):
-            (repo / "p.txt").write_text(prompt)
-            res = run_genjob(
-                "ask",
-                "--endpoint",
-                f"{stub.url}/v1",
-                "--model",
-                "m",
-                "--prompt-file",
-                "p.txt",
-                "--out-file",
-                "o.txt",
-                cwd=repo,
-            )
-            assert res.code == 0, res.err
+            code, text, _ = ask(repo, stub.url, prompt)
+            assert code == 0, text
     finally:
         stub.close()
     head = git(a, "rev-parse", "HEAD").strip()
@@ -139,21 +127,9 @@ def test_competing_answers_from_two_machines_are_a_drift(tmp_path: Path) -> None
     try:
         for repo, answer in ((a, "from a\n"), (b, "from b\n")):
             stub.answer = answer
-            (repo / "p.txt").write_text("same prompt")
-            res = run_genjob(
-                "ask",
-                "--endpoint",
-                f"{stub.url}/v1",
-                "--model",
-                "m",
-                "--prompt-file",
-                "p.txt",
-                "--out-file",
-                "o.txt",
-                cwd=repo,
-            )
-            assert res.code == 0, res.err
-            fps.append(res.out.split()[1])
+            code, text, _ = ask(repo, stub.url, "same prompt")
+            assert code == 0, text
+            fps.append(text.split()[1])
     finally:
         stub.close()
     assert fps[0] == fps[1]

@@ -10,27 +10,8 @@ from pathlib import Path
 import pytest
 
 from git_genjob.replay import normalize
-from tests.conftest import git, refs, run_genjob
+from tests.conftest import ask, git, refs, run_genjob
 from tests.stubserver import Stub
-
-
-def ask(repo: Path, stub_url: str, prompt: str, *extra: str) -> tuple[int, str, str]:
-    (repo / "prompt.txt").write_text(prompt)
-    res = run_genjob(
-        "ask",
-        "--endpoint",
-        f"{stub_url}/v1",
-        "--model",
-        "m1",
-        "--prompt-file",
-        "prompt.txt",
-        "--out-file",
-        "out.txt",
-        *extra,
-        cwd=repo,
-    )
-    out = (repo / "out.txt").read_text() if (repo / "out.txt").exists() else ""
-    return res.code, res.out + res.err, out
 
 
 def test_hit_opens_no_connection(repo: Path, stub: Stub) -> None:

@@ -483,3 +483,30 @@ def test_lease_renewals_through_a_remote(tmp_path: Path) -> None:
     assert events[:3] == ["submitted", "claimed", "sending"] and events[-1] == "receipt"
     assert events.count("renewed") >= 2
     assert run_genjob("verify", k, cwd=planner).code == 0
+
+
+def test_pass_env_hands_a_named_variable_to_the_generator(
+    ready: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, key = ready
+    monkeypatch.setenv("AGENT_TOKEN", "t0ken")
+    monkeypatch.setenv("OTHER_SECRET", "hidden")
+    seen = tmp_path / "env.txt"
+    submit_key(repo, "-m", "one", "src/user.py")
+    submit_key(repo, "-m", "two", "README.md")
+    assert work(repo, key, f"env > {seen}", "--once", "--pass-env", "AGENT_TOKEN").code == 0
+    text = seen.read_text()
+    assert "AGENT_TOKEN=t0ken" in text and "OTHER_SECRET" not in text
+    assert work(repo, key, f"env > {seen}", "--once").code == 0
+    assert "AGENT_TOKEN" not in seen.read_text()
+
+
+def test_outputs_over_the_receipt_limit_are_rejected(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    (repo / ".genjob/config.toml").write_text("[limits]\nreceipt_bytes = 3000\n")
+    k = submit_key(repo, "-m", "x", "src/user.py", "README.md")
+    assert (
+        work(repo, key, "head -c 2000 /dev/zero > src/user.py; head -c 2000 /dev/zero > README.md", "--once").code == 0
+    )
+    pred = receipt_of(repo, k)
+    assert pred["status"] == "rejected" and "over the limit of 3000" in pred["reason"]
