@@ -194,8 +194,8 @@ STATE_CHOICE = click.Choice(["queued", "claimed", "sending", "unknown", "done", 
 @json_option
 def status(key: str | None, state: str | None, include_all: bool, as_json: bool) -> None:
     """The queue: one line per job (or one job's state)."""
-    from git_genjob.queue import show, summarize
     from git_genjob.queue import status as do_status
+    from git_genjob.queue import summarize
     from git_genjob.records import find_job
 
     store = _store()
@@ -211,7 +211,6 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
             shown = paint(f"{r['state']:<8}", STATE_COLOURS.get(r["state"], "white"))
             click.echo(f"{r['key']:<34} {shown} {r['instruction'][:60]}")
 
-    _ = show
     emit(rows if not key else rows[0], as_json, human)
 
 

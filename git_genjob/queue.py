@@ -23,7 +23,6 @@ from git_genjob.records import (
     load_archived,
     load_live,
     load_tree,
-    tip_summary,
 )
 from git_genjob.secretscan import find_secret
 from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, job_ref
@@ -374,14 +373,6 @@ def show(store: Store, key: str) -> dict[str, Any]:
     else:
         doc["events"] = record.meta.get("chain", [])
     return doc
-
-
-def quick_state(store: Store, key: str) -> str:
-    tip = store.ref_target(job_ref(key))
-    if tip is None:
-        record = load_archived(store, key)
-        return record.state if record else "missing"
-    return tip_summary(store, key, tip)[0]
 
 
 def bundle_bytes(store: Store, key: str) -> bytes:

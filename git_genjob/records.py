@@ -12,11 +12,9 @@ from git_genjob.canonical import canonical_bytes, parse_strict
 from git_genjob.errors import BadInput, GenjobError
 from git_genjob.gitdir import parse_trailers
 from git_genjob.job import Job
-from git_genjob.store import JOBS_PREFIX, Store, job_ref
+from git_genjob.store import Store, job_ref
 
 __all__ = ["parse_trailers"]
-
-STATES = ("queued", "claimed", "sending", "unknown", "done", "applied", "dropped")
 
 
 class NoSuchJob(GenjobError):
@@ -150,12 +148,6 @@ def events(store: Store, tip: pygit2.Oid) -> list[Event]:
     return out[::-1]
 
 
-def tip_summary(store: Store, key: str, tip: pygit2.Oid) -> tuple[str, int]:
-    """(state, epoch) from the tip commit's trailers, without reading its tree."""
-    t = parse_trailers(store.get_commit(tip).message)
-    return t.get("Genjob-State", "queued"), int(t.get("Genjob-Epoch", "0") or 0)
-
-
 def write_event(
     store: Store,
     record: JobRecord,
@@ -173,7 +165,3 @@ def write_event(
     epoch = int((attempts_doc or record.attempts_doc).get("epoch", 0))
     parents = [record.tip] if record.tip is not None else []
     return store.commit(tree, parents, event_message(event, record.key, state, epoch, extra))
-
-
-def live_ref_names(store: Store) -> list[str]:
-    return [JOBS_PREFIX + k for k in store.live_keys()]
