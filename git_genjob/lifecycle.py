@@ -179,7 +179,7 @@ def recover(pub: Publisher, now: float | None = None) -> RecoverReport:
     pub.refresh()
     now = time.time() if now is None else now
     report = RecoverReport()
-    for record in live_jobs(pub.store):
+    for record in live_jobs(pub.store, states=("claimed", "sending")):
         if record.state not in ("claimed", "sending"):
             continue
         doc = _attempts(record)

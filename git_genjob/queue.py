@@ -23,6 +23,7 @@ from git_genjob.records import (
     load_archived,
     load_live,
     load_tree,
+    parse_trailers,
 )
 from git_genjob.secretscan import find_secret
 from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, job_ref
@@ -293,15 +294,21 @@ def allowed_paths_of(store: Store, key: str) -> list[str]:
     return cache[key]
 
 
-def live_jobs(store: Store, damaged: dict[str, str] | None = None) -> list[JobRecord]:
+def live_jobs(
+    store: Store, damaged: dict[str, str] | None = None, states: tuple[str, ...] | None = None
+) -> list[JobRecord]:
     """Every readable live job, oldest first (by submit time, then key).
 
-    A damaged job ref (not a commit, malformed documents) is skipped, never fatal for the
-    others; its key and the reason go into `damaged` when given.
+    With `states`, only jobs whose tip says they are in one of them are read at all (the
+    state trailer of the tip commit is enough): a worker's loop touches the queued jobs, not
+    every job waiting for its apply. A damaged job ref is skipped, never fatal for the others;
+    its key and the reason go into `damaged` when given.
     """
     out = []
     for key in store.live_keys():
         try:
+            if states is not None and _tip_state(store, key) not in states:
+                continue
             record = load_live(store, key)
         except GenjobError as exc:
             if damaged is not None:
@@ -311,6 +318,11 @@ def live_jobs(store: Store, damaged: dict[str, str] | None = None) -> list[JobRe
             out.append(record)
     out.sort(key=lambda r: (str(r.meta.get("created_at", "")), r.key))
     return out
+
+
+def _tip_state(store: Store, key: str) -> str | None:
+    tip = store.ref_target(job_ref(key))
+    return parse_trailers(store.get_commit(tip).message).get("Genjob-State") if tip is not None else None
 
 
 def archived_jobs(store: Store) -> list[JobRecord]:

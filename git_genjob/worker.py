@@ -89,7 +89,7 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
 
 
 def _claim_next(pub: Publisher, opts: WorkerOptions, report: WorkReport, progress: Progress) -> Lease | None:
-    for record in live_jobs(pub.store):
+    for record in live_jobs(pub.store, states=("queued",)):
         if record.state != "queued":
             continue
         if pub.remote is not None and pub.remote_values.get(f"refs/genjob/jobs/{record.key}") != record.tip:
