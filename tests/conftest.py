@@ -252,3 +252,14 @@ def ask(repo: Path, stub_url: str, prompt: str, *extra: str) -> tuple[int, str, 
     )
     out = (repo / "out.txt").read_text() if (repo / "out.txt").exists() else ""
     return res.code, res.out + res.err, out
+
+
+def live(repo: Path, key: str):  # type: ignore[no-untyped-def]
+    """(store, live record) of job `key`, read through the library."""
+    from git_genjob.records import load_live
+    from git_genjob.store import Store
+
+    store = Store.open(str(repo))
+    record = load_live(store, key)
+    assert record is not None, key
+    return store, record

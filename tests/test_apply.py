@@ -18,7 +18,7 @@ from git_genjob.lifecycle import Publisher, claim, record_sending, recover
 from git_genjob.receipt import build_statement, sign_statement
 from git_genjob.records import load_live, write_event
 from git_genjob.store import RefUpdate, Store, job_ref
-from tests.conftest import git, refs, run_genjob, setup_worker, submit_key, work
+from tests.conftest import git, live, refs, run_genjob, setup_worker, submit_key, work
 
 GOOD = "echo 'def fetch_user(uid, timeout=1):\n    return uid' > src/user.py"
 
@@ -184,9 +184,7 @@ def test_receipt_copied_from_another_job_is_refused(done: tuple[Path, Path, str]
 def test_fenced_receipt_is_refused(repo: Path) -> None:
     key_path = setup_worker(repo)
     k = submit_key(repo, "-m", "x", "src/user.py")
-    store = Store.open(str(repo))
-    record = load_live(store, k)
-    assert record is not None
+    store, record = live(repo, k)
     lease = claim(Publisher(store), record, "w1", 1)
     record_sending(Publisher(store), lease)
     recover(Publisher(store), now=time.time() + 5)

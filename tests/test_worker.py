@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from git_genjob.errors import Conflict
 from git_genjob.lifecycle import Publisher, claim, record_sending, recover, store_receipt
 from git_genjob.records import load_live
 from git_genjob.store import Store
-from tests.conftest import git, make_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
+from tests.conftest import git, live, make_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
 
 
 def receipt_of(repo: Path, key: str) -> dict:  # type: ignore[type-arg]
@@ -101,21 +102,16 @@ def test_failing_or_slow_generator_is_aborted(ready: tuple[Path, Path]) -> None:
 def test_a_claim_from_a_stale_read_loses(ready: tuple[Path, Path]) -> None:
     repo, key = ready
     k = submit_key(repo, "-m", "x", "src/user.py")
-    store = Store.open(str(repo))
-    record = load_live(store, k)
-    assert record is not None
+    store, record = live(repo, k)
     claim(Publisher(store), record, "other", 60)
-    with pytest.raises(Exception, match="moved: expected") as exc:
+    with pytest.raises(Conflict, match="moved: expected"):
         claim(Publisher(store), record, "third", 60)  # the record read before the first claim
-    assert getattr(exc.value, "exit_code", None) == 4
 
 
 def test_killed_before_sending_is_requeued(ready: tuple[Path, Path]) -> None:
     repo, key = ready
     k = submit_key(repo, "-m", "x", "src/user.py")
-    store = Store.open(str(repo))
-    record = load_live(store, k)
-    assert record is not None
+    store, record = live(repo, k)
     claim(Publisher(store), record, "crashed", 1)
     report = recover(Publisher(store), now=time.time() + 5)
     assert report.requeued == [k]
@@ -127,16 +123,13 @@ def test_killed_before_sending_is_requeued(ready: tuple[Path, Path]) -> None:
 def test_late_receipt_from_a_fenced_attempt_is_refused(ready: tuple[Path, Path]) -> None:
     repo, key_path = ready
     k = submit_key(repo, "-m", "x", "src/user.py")
-    store = Store.open(str(repo))
-    record = load_live(store, k)
-    assert record is not None
+    store, record = live(repo, k)
     lease = claim(Publisher(store), record, "slow", 1)
     record_sending(Publisher(store), lease)
     assert recover(Publisher(store), now=time.time() + 5).unknown == [k]
     before = refs(repo)
-    with pytest.raises(Exception) as exc:
+    with pytest.raises(Conflict):  # exit 4
         store_receipt(Publisher(store), lease, b"{}", {}, [])
-    assert getattr(exc.value, "exit_code", None) == 4
     assert refs(repo) == before
 
 
@@ -363,9 +356,7 @@ def test_failed_renewal_fences_and_stops_the_generator(ready: tuple[Path, Path],
     )
     _wait_for_state(repo, k, "sending")
     # Another machine fences the attempt: an event the worker did not write lands on the job ref.
-    store = Store.open(str(repo))
-    record = load_live(store, k)
-    assert record is not None
+    store, record = live(repo, k)
     from git_genjob.records import write_event
     from git_genjob.store import RefUpdate, job_ref
 
