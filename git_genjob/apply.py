@@ -16,6 +16,7 @@ from git_genjob.errors import BadInput, Conflict, Refused
 from git_genjob.lifecycle import Publisher, archive
 from git_genjob.merge import notes_tree
 from git_genjob.queue import _DIRTY, read_config
+from git_genjob.receipt import GeneratorInfo
 from git_genjob.records import JobRecord, find_job, parse_trailers
 from git_genjob.store import NOTES_REF, RefUpdate, Store
 from git_genjob.verify import Verdict, check_fresh, check_receipt, trust_from_worktree
@@ -50,16 +51,18 @@ def _branch(store: Store, branch: str | None) -> tuple[str, bool]:
     return name, name == current and store.workdir is not None
 
 
-def disclosure(cfg_name: str | None, gen: dict[str, Any]) -> str | None:
+def disclosure(cfg_name: str | None, gen: GeneratorInfo) -> str | None:
     if not cfg_name:
         return None
-    kind = gen.get("kind") or "unknown"
-    if gen.get("model"):
-        detail = str(gen["model"])
-    elif gen.get("command"):
-        detail = os.path.basename(str(gen["command"]).split()[0])
-    elif gen.get("endpoint"):
-        detail = str(gen["endpoint"])
+    kind = gen.kind
+    if gen.model:
+        detail = gen.model
+    elif gen.command and gen.command.split():
+        detail = os.path.basename(gen.command.split()[0])
+        if not detail.isprintable() or len(detail) > 128:
+            detail = kind
+    elif gen.endpoint:
+        detail = gen.endpoint
     else:
         detail = kind
     return f"{cfg_name}: {kind}:{detail}"
@@ -75,7 +78,7 @@ def commit_message(record: JobRecord, verdict: Verdict, disclosure_line: str | N
         f"Genjob-Job: {record.job.digest}",
         f"Genjob-Receipt: {verdict.envelope.digest}",
         f"Genjob-Signer: {verdict.signer.keyid}",
-        f"Genjob-Worker: {pred['worker_id']}",
+        f"Genjob-Worker: {pred.worker_id}",
     ]
     if disclosure_line:
         trailers.append(disclosure_line)
@@ -88,7 +91,7 @@ def note_text(record: JobRecord, verdict: Verdict) -> bytes:
     assert verdict.envelope is not None and verdict.signer is not None
     pred = verdict.envelope.predicate
     summary = (
-        f"genjob {record.key} ok: signed by {verdict.signer.keyid} (worker {pred['worker_id']}), "
+        f"genjob {record.key} ok: signed by {verdict.signer.keyid} (worker {pred.worker_id}), "
         f"receipt {verdict.envelope.digest}"
     )
     line = json.dumps(
@@ -193,10 +196,12 @@ def _hooks_dir(store: Store) -> str:
 def apply(store: Store, key: str, branch: str | None = None) -> Applied:
     record = find_job(store, key)
     if record.archived:
-        final = record.meta.get("final", {})
-        if final.get("state") == "applied":
-            return Applied(key, str(final.get("commit")), str(final.get("branch")), already=True)
-        raise Refused(f"job {key} was {final.get('state')}: {final.get('why', '')}", "submit a new job")
+        final = record.meta.final
+        if final is not None and final.state == "applied":
+            return Applied(key, str(final.commit), str(final.branch), already=True)
+        raise Refused(
+            f"job {key} was {record.state}: {final.why if final else ''}", "submit a new job (with a new --key)"
+        )
     ref_name, checked_out = _branch(store, branch)
     head = store.ref_target(ref_name)
     # 1. verify (checks 1-7)
@@ -229,7 +234,7 @@ def apply(store: Store, key: str, branch: str | None = None) -> Applied:
     cfg = read_config(store)
     new_tree = _tree_with(store, tree, outputs)
     sig = _person(store)
-    message = commit_message(record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate["generator"]))
+    message = commit_message(record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate.generator))
     commit = store.repo.create_commit(None, sig, sig, message, new_tree, [head] if head else [])
     store.update_refs([RefUpdate(ref_name, head, commit)], message=f"genjob: apply {key}")
     _fault("after-commit")
@@ -284,7 +289,7 @@ def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oi
 def _outputs(store: Store, record: JobRecord, verdict: Verdict) -> dict[str, pygit2.Oid | None]:
     assert verdict.envelope is not None
     stored = record.output_oids()
-    return {p: (stored[p] if d is not None else None) for p, d in verdict.envelope.predicate["outputs"].items()}
+    return {p: (stored[p] if d is not None else None) for p, d in verdict.envelope.predicate.outputs.items()}
 
 
 def _dirty(store: Store, path: str) -> bool:

@@ -11,7 +11,7 @@ import pygit2
 from git_genjob.apply import TRAILERS, read_note
 from git_genjob.canonical import digest
 from git_genjob.errors import BadInput
-from git_genjob.receipt import check_output_paths, check_signature, parse_envelope
+from git_genjob.receipt import Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.records import load_archived, load_live, parse_trailers
 from git_genjob.store import Store
 from git_genjob.verify import TrustStore, note_envelope, trust_from_tree
@@ -92,14 +92,15 @@ def audit_commit(store: Store, commit: pygit2.Commit, tip_trust: TrustStore) -> 
             p.append(f"signer is {signer.keyid}, trailer says {t.get('Genjob-Signer')}")
     except Exception as exc:
         p.append(f"check 2: {getattr(exc, 'message', exc)}")
-    if pred["status"] != "ok":
-        p.append(f"check 4: status is {pred['status']}")
-    record = load_live(store, pred["key"]) or load_archived(store, pred["key"])
-    allowed = record.job.allowed_paths if record else list(pred["outputs"])
+    if pred.status != "ok":
+        p.append(f"check 4: status is {pred.status}")
+    record = load_live(store, pred.key) or load_archived(store, pred.key)
+    allowed = record.job.allowed_paths if record else list(pred.outputs)
     p += [f"check 5: {x}" for x in check_output_paths(pred, allowed)]
     for field_name, trailer in (("key", "Genjob-Key"), ("job_digest", "Genjob-Job"), ("worker_id", "Genjob-Worker")):
-        if pred[field_name] != t.get(trailer):
-            p.append(f"receipt {field_name} is {pred[field_name]}, trailer {trailer} says {t.get(trailer)}")
+        value = getattr(pred, field_name)
+        if value != t.get(trailer):
+            p.append(f"receipt {field_name} is {value}, trailer {trailer} says {t.get(trailer)}")
     p += _diff_problems(store, commit, pred)
     if record is not None:
         if record.job.digest != t.get("Genjob-Job"):
@@ -111,7 +112,7 @@ def audit_commit(store: Store, commit: pygit2.Commit, tip_trust: TrustStore) -> 
     return result
 
 
-def _diff_problems(store: Store, commit: pygit2.Commit, pred: dict[str, Any]) -> list[str]:
+def _diff_problems(store: Store, commit: pygit2.Commit, pred: Predicate) -> list[str]:
     """The commit's diff from its first parent is exactly the receipt's outputs."""
     parent_tree = commit.parents[0].tree if commit.parents else None
     changed: dict[str, str | None] = {}
@@ -125,10 +126,11 @@ def _diff_problems(store: Store, commit: pygit2.Commit, pred: dict[str, Any]) ->
             changed[delta.old_file.path] = None
         else:
             changed[delta.new_file.path] = digest(store.read(delta.new_file.id))
-    if changed != pred["outputs"]:
-        extra = sorted(set(changed) - set(pred["outputs"]))
-        other = sorted(k for k in set(changed) & set(pred["outputs"]) if changed[k] != pred["outputs"][k])
-        lacking = sorted(set(pred["outputs"]) - set(changed))
+    outputs = pred.outputs
+    if changed != outputs:
+        extra = sorted(set(changed) - set(outputs))
+        other = sorted(k for k in set(changed) & set(outputs) if changed[k] != outputs[k])
+        lacking = sorted(set(outputs) - set(changed))
         parts = []
         if extra:
             parts.append("changes paths the receipt does not name: " + ", ".join(extra))

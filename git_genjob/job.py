@@ -8,7 +8,7 @@ from typing import Any
 
 from git_genjob.canonical import canonical_bytes, digest, is_digest, parse_strict, sha256_hex
 from git_genjob.errors import BadInput
-from git_genjob.paths import check_path
+from git_genjob.paths import check_distinct, check_path
 
 SCHEMA = "genjob.job/v1"
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
@@ -41,6 +41,7 @@ class Job:
     def mint(cls, instruction: str, inputs: dict[str, str | None], key: str | None) -> Job:
         for path in inputs:
             check_path(path, what="allowed path")
+        check_distinct(list(inputs))
         ordered = dict(sorted(inputs.items()))
         return cls(instruction, tuple(ordered.items()), check_key(key or default_key(instruction, ordered)))
 

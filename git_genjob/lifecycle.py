@@ -74,9 +74,7 @@ def _advance(
 
 
 def _attempts(record: JobRecord) -> dict[str, Any]:
-    doc = dict(record.attempts_doc) or {"epoch": 0, "state": "queued", "attempts": []}
-    doc["attempts"] = [dict(a) for a in doc.get("attempts", [])]
-    return doc
+    return record.attempts_doc.to_dict()
 
 
 @dataclass
@@ -227,7 +225,7 @@ def _receipt_status(record: JobRecord) -> str | None:
     from git_genjob.receipt import parse_envelope
 
     try:
-        return str(parse_envelope(record.receipt_bytes).predicate["status"])
+        return parse_envelope(record.receipt_bytes).predicate.status
     except BadInput:
         return None
 
@@ -238,7 +236,7 @@ def archive(pub: Publisher, record: JobRecord, final: dict[str, Any]) -> None:
 
     store = pub.store
     assert record.tip is not None
-    meta = dict(record.meta)
+    meta = record.meta.to_dict()
     meta["final"] = final
     meta["chain"] = [{"commit": str(e.commit), "event": e.event, "state": e.state} for e in events(store, record.tip)]
     files = dict(record.files)

@@ -26,7 +26,7 @@ from git_genjob.records import (
     parse_trailers,
 )
 from git_genjob.secretscan import find_secret
-from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, job_ref
+from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, blocking_prefix, job_ref, lookup
 
 _DIRTY = (
     pygit2.enums.FileStatus.INDEX_NEW
@@ -90,25 +90,6 @@ def _resolve_base(store: Store, rev: str | None) -> pygit2.Commit | None:
         raise BadInput(f"--rev {rev!r} does not name a commit", "give a branch, tag or commit id") from None
 
 
-def _entry(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
-    if tree is None:
-        return None
-    try:
-        return tree[path]
-    except KeyError:
-        return None
-
-
-def _blocking_prefix(tree: pygit2.Tree | None, path: str) -> str | None:
-    """A leading component of `path` that exists as something other than a directory."""
-    parts = path.split("/")
-    for i in range(1, len(parts)):
-        entry = _entry(tree, "/".join(parts[:i]))
-        if entry is not None and entry.type_str != "tree":
-            return "/".join(parts[:i])
-    return None
-
-
 def _read_inputs(
     store: Store, base: pygit2.Commit | None, paths: list[str], rev: str | None, cfg: Config, allow_secrets: bool
 ) -> dict[str, pygit2.Oid]:
@@ -116,10 +97,10 @@ def _read_inputs(
     where = rev or "HEAD"
     oids: dict[str, pygit2.Oid] = {}
     for path in paths:
-        prefix = _blocking_prefix(tree, path)
+        prefix = blocking_prefix(tree, path)
         if prefix is not None:
             raise BadInput(f"{path}: {prefix} is not a directory at {where}")
-        entry = _entry(tree, path)
+        entry = lookup(tree, path)
         if entry is None:
             raise BadInput(f"{path} does not exist at {where}", f"to let the job create it, pass --create {path}")
         mode = getattr(entry, "filemode", None)
@@ -168,8 +149,8 @@ def _refuse_dirty(store: Store, paths: list[str]) -> None:
 def _check_creates(store: Store, base: pygit2.Commit | None, creates: list[str], rev: str | None) -> None:
     tree = base.tree if base is not None else None
     for path in creates:
-        prefix = _blocking_prefix(tree, path)
-        if _entry(tree, path) is not None:
+        prefix = blocking_prefix(tree, path)
+        if lookup(tree, path) is not None:
             raise BadInput(f"--create {path}: the path exists at {rev or 'HEAD'}", f"list {path} as a PATH instead")
         if prefix is not None:
             raise BadInput(f"--create {path}: {prefix} is not a directory at {rev or 'HEAD'}")
@@ -316,7 +297,7 @@ def live_jobs(
             continue
         if record is not None:
             out.append(record)
-    out.sort(key=lambda r: (str(r.meta.get("created_at", "")), r.key))
+    out.sort(key=lambda r: (r.meta.created_at, r.key))
     return out
 
 
@@ -338,7 +319,7 @@ def archived_jobs(store: Store) -> list[JobRecord]:
             sub = store.repo.get(entry.id)
             if isinstance(sub, pygit2.Tree):
                 out.append(load_tree(store, str(entry.name), sub, None, archived=True))
-    out.sort(key=lambda r: (str(r.meta.get("created_at", "")), r.key))
+    out.sort(key=lambda r: (r.meta.created_at, r.key))
     return out
 
 
@@ -350,7 +331,7 @@ def summarize(record: JobRecord) -> dict[str, Any]:
         "digest": record.digest,
         "epoch": record.epoch,
         "attempts": len(record.attempts),
-        "created_at": record.meta.get("created_at"),
+        "created_at": record.meta.created_at,
         "allowed_paths": record.job.allowed_paths,
         "instruction": first,
         "archived": record.archived,
@@ -373,18 +354,24 @@ def show(store: Store, key: str) -> dict[str, Any]:
     record = find_job(store, key)
     doc = summarize(record)
     doc["job"] = record.job.to_dict()
-    doc["meta"] = record.meta
-    doc["attempt_records"] = record.attempts
+    doc["meta"] = record.meta.to_dict()
+    doc["attempt_records"] = [a.to_dict() for a in record.attempts]
     doc["outputs"] = sorted(record.output_oids())
     doc["receipt"] = parse_strict(record.receipt_bytes, "receipt.json") if record.receipt_bytes else None
-    if record.tip is not None:
-        doc["events"] = [
-            {"commit": str(e.commit), "event": e.event, "state": e.state, "epoch": e.epoch, "time": e.time}
-            for e in events(store, record.tip)
-        ]
-    else:
-        doc["events"] = record.meta.get("chain", [])
+    # An archived job's chain is still in the object store: the archive commit's second parent.
+    tip = record.tip if record.tip is not None else chain_tip(record)
+    doc["events"] = [
+        {"commit": str(e.commit), "event": e.event, "state": e.state, "epoch": e.epoch, "time": e.time}
+        for e in (events(store, tip) if tip is not None else [])
+    ]
     return doc
+
+
+def chain_tip(record: JobRecord) -> pygit2.Oid | None:
+    """The last event commit of a job's chain: the live tip, or the one the archive names."""
+    if record.tip is not None:
+        return record.tip
+    return pygit2.Oid(hex=record.meta.chain[-1].commit) if record.meta.chain else None
 
 
 def bundle_bytes(store: Store, key: str) -> bytes:

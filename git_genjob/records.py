@@ -8,7 +8,8 @@ from typing import Any
 
 import pygit2
 
-from git_genjob.canonical import canonical_bytes, parse_strict
+from git_genjob.canonical import canonical_bytes
+from git_genjob.documents import Attempt, Attempts, Meta, parse_attempts, parse_meta
 from git_genjob.errors import BadInput, GenjobError
 from git_genjob.gitdir import parse_trailers
 from git_genjob.job import Job
@@ -38,29 +39,29 @@ class JobRecord:
     key: str
     job: Job
     job_bytes: bytes
-    meta: dict[str, Any]
+    meta: Meta
     tree: pygit2.Tree
     store: Store
     tip: pygit2.Oid | None
     archived: bool = False
-    attempts_doc: dict[str, Any] = field(default_factory=dict)
+    attempts_doc: Attempts = field(default_factory=Attempts)
     receipt_bytes: bytes | None = None
 
     @property
     def state(self) -> str:
         if self.archived:
-            return str(self.meta.get("final", {}).get("state", "applied"))
+            return self.meta.final.state if self.meta.final is not None else "applied"
         if self.receipt_bytes is not None:
             return "done"
-        return str(self.attempts_doc.get("state", "queued"))
+        return self.attempts_doc.state
 
     @property
     def epoch(self) -> int:
-        return int(self.attempts_doc.get("epoch", 0))
+        return self.attempts_doc.epoch
 
     @property
-    def attempts(self) -> list[dict[str, Any]]:
-        return list(self.attempts_doc.get("attempts", []))
+    def attempts(self) -> tuple[Attempt, ...]:
+        return self.attempts_doc.attempts
 
     @functools.cached_property
     def files(self) -> dict[str, pygit2.Oid]:
@@ -96,12 +97,14 @@ def load_tree(store: Store, key: str, tree: pygit2.Tree, tip: pygit2.Oid | None,
     job = Job.from_bytes(job_bytes)
     if job.key != key:
         raise BadInput(f"job ref {key} holds a job whose key is {job.key}", "the ref is damaged or was renamed")
-    meta = parse_strict(meta_bytes, "meta.json")
-    attempts_bytes = store.file_at(tree, "attempts.json")
-    attempts = parse_strict(attempts_bytes, "attempts.json") if attempts_bytes is not None else {}
+    try:
+        meta = parse_meta(meta_bytes)
+        attempts = parse_attempts(store.file_at(tree, "attempts.json"))
+    except BadInput as exc:
+        raise BadInput(f"job {key}: {exc.message}", "the ref is damaged; inspect it with git show") from None
+    if meta.key != key:
+        raise BadInput(f"job {key}: meta.json names key {meta.key}", "the ref is damaged or was renamed")
     receipt = store.file_at(tree, "receipt.json")
-    if not isinstance(meta, dict) or not isinstance(attempts, dict):
-        raise BadInput(f"job {key}: meta.json and attempts.json must be objects")
     return JobRecord(key, job, job_bytes, meta, tree, store, tip, archived, attempts, receipt)
 
 
@@ -139,13 +142,17 @@ def events(store: Store, tip: pygit2.Oid) -> list[Event]:
                 oid,
                 t.get("Genjob-Event", "?"),
                 t.get("Genjob-State", "?"),
-                int(t.get("Genjob-Epoch", "0") or 0),
+                _int(t.get("Genjob-Epoch", "0")),
                 commit.commit_time,
                 t,
             )
         )
         oid = commit.parent_ids[0] if commit.parent_ids else None
     return out[::-1]
+
+
+def _int(text: str) -> int:
+    return int(text) if text.isdigit() and len(text) < 19 else 0
 
 
 def write_event(
@@ -162,6 +169,6 @@ def write_event(
         files = dict(files)
         files["attempts.json"] = store.blob(canonical_bytes(attempts_doc))
     tree = store.build_tree(files)
-    epoch = int((attempts_doc or record.attempts_doc).get("epoch", 0))
+    epoch = int(attempts_doc["epoch"]) if attempts_doc is not None else record.epoch
     parents = [record.tip] if record.tip is not None else []
     return store.commit(tree, parents, event_message(event, record.key, state, epoch, extra))

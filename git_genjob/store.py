@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pygit2
 
 from git_genjob.errors import BadInput, Conflict, GenjobError
+from git_genjob.paths import check_entry_name
 
 JOBS_PREFIX = "refs/genjob/jobs/"
 ARCHIVE_REF = "refs/genjob/archive"
@@ -28,6 +29,28 @@ def job_ref(key: str) -> str:
 
 def shard(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:2]
+
+
+def lookup(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
+    """The entry at `path` in `tree`, or None."""
+    if tree is None:
+        return None
+    try:
+        return tree[path]
+    except KeyError:
+        return None
+
+
+def blocking_prefix(tree: pygit2.Tree | None, path: str) -> str | None:
+    """A leading component of `path` that exists in `tree` as something other than a directory."""
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        entry = lookup(tree, "/".join(parts[:i]))
+        if entry is None:
+            return None
+        if entry.type_str != "tree":
+            return "/".join(parts[:i])
+    return None
 
 
 class NotARepository(GenjobError):
@@ -147,7 +170,7 @@ class Store:
         """{path: blob oid} for every blob under `tree`."""
         out: dict[str, pygit2.Oid] = {}
         for entry in tree:
-            path = prefix + str(entry.name)
+            path = prefix + check_entry_name(str(entry.name), f"tree {tree.id}")
             if entry.type_str == "tree":
                 sub = self.repo.get(entry.id)
                 assert isinstance(sub, pygit2.Tree)

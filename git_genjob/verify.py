@@ -13,9 +13,9 @@ import pygit2
 from git_genjob.canonical import digest, parse_strict
 from git_genjob.errors import BadInput
 from git_genjob.keys import TrustedKey, parse_allowed_signers, parse_revoked
-from git_genjob.receipt import Envelope, check_output_paths, check_signature, parse_envelope
+from git_genjob.receipt import Envelope, Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.records import JobRecord, find_job, parse_trailers
-from git_genjob.store import Store
+from git_genjob.store import Store, blocking_prefix, lookup
 
 CHECKS = {
     1: "envelope",
@@ -130,23 +130,23 @@ def check_receipt(
     problems = []
     if digest(record.job_bytes) != recomputed:
         problems.append("stored job.json is not canonical")
-    if pred["key"] != record.key:
-        problems.append(f"receipt key is {pred['key']}, job key is {record.key}")
-    if pred["job_digest"] != recomputed:
-        problems.append(f"receipt job_digest is {pred['job_digest']}, job.json hashes to {recomputed}")
+    if pred.key != record.key:
+        problems.append(f"receipt key is {pred.key}, job key is {record.key}")
+    if pred.job_digest != recomputed:
+        problems.append(f"receipt job_digest is {pred.job_digest}, job.json hashes to {recomputed}")
     verdict.add(3, problems, f"job {record.key} {recomputed}")
     # 4. status is ok.
-    verdict.add(4, [] if pred["status"] == "ok" else [f"status is {pred['status']}: {pred['reason']}"], "ok")
+    verdict.add(4, [] if pred.status == "ok" else [f"status is {pred.status}: {pred.reason}"], "ok")
     # 5. Output paths within allowed_paths, each safe.
     verdict.add(5, check_output_paths(pred, record.job.allowed_paths), "outputs within the allowed paths")
     # 6. Every stored output blob re-hashes to its declared digest.
-    verdict.add(6, _check_blobs(store, record, pred, progress), f"{len(pred['outputs'])} output(s) re-hashed")
+    verdict.add(6, _check_blobs(store, record, pred, progress), f"{len(pred.outputs)} output(s) re-hashed")
     # 7. The signed claim is the claim event it sits on, with no fencing event after it.
-    verdict.add(7, _check_fencing(store, record, pred), f"on claim {str(pred['claim'])[:12]}")
+    verdict.add(7, _check_fencing(store, record, pred), f"on claim {pred.claim[:12]}")
     return verdict
 
 
-def _check_blobs(store: Store, record: JobRecord, pred: dict[str, Any], progress: Callable[[str], None]) -> list[str]:
+def _check_blobs(store: Store, record: JobRecord, pred: Predicate, progress: Callable[[str], None]) -> list[str]:
     # Each output is re-hashed with sha256 against its signed digest below, which subsumes
     # libgit2's own (slow, SHA-1) object check: skip that one for these reads only.
     pygit2.settings.enable_strict_hash_verification(False)
@@ -156,13 +156,11 @@ def _check_blobs(store: Store, record: JobRecord, pred: dict[str, Any], progress
         pygit2.settings.enable_strict_hash_verification(True)
 
 
-def _rehash_outputs(
-    store: Store, record: JobRecord, pred: dict[str, Any], progress: Callable[[str], None]
-) -> list[str]:
+def _rehash_outputs(store: Store, record: JobRecord, pred: Predicate, progress: Callable[[str], None]) -> list[str]:
     stored = record.output_oids()
     problems = []
     hashed = 0
-    for n, (path, want) in enumerate(pred["outputs"].items(), 1):
+    for n, (path, want) in enumerate(pred.outputs.items(), 1):
         if want is None:
             if path in stored:
                 problems.append(f"{path} is declared deleted but an output blob is stored")
@@ -174,11 +172,11 @@ def _rehash_outputs(
         have = digest(data)
         hashed += len(data)
         if hashed > 8 * 1024 * 1024:
-            progress(f"verify: {n}/{len(pred['outputs'])} outputs, {hashed // (1024 * 1024)} MiB hashed")
+            progress(f"verify: {n}/{len(pred.outputs)} outputs, {hashed // (1024 * 1024)} MiB hashed")
         if have != want:
             problems.append(f"{path}: stored blob hashes to {have}, receipt says {want}")
     for path in stored:
-        if path not in pred["outputs"]:
+        if path not in pred.outputs:
             problems.append(f"{path}: output blob stored but not in the receipt")
     return problems
 
@@ -192,12 +190,11 @@ def _receipt_commit(store: Store, record: JobRecord) -> pygit2.Oid | None:
                 return oid
             oid = commit.parent_ids[0] if commit.parent_ids else None
         return None
-    chain = record.meta.get("chain", [])
-    receipts = [c["commit"] for c in chain if c.get("event") == "receipt"]
+    receipts = [c.commit for c in record.meta.chain if c.event == "receipt"]
     return pygit2.Oid(hex=receipts[-1]) if receipts else None
 
 
-def _check_fencing(store: Store, record: JobRecord, pred: dict[str, Any]) -> list[str]:
+def _check_fencing(store: Store, record: JobRecord, pred: Predicate) -> list[str]:
     try:
         rc = _receipt_commit(store, record)
         if rc is None:
@@ -207,39 +204,47 @@ def _check_fencing(store: Store, record: JobRecord, pred: dict[str, Any]) -> lis
         if tree_receipt != record.receipt_bytes:
             return ["the receipt differs from the one its receipt event stored"]
         oid = receipt_commit.parent_ids[0] if receipt_commit.parent_ids else None
-        attempt = str(pred["attempt"])
+        attempt = str(pred.attempt)
         while oid is not None:
             commit = store.get_commit(oid)
             t = parse_trailers(commit.message)
-            if str(oid) == pred["claim"]:
+            if str(oid) == pred.claim:
                 if t.get("Genjob-Event") != "claimed" or t.get("Genjob-Attempt") != attempt:
                     return [f"commit {str(oid)[:12]} is not the claim of attempt {attempt}"]
                 return []
             if t.get("Genjob-Event") not in ("sending", "renewed") or t.get("Genjob-Attempt") != attempt:
-                return [f"a {t.get('Genjob-Event', '?')} event came between claim {pred['claim'][:12]} and the receipt"]
+                return [f"a {t.get('Genjob-Event', '?')} event came between claim {pred.claim[:12]} and the receipt"]
             oid = commit.parent_ids[0] if commit.parent_ids else None
-        return [f"claim {pred['claim'][:12]} is not in the chain below the receipt"]
+        return [f"claim {pred.claim[:12]} is not in the chain below the receipt"]
     except (BadInput, KeyError, ValueError) as exc:
         return [f"cannot read the job's chain: {exc}"]
 
 
 def check_fresh(store: Store, record: JobRecord, tree: pygit2.Tree | None) -> list[str]:
-    """Check 8: each allowed path in the target still has its input (null = absent)."""
+    """Check 8: each allowed path in the target still has its input digest from job.json (null = absent).
+
+    Only the digests in job.json count: the blobs stored under inputs/ lie outside the digest, and
+    anyone who can push a ref could swap them. A leading directory of a path that is now a file
+    (or anything but a directory) is a file/directory conflict, refused like a change.
+    """
     problems = []
-    inputs = record.input_oids()
     for path, want in record.job.input_map.items():
-        try:
-            entry = tree[path] if tree is not None else None
-        except KeyError:
-            entry = None
+        blocker = blocking_prefix(tree, path)
+        if blocker is not None:
+            problems.append(f"{path}: {blocker} is now a file, not a directory (a file/directory conflict)")
+            continue
+        entry = lookup(tree, path)
         if want is None:
             if entry is not None:
                 problems.append(f"{path} now exists (the job expected to create it)")
         elif entry is None:
             problems.append(f"{path} is gone (want {want})")
-        elif entry.id != inputs.get(path):
-            have = digest(store.read(entry.id)) if entry.type_str == "blob" else entry.type_str
-            problems.append(f"{path} changed since it was submitted (want {want}, have {have})")
+        elif entry.type_str != "blob":
+            problems.append(f"{path} is now a {entry.type_str}, not a file (want {want})")
+        else:
+            have = digest(store.read(entry.id))
+            if have != want:
+                problems.append(f"{path} changed since it was submitted (want {want}, have {have})")
     return problems
 
 
@@ -249,7 +254,7 @@ def verify(
     record = find_job(store, key)
     verdict = check_receipt(store, record, trust_from_worktree(store), progress=progress)
     if record.archived and record.state == "applied":
-        verdict.add(8, [], f"applied as {record.meta.get('final', {}).get('commit')}")
+        verdict.add(8, [], f"applied as {record.meta.final.commit if record.meta.final else '?'}")
         return verdict
     tree = target_tree(store, branch)
     verdict.add(8, check_fresh(store, record, tree), "inputs unchanged in the target")

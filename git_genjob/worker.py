@@ -22,7 +22,7 @@ from git_genjob.lifecycle import Lease, Publisher, claim, end_attempt, record_se
 from git_genjob.queue import live_jobs, read_config
 from git_genjob.receipt import build_statement, sign_statement
 from git_genjob.records import JobRecord
-from git_genjob.secretscan import find_secret
+from git_genjob.secretscan import find_secret, redact
 from git_genjob.store import Store
 
 Progress = Callable[[str], None]
@@ -68,6 +68,7 @@ class WorkerOptions:
     timeout_s: float = 1800.0
     pass_env: tuple[str, ...] = ()
     remote: str | None = None
+    allow_secrets: bool = False
 
 
 def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None) -> WorkReport:
@@ -261,15 +262,21 @@ class Verdict:
     ignored: list[str] = field(default_factory=list)
 
 
-def judge(result: GenResult, scratch: str, record: JobRecord, ctx: GenContext, cfg: Config) -> Verdict:
-    """A generator's ok becomes a receipt's ok only if the scratch tree holds nothing amiss."""
+def judge(
+    result: GenResult, scratch: str, record: JobRecord, ctx: GenContext, cfg: Config, allow_secrets: bool = False
+) -> Verdict:
+    """A generator's ok becomes a receipt's ok only if the scratch tree holds nothing amiss.
+
+    Whether secrets may pass is the worker's own decision (`work --allow-secrets`), never
+    meta.json's: meta lies outside the job's digest, so anyone who can push a ref could set it.
+    """
     if result.status != "ok":
-        return Verdict(result.status, result.reason)
+        return Verdict(result.status, redact(result.reason))
     diff = diff_scratch(scratch, record, ctx.inputs, cfg)
     ignored = sorted(diff.ignored)
     if diff.problems:
         return Verdict("rejected", "; ".join(diff.problems), ignored=ignored)
-    if not record.meta.get("allow_secrets"):
+    if not allow_secrets:
         leaks = [
             f"{p} contains what looks like a {name}"
             for p, data in diff.outputs.items()
@@ -283,7 +290,7 @@ def judge(result: GenResult, scratch: str, record: JobRecord, ctx: GenContext, c
 def predicate_for(
     record: JobRecord, lease: Lease, verdict: Verdict, ctx: GenContext, opts: WorkerOptions
 ) -> dict[str, Any]:
-    started = next((a.get("started_at") for a in record.attempts if a["n"] == lease.n), utc_now())
+    started = next((a.started_at for a in record.attempts if a.n == lease.n), utc_now())
     return {
         "job_digest": record.job.digest,
         "key": record.key,
@@ -313,7 +320,7 @@ def _finish(
     progress: Progress,
 ) -> JobOutcome:
     """Judge, sign, and store the receipt on top of the claim that made it."""
-    verdict = judge(result, scratch, record, ctx, cfg)
+    verdict = judge(result, scratch, record, ctx, cfg, opts.allow_secrets)
     envelope = sign_statement(build_statement(predicate_for(record, lease, verdict, ctx, opts)), opts.signing_key)
     try:
         store_receipt(pub, lease, envelope, verdict.outputs, list(ctx.replays))

@@ -15,7 +15,7 @@ import pytest
 from git_genjob.canonical import canonical_bytes, digest
 from git_genjob.keys import generate, read_signing_key
 from git_genjob.lifecycle import Publisher, claim, record_sending, recover
-from git_genjob.receipt import build_statement, sign_statement
+from git_genjob.receipt import build_statement, sign_statement, subjects_for
 from git_genjob.records import load_live, write_event
 from git_genjob.store import RefUpdate, Store, job_ref
 from tests.conftest import git, live, refs, run_genjob, setup_worker, submit_key, work
@@ -87,7 +87,13 @@ def _flip_sig(env: dict[str, Any]) -> None:
 
 
 def _pred(**changes: Any) -> Callable[[dict[str, Any]], None]:
-    return lambda st: st["predicate"].update(changes)
+    """Change predicate fields and keep the subject consistent, as a forger with the key would."""
+
+    def mutate(st: dict[str, Any]) -> None:
+        st["predicate"].update(changes)
+        st["subject"] = subjects_for(st["predicate"])
+
+    return mutate
 
 
 BAD = "sha256:" + "0" * 64
@@ -209,7 +215,7 @@ def test_fenced_receipt_is_refused(repo: Path) -> None:
     files = dict(fenced.files)
     files["receipt.json"] = store.blob(env)
     files["outputs/src/user.py"] = store.blob(b"x\n")
-    commit = write_event(store, fenced, "receipt", files, fenced.attempts_doc, "done", {"Genjob-Attempt": "1"})
+    commit = write_event(store, fenced, "receipt", files, fenced.attempts_doc.to_dict(), "done", {"Genjob-Attempt": "1"})
     store.update_refs([RefUpdate(job_ref(k), fenced.tip, commit)])
     res = run_genjob("verify", k, "--json", cwd=repo)
     checks = {c["check"]: c for c in json.loads(res.out)["checks"]}

@@ -13,6 +13,7 @@ from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import SSlibKey
 
+from git_genjob.canonical import canonical_bytes
 from git_genjob.errors import BadInput, Refused
 from git_genjob.keys import TrustedKey, generate, parse_private_key, parse_public_key, public_line, read_signing_key
 from git_genjob.receipt import build_statement, check_signature, parse_envelope, sign_statement
@@ -95,9 +96,15 @@ def test_malformed_envelopes_are_refused(mutate, message: str) -> None:  # type:
     doc = json.loads(sign_statement(build_statement(PRED), generate("w")))
     mutate(doc)
     with pytest.raises(BadInput, match=message):
-        parse_envelope(json.dumps(doc).encode())
+        parse_envelope(canonical_bytes(doc))
 
 
+def test_a_re_encoded_envelope_is_refused() -> None:
+    """Re-encoding keeps the signature valid but changes the Genjob-Receipt digest (issue 9.13)."""
+    raw = sign_statement(build_statement(PRED), generate("w"))
+    parse_envelope(raw)
+    with pytest.raises(BadInput, match="not canonical"):
+        parse_envelope(json.dumps(json.loads(raw), indent=1).encode())
 def test_duplicate_keys_and_wrong_predicate_type_are_refused() -> None:
     good = sign_statement(build_statement(PRED), generate("w")).decode()
     with pytest.raises(BadInput, match="duplicate"):

@@ -360,7 +360,7 @@ def test_failed_renewal_fences_and_stops_the_generator(ready: tuple[Path, Path],
     from git_genjob.records import write_event
     from git_genjob.store import RefUpdate, job_ref
 
-    doc = dict(record.attempts_doc, epoch=record.epoch + 1, state="unknown")
+    doc = dict(record.attempts_doc.to_dict(), epoch=record.epoch + 1, state="unknown")
     fence = write_event(store, record, "recovered", dict(record.files), doc, "unknown")
     store.update_refs([RefUpdate(job_ref(k), record.tip, fence)])
     started = time.monotonic()
