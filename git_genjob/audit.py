@@ -10,7 +10,7 @@ import pygit2
 
 from git_genjob.apply import TRAILERS, read_note
 from git_genjob.canonical import digest
-from git_genjob.errors import BadInput
+from git_genjob.errors import BadInput, GenjobError
 from git_genjob.receipt import Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.records import load_archived, load_live, parse_trailers
 from git_genjob.store import Store
@@ -90,8 +90,8 @@ def audit_commit(store: Store, commit: pygit2.Commit, tip_trust: TrustStore) -> 
         signer = check_signature(env, trust.signers, trust.revoked, float(commit.committer.time))
         if signer.keyid != t.get("Genjob-Signer"):
             p.append(f"signer is {signer.keyid}, trailer says {t.get('Genjob-Signer')}")
-    except Exception as exc:
-        p.append(f"check 2: {getattr(exc, 'message', exc)}")
+    except GenjobError as exc:
+        p.append(f"check 2: {exc.message}")
     if pred.status != "ok":
         p.append(f"check 4: status is {pred.status}")
     record = load_live(store, pred.key) or load_archived(store, pred.key)

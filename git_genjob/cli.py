@@ -334,6 +334,15 @@ def _git_config(store: Any, name: str) -> str | None:
         return None
 
 
+def _worker_id(store: Any, given: str | None) -> str:
+    """The worker name that goes into attempts, receipts and the Genjob-Worker trailer: one safe line."""
+    import socket
+
+    from git_genjob.documents import check_label
+
+    return check_label(given or _git_config(store, "genjob.workerId") or socket.gethostname(), "--worker-id")
+
+
 def _progress(quiet: bool) -> Callable[[str], None]:
     """Progress lines on a terminal's stderr only."""
     if quiet or _quiet() or not sys.stderr.isatty():
@@ -350,8 +359,10 @@ def _progress(quiet: bool) -> Callable[[str], None]:
 @json_option
 def keygen(name: str, out: str | None, as_json: bool) -> None:
     """Create an Ed25519 key (OpenSSH format, mode 0600) and print its public line."""
+    from git_genjob.documents import check_label
     from git_genjob.keys import default_key_path, generate, write_key_files
 
+    check_label(name, "key name")
     path = out or default_key_path(name)
     key = generate(name)
     line = write_key_files(key, path)
@@ -452,8 +463,6 @@ def work(
     as_json: bool,
 ) -> None:
     """The worker loop: claim, record sending, generate, sign, store."""
-    import socket
-
     from git_genjob.errors import BadInput
     from git_genjob.generators import parse_spec
     from git_genjob.keys import read_signing_key
@@ -473,7 +482,7 @@ def work(
     opts = WorkerOptions(
         generator=parse_spec(spec, timeout_s),
         signing_key=read_signing_key(os.path.expanduser(key_file)),
-        worker_id=worker_id or _git_config(store, "genjob.workerId") or socket.gethostname(),
+        worker_id=_worker_id(store, worker_id),
         lease_s=parse_duration(lease),
         max_jobs=1 if once else max_jobs,
         wait=wait,
@@ -518,8 +527,6 @@ def receipt_cmd(
     as_json: bool,
 ) -> None:
     """Sign and store a receipt for outputs produced out of band (claims the job itself)."""
-    import socket
-
     from git_genjob.errors import BadInput
     from git_genjob.keys import read_signing_key
     from git_genjob.worker import receipt_out_of_band
@@ -536,7 +543,7 @@ def receipt_cmd(
         outputs_dir,
         list(deletes),
         read_signing_key(os.path.expanduser(key_file)),
-        worker_id or _git_config(store, "genjob.workerId") or socket.gethostname(),
+        _worker_id(store, worker_id),
         status_,
         reason,
         remote,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 
@@ -53,6 +54,19 @@ class Config:
     pre_apply: str | None = None
 
 
+_TRAILER = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
+
+
+def _table(doc: dict[str, object], name: str) -> dict[str, object]:
+    value = doc.get(name, {})
+    if not isinstance(value, dict):
+        raise BadInput(
+            f".genjob/config.toml: {name} must be a table ([{name}]), found {type(value).__name__}",
+            f"write it as a [{name}] section",
+        )
+    return value
+
+
 def _int(section: dict[str, object], name: str, default: int) -> int:
     value = section.get(name, default)
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -68,7 +82,7 @@ def parse_config(data: bytes | None) -> Config:
         doc = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise BadInput(f".genjob/config.toml is malformed: {exc}", "fix the file") from None
-    lim = doc.get("limits", {})
+    lim = _table(doc, "limits")
     d = Limits()
     limits = Limits(
         _int(lim, "instruction_bytes", d.instruction_bytes),
@@ -76,16 +90,28 @@ def parse_config(data: bytes | None) -> Config:
         _int(lim, "file_bytes", d.file_bytes),
         _int(lim, "receipt_bytes", d.receipt_bytes),
     )
-    ignore = doc.get("scratch", {}).get("ignore", list(DEFAULT_IGNORE))
+    ignore = _table(doc, "scratch").get("ignore", list(DEFAULT_IGNORE))
     if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
         raise BadInput(".genjob/config.toml: scratch.ignore must be a list of strings")
     rules = []
-    for rule in doc.get("normalize", {}).get("rules", []):
+    raw_rules = _table(doc, "normalize").get("rules", [])
+    if not isinstance(raw_rules, list):
+        raise BadInput(".genjob/config.toml: normalize.rules must be a list of tables")
+    for rule in raw_rules:
         if not isinstance(rule, dict) or not isinstance(rule.get("pattern"), str):
             raise BadInput(".genjob/config.toml: normalize.rules entries need a pattern")
         rules.append((rule["pattern"], str(rule.get("replace", ""))))
-    disclosure = doc.get("commit", {}).get("disclosure", "Assisted-by")
-    pre_apply = doc.get("hooks", {}).get("pre_apply")
+    disclosure = _table(doc, "commit").get("disclosure", "Assisted-by")
+    if disclosure is not False and not (
+        isinstance(disclosure, str) and (disclosure in ("off", "") or _TRAILER.match(disclosure))
+    ):
+        raise BadInput(
+            f'.genjob/config.toml: commit.disclosure must be a trailer name or "off", found {disclosure!r}',
+            'e.g. disclosure = "Assisted-by"',
+        )
+    pre_apply = _table(doc, "hooks").get("pre_apply")
+    if pre_apply is not None and not isinstance(pre_apply, str):
+        raise BadInput(".genjob/config.toml: hooks.pre_apply must be a command string")
     return Config(
         limits=limits,
         scratch_ignore=tuple(ignore),

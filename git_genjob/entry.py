@@ -7,6 +7,17 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    try:
+        return _dispatch(args)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # the one funnel for bugs: every command and hook comes through here
+        from git_genjob.errors import report_crash
+
+        return report_crash(exc, args)
+
+
+def _dispatch(args: list[str]) -> int:
     if not args or args == ["-h"] or args == ["--help"]:
         from git_genjob.fasthelp import render
 

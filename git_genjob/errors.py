@@ -7,6 +7,7 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
 EXIT_CONFLICT = 4
+EXIT_BUG = 70  # EX_SOFTWARE: an unexpected exception, never a verdict
 
 
 class GenjobError(Exception):
@@ -51,6 +52,41 @@ class Conflict(GenjobError):
     """Key reused with another digest, claim lost, fenced writer (exit 4)."""
 
     exit_code = EXIT_CONFLICT
+
+
+def crash_log_path() -> str:
+    import os
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "git-genjob", "crash.log")
+
+
+def report_crash(exc: BaseException, argv: list[str]) -> int:
+    """The one funnel for an unexpected exception: one line on stderr, the traceback in a log file.
+
+    Its exit code (70) is no verdict of the contract's: a script can tell "refused" (1) and
+    "bad input" (2) from "git-genjob has a bug".
+    """
+    import os
+    import sys
+    import time
+    import traceback
+
+    path = crash_log_path()
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        from git_genjob import __version__
+
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} git-genjob {__version__}\n")
+            fh.write(f"argv: {argv!r}\n{text}\n")
+        where = f"the traceback is in {path}"
+    except OSError:
+        where = "the traceback follows:\n" + text
+    sys.stderr.write(f"error: git-genjob hit an unexpected {type(exc).__name__}: {exc}; {where}\n")
+    sys.stderr.write("hint: this is a bug in git-genjob, not a verdict; please report it with that log\n")
+    return EXIT_BUG
 
 
 def format_error(err: GenjobError) -> str:

@@ -129,6 +129,7 @@ def _commit_msg(args: list[str]) -> int:
     trailers = {k: v for k, v in parse_trailers(message).items() if k.startswith("Genjob-")}
     if not trailers:
         return 0
+    from git_genjob.errors import GenjobError
     from git_genjob.records import find_job
     from git_genjob.verify import check_receipt, trust_from_worktree
 
@@ -148,8 +149,8 @@ def _commit_msg(args: list[str]) -> int:
                 problems.append(
                     f"Genjob-Receipt is {trailers.get('Genjob-Receipt')}, receipt is {verdict.envelope.digest}"
                 )
-        except Exception as exc:  # any failure to find or read the job means: not backed
-            problems.append(getattr(exc, "message", str(exc)))
+        except GenjobError as exc:  # any failure to find or read the job means: not backed
+            problems.append(exc.message)
     if problems:
         print("git-genjob commit-msg: Genjob-* trailers that no verified receipt backs:", file=sys.stderr)
         for p in problems:

@@ -167,7 +167,21 @@ def read_signing_key(path: str) -> SigningKey:
         return parse_private_key(fh.read())
 
 
+_KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def check_key_name(name: str) -> str:
+    """A key name becomes a file name under the keys folder: one plain component."""
+    if not _KEY_NAME.match(name) or name.endswith((".pub", ".lock")):
+        raise BadInput(
+            f"key name {name!r} is not a plain name",
+            "use 1 to 64 of [A-Za-z0-9._-], starting with a letter or digit (or pass --out FILE)",
+        )
+    return name
+
+
 def default_key_path(name: str) -> str:
+    check_key_name(name)
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return os.path.join(base, "git-genjob", "keys", name)
 
@@ -188,8 +202,6 @@ def write_key_files(key: SigningKey, path: str) -> str:
 
 
 # -- trust store --------------------------------------------------------------------------------
-
-_OPT_RE = re.compile(r'([A-Za-z-]+)(?:="([^"]*)")?')
 
 
 @dataclass(frozen=True)
@@ -223,12 +235,58 @@ def _fmt(ts: float) -> str:
 
 
 def parse_ssh_time(text: str) -> float:
-    """OpenSSH YYYYMMDD[HHMM[SS]][Z] (UTC here: genjob writes Z)."""
-    digits = text.rstrip("Zz")
+    """OpenSSH YYYYMMDD[HHMM[SS]][Z]: with Z in UTC, without it in local time (as sshd reads it)."""
+    utc = text[-1:] in ("Z", "z")
+    digits = text[:-1] if utc else text
     if not digits.isdigit() or len(digits) not in (8, 12, 14):
         raise BadInput(f"bad time {text!r} in allowed_signers (want YYYYMMDD[HHMM[SS]][Z])")
-    digits = digits.ljust(14, "0")
-    return float(calendar.timegm(time.strptime(digits, "%Y%m%d%H%M%S")))
+    try:
+        parsed = time.strptime(digits.ljust(14, "0"), "%Y%m%d%H%M%S")
+    except ValueError:
+        raise BadInput(f"bad time {text!r} in allowed_signers") from None
+    return float(calendar.timegm(parsed) if utc else time.mktime(parsed))
+
+
+_OPTION_NAMES = ("cert-authority", "namespaces", "valid-after", "valid-before")
+
+
+def _parse_options(field: str) -> dict[str, str | None]:
+    """The options field as OpenSSH's sshsigopt_parse reads it: known names, each once, case-insensitive."""
+    out: dict[str, str | None] = {}
+    i = 0
+    while i < len(field):
+        name_end = i
+        while name_end < len(field) and field[name_end] not in "=,":
+            name_end += 1
+        name = field[i:name_end].lower()
+        if name not in _OPTION_NAMES:
+            raise BadInput(f"bad options: unknown key option {field[i:name_end]!r}")
+        if name in out:
+            raise BadInput(f'bad options: multiple "{name}" clauses')
+        i = name_end
+        value: str | None = None
+        if name != "cert-authority":
+            if field[i : i + 2] != '="':
+                raise BadInput(f'bad options: {name} needs a quoted value ({name}="...")')
+            i += 2
+            chars = []
+            while i < len(field) and field[i] != '"':
+                if field[i] == "\\" and field[i + 1 : i + 2] == '"':
+                    i += 1
+                chars.append(field[i])
+                i += 1
+            if i >= len(field):
+                raise BadInput(f"bad options: unterminated quote in {name}")
+            i += 1
+            value = "".join(chars)
+        out[name] = value
+        if i < len(field):
+            if field[i] != ",":
+                raise BadInput("bad options: expected ',' between options")
+            i += 1
+            if i == len(field):
+                raise BadInput("bad options: trailing ','")
+    return out
 
 
 def _split_options(text: str) -> tuple[str, str]:
@@ -243,36 +301,44 @@ def _split_options(text: str) -> tuple[str, str]:
     return text[:i], text[i:].strip()
 
 
-def parse_allowed_signers(text: str) -> list[TrustedKey]:
-    keys = []
+def _parse_signer_line(line: str, n: int) -> TrustedKey | None:
+    """One allowed_signers line; None for a line that trusts no plain key (cert-authority)."""
+    principal, _, rest = line.replace("\t", " ").partition(" ")
+    rest = rest.strip()
+    options: dict[str, str | None] = {}
+    if not rest.startswith("ssh-"):
+        field, rest = _split_options(rest)
+        options = _parse_options(field)
+    ns = options.get("namespaces")
+    after, before = options.get("valid-after"), options.get("valid-before")
+    valid_after = parse_ssh_time(after) if after is not None else None
+    valid_before = parse_ssh_time(before) if before is not None else None
+    pk, _ = parse_public_key(rest)
+    if "cert-authority" in options:
+        return None  # a CA key never signs a receipt itself
+    namespaces = tuple(x.strip() for x in ns.split(",")) if ns is not None else None
+    return TrustedKey(principal, pk, namespaces, valid_after, valid_before, n)
+
+
+def read_allowed_signers(text: str) -> tuple[list[TrustedKey], list[str]]:
+    """(trusted keys, problems): a malformed line trusts nothing and is named, as `ssh-keygen -Y` skips it."""
+    keys, problems = [], []
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        principal, _, rest = line.partition(" ")
-        rest = rest.strip()
-        options: dict[str, str] = {}
-        if not rest.startswith("ssh-"):
-            opts, rest = _split_options(rest)
-            options = {m.group(1).lower(): m.group(2) or "" for m in _OPT_RE.finditer(opts)}
-        if "cert-authority" in options:
-            raise BadInput(f"allowed_signers line {n}: cert-authority keys are not supported")
         try:
-            pk, _ = parse_public_key(rest)
+            key = _parse_signer_line(line, n)
         except BadInput as exc:
-            raise BadInput(f"allowed_signers line {n}: {exc.message}") from None
-        ns = tuple(x.strip() for x in options["namespaces"].split(",")) if "namespaces" in options else None
-        keys.append(
-            TrustedKey(
-                principal,
-                pk,
-                ns,
-                parse_ssh_time(options["valid-after"]) if "valid-after" in options else None,
-                parse_ssh_time(options["valid-before"]) if "valid-before" in options else None,
-                n,
-            )
-        )
-    return keys
+            problems.append(f"allowed_signers line {n} ignored: {exc.message}")
+            continue
+        if key is not None:
+            keys.append(key)
+    return keys, problems
+
+
+def parse_allowed_signers(text: str) -> list[TrustedKey]:
+    return read_allowed_signers(text)[0]
 
 
 def parse_revoked(text: str) -> set[bytes]:

@@ -18,6 +18,7 @@ from git_genjob.job import Job, describe_difference
 from git_genjob.paths import check_path
 from git_genjob.records import (
     JobRecord,
+    bundle_inputs,
     event_message,
     find_job,
     load_archived,
@@ -378,8 +379,8 @@ def bundle_bytes(store: Store, key: str) -> bytes:
     """The job's bundle as a byte-identical tar: job.json and inputs/<path>."""
     record = find_job(store, key)
     members: list[tuple[str, bytes]] = [("job.json", record.job_bytes)]
-    for path, oid in sorted(record.input_oids().items()):
-        members.append((f"inputs/{path}", store.read(oid)))
+    # Member names come from job.json's checked paths, never from tree entry names.
+    members += [(f"inputs/{path}", data) for path, data in bundle_inputs(store, record).items()]
     members.sort(key=lambda m: m[0].encode("utf-8"))
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:

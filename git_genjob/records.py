@@ -8,12 +8,12 @@ from typing import Any
 
 import pygit2
 
-from git_genjob.canonical import canonical_bytes
+from git_genjob.canonical import canonical_bytes, digest
 from git_genjob.documents import Attempt, Attempts, Meta, parse_attempts, parse_meta
 from git_genjob.errors import BadInput, GenjobError
 from git_genjob.gitdir import parse_trailers
 from git_genjob.job import Job
-from git_genjob.store import Store, job_ref
+from git_genjob.store import Store, job_ref, lookup
 
 __all__ = ["parse_trailers"]
 
@@ -77,6 +77,49 @@ class JobRecord:
 
     def output_oids(self) -> dict[str, pygit2.Oid]:
         return {p[len("outputs/") :]: o for p, o in self.files.items() if p.startswith("outputs/")}
+
+
+TOP_LEVEL = {"job.json", "meta.json", "attempts.json", "receipt.json", "inputs", "outputs"}
+
+
+def bundle_inputs(store: Store, record: JobRecord) -> dict[str, bytes]:
+    """The job's input bytes, rebuilt from job.json alone (SPEC §3: this is the bundle).
+
+    Each non-null input is read from inputs/<path> and re-hashed against its digest in job.json;
+    a missing, mismatched or extra file (a planted CLAUDE.md, say) refuses the whole job, since
+    the stored tree lies outside the digest and may come from a hostile remote.
+    """
+    where = f"job {record.key}"
+    extra = sorted(str(e.name) for e in record.tree if str(e.name) not in TOP_LEVEL)
+    if extra:
+        raise BadInput(f"{where}: its tree holds {', '.join(map(repr, extra))} beside the job's documents")
+    inputs_entry = lookup(record.tree, "inputs")
+    stored: dict[str, pygit2.Oid] = {}
+    if inputs_entry is not None:
+        sub = store.repo.get(inputs_entry.id)
+        if not isinstance(sub, pygit2.Tree):
+            raise BadInput(f"{where}: inputs is not a directory")
+        stored = store.tree_files(sub)
+    wanted = {p: d for p, d in record.job.input_map.items() if d is not None}
+    planted = sorted(set(stored) - set(wanted))
+    if planted:
+        raise BadInput(
+            f"{where}: inputs/ holds files that are not inputs of job.json: {', '.join(planted)}",
+            "the ref was tampered with; drop the job and submit it again",
+        )
+    out: dict[str, bytes] = {}
+    for path, want in sorted(wanted.items()):
+        if path not in stored:
+            raise BadInput(f"{where}: inputs/{path} is missing")
+        data = store.read(stored[path])
+        have = digest(data)
+        if have != want:
+            raise BadInput(
+                f"{where}: inputs/{path} hashes to {have}, job.json says {want}",
+                "the ref was tampered with; drop the job and submit it again",
+            )
+        out[path] = data
+    return out
 
 
 def event_message(event: str, key: str, state: str, epoch: int, extra: dict[str, str] | None = None) -> str:

@@ -11,8 +11,8 @@ from typing import Any
 import pygit2
 
 from git_genjob.canonical import digest, parse_strict
-from git_genjob.errors import BadInput
-from git_genjob.keys import TrustedKey, parse_allowed_signers, parse_revoked
+from git_genjob.errors import BadInput, GenjobError
+from git_genjob.keys import TrustedKey, parse_revoked, read_allowed_signers
 from git_genjob.receipt import Envelope, Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.records import JobRecord, find_job, parse_trailers
 from git_genjob.store import Store, blocking_prefix, lookup
@@ -71,6 +71,12 @@ class Verdict:
 class TrustStore:
     signers: list[TrustedKey]
     revoked: set[bytes]
+    problems: tuple[str, ...] = ()
+
+    @classmethod
+    def from_text(cls, allowed_signers: str, revoked_keys: str) -> TrustStore:
+        signers, problems = read_allowed_signers(allowed_signers)
+        return cls(signers, parse_revoked(revoked_keys), tuple(problems))
 
 
 def trust_from_worktree(store: Store) -> TrustStore:
@@ -86,7 +92,7 @@ def trust_from_worktree(store: Store) -> TrustStore:
         except FileNotFoundError:
             return ""
 
-    return TrustStore(parse_allowed_signers(read("allowed_signers")), parse_revoked(read("revoked_keys")))
+    return TrustStore.from_text(read("allowed_signers"), read("revoked_keys"))
 
 
 def trust_from_tree(store: Store, tree: pygit2.Tree | None) -> TrustStore:
@@ -94,7 +100,7 @@ def trust_from_tree(store: Store, tree: pygit2.Tree | None) -> TrustStore:
         data = store.file_at(tree, f".genjob/{name}") if tree is not None else None
         return data.decode("utf-8", "replace") if data else ""
 
-    return TrustStore(parse_allowed_signers(read("allowed_signers")), parse_revoked(read("revoked_keys")))
+    return TrustStore.from_text(read("allowed_signers"), read("revoked_keys"))
 
 
 def check_receipt(
@@ -123,8 +129,8 @@ def check_receipt(
     try:
         verdict.signer = check_signature(env, trust.signers, trust.revoked, when)
         verdict.add(2, [], f"signed by {verdict.signer.principal} ({verdict.signer.keyid})")
-    except Exception as exc:  # Refused or BadInput: both are a failed check
-        verdict.add(2, [getattr(exc, "message", str(exc))], "")
+    except GenjobError as exc:  # Refused or BadInput: both are a failed check
+        verdict.add(2, [exc.message, *trust.problems], "")
     # 3. key and job_digest equal the stored job's, recomputed from job.json.
     recomputed = digest(record.job.canonical())
     problems = []

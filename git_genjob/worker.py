@@ -21,7 +21,7 @@ from git_genjob.keys import SigningKey
 from git_genjob.lifecycle import Lease, Publisher, claim, end_attempt, record_sending, renew, store_receipt
 from git_genjob.queue import live_jobs, read_config
 from git_genjob.receipt import build_statement, sign_statement
-from git_genjob.records import JobRecord
+from git_genjob.records import JobRecord, bundle_inputs
 from git_genjob.secretscan import find_secret, redact
 from git_genjob.store import Store
 
@@ -90,11 +90,18 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
 
 
 def _claim_next(pub: Publisher, opts: WorkerOptions, report: WorkReport, progress: Progress) -> Lease | None:
-    for record in live_jobs(pub.store, states=("queued",)):
-        if record.state != "queued":
+    damaged: dict[str, str] = {}
+    records = live_jobs(pub.store, damaged, states=("queued",))
+    for record in records:
+        if record.state != "queued" or record.key in damaged:
             continue
         if pub.remote is not None and pub.remote_values.get(f"refs/genjob/jobs/{record.key}") != record.tip:
             continue  # local events the remote lacks: never claim from a view the remote does not share
+        try:
+            bundle_inputs(pub.store, record)  # checked before the claim: a damaged job is never started
+        except GenjobError as exc:
+            damaged[record.key] = exc.message
+            continue
         try:
             lease = claim(pub, record, opts.worker_id, opts.lease_s)
         except Conflict:
@@ -102,8 +109,19 @@ def _claim_next(pub: Publisher, opts: WorkerOptions, report: WorkReport, progres
             progress(f"lost    {record.key} (claimed elsewhere)")
             continue
         progress(f"claimed {record.key} attempt {lease.n}")
+        _report_damaged(report, damaged, progress)
         return lease
+    _report_damaged(report, damaged, progress)
     return None
+
+
+def _report_damaged(report: WorkReport, damaged: dict[str, str], progress: Progress) -> None:
+    """Name each damaged job once per run; it is skipped, never fatal for the queue."""
+    seen = {o.key for o in report.outcomes if o.result == "damaged"}
+    for key, why in sorted(damaged.items()):
+        if key not in seen:
+            report.outcomes.append(JobOutcome(key, "damaged", why))
+            progress(f"damaged {key}: {why} (skipped)")
 
 
 class _Renewer(threading.Thread):
@@ -172,10 +190,8 @@ def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> 
     meta = os.path.join(tmp, "meta")
     os.makedirs(scratch)
     os.makedirs(meta)
-    inputs: dict[str, bytes] = {}
-    for path, oid in record.input_oids().items():
-        data = store.read(oid)
-        inputs[path] = data
+    inputs = bundle_inputs(store, record)
+    for path, data in inputs.items():
         target = os.path.join(scratch, path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "wb") as fh:
@@ -370,6 +386,7 @@ def receipt_out_of_band(
     if outputs_dir is not None and not os.path.isdir(outputs_dir):
         raise BadInput(f"--outputs {outputs_dir} is not a directory")
     opts = WorkerOptions(OutOfBand(), signing_key, worker_id, lease_s=600)
+    bundle_inputs(store, record)  # a damaged job is refused before the claim
     lease = claim(pub, record, worker_id, opts.lease_s)
     tmp = tempfile.mkdtemp(prefix="genjob-")
     try:

@@ -105,6 +105,8 @@ def test_a_re_encoded_envelope_is_refused() -> None:
     parse_envelope(raw)
     with pytest.raises(BadInput, match="not canonical"):
         parse_envelope(json.dumps(json.loads(raw), indent=1).encode())
+
+
 def test_duplicate_keys_and_wrong_predicate_type_are_refused() -> None:
     good = sign_statement(build_statement(PRED), generate("w")).decode()
     with pytest.raises(BadInput, match="duplicate"):
