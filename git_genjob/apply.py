@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pygit2
 
 from git_genjob.errors import BadInput, Conflict, Refused
+from git_genjob.faults import crash_point
 from git_genjob.lifecycle import Publisher, archive
 from git_genjob.merge import notes_tree
-from git_genjob.queue import _DIRTY, read_config
+from git_genjob.queue import read_config
 from git_genjob.receipt import GeneratorInfo
 from git_genjob.records import JobRecord, find_job, parse_trailers
-from git_genjob.store import NOTES_REF, RefUpdate, Store
+from git_genjob.store import NOTES_REF, RefUpdate, Store, lookup
 from git_genjob.verify import Verdict, check_fresh, check_receipt, trust_from_worktree
+from git_genjob.worktree import (
+    blocked_paths,
+    checkout_outputs,
+    dirty_paths,
+    index_oids,
+    sparse_paths,
+    worktree_oids,
+)
 
 TRAILERS = ("Genjob-Key", "Genjob-Job", "Genjob-Receipt", "Genjob-Signer", "Genjob-Worker")
 
@@ -31,6 +39,7 @@ class Applied:
     branch: str
     already: bool
     reconciled: bool = False
+    kept: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -196,6 +205,7 @@ def _hooks_dir(store: Store) -> str:
 def apply(store: Store, key: str, branch: str | None = None) -> Applied:
     record = find_job(store, key)
     if record.archived:
+        store.finish_archive_move(key)
         final = record.meta.final
         if final is not None and final.state == "applied":
             return Applied(key, str(final.commit), str(final.branch), already=True)
@@ -213,21 +223,23 @@ def apply(store: Store, key: str, branch: str | None = None) -> Applied:
     assert verdict.envelope is not None
     landed = find_applied(store, head, verdict.envelope.digest, key) if head is not None else None
     if landed is not None:  # a crash after the commit: reconcile, never commit again
-        if checked_out:
-            _update_worktree(store, _still_at_inputs(store, record, _outputs(store, record, verdict)))
+        kept = _reconcile_worktree(store, landed, _outputs(store, record, verdict)) if checked_out else []
         _finish(store, record, verdict, landed, ref_name)
-        return Applied(key, str(landed), ref_name, already=True, reconciled=True)
+        return Applied(key, str(landed), ref_name, already=True, reconciled=True, kept=kept)
     # 2. stale check against the target branch (check 8)
     tree = store.get_commit(head).tree if head is not None else None
     stale = check_fresh(store, record, tree)
     if stale:
         raise Refused(f"job {key} is stale", "submit a new job for the current content", details=stale)
     outputs = _outputs(store, record, verdict)
-    # 3. a dirty allowed path refuses the apply
+    # 3. a dirty allowed path, or a work tree that cannot take an output, refuses the apply
     if checked_out:
-        dirty = [p for p in record.job.allowed_paths if _dirty(store, p)]
+        dirty = dirty_paths(store, record.job.allowed_paths)
         if dirty:
             raise Refused("local changes at " + ", ".join(dirty), "commit or stash them, then apply again")
+        blocked = blocked_paths(store, [p for p, oid in outputs.items() if oid is not None])
+        if blocked:
+            raise Refused("the work tree cannot take the outputs", "move these away, then apply again", details=blocked)
     # 4. the pre-apply hook (policy)
     run_pre_apply(store, record, outputs)
     # 5. the commit from the verified blob ids, branch moved by CAS
@@ -237,41 +249,50 @@ def apply(store: Store, key: str, branch: str | None = None) -> Applied:
     message = commit_message(record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate.generator))
     commit = store.repo.create_commit(None, sig, sig, message, new_tree, [head] if head else [])
     store.update_refs([RefUpdate(ref_name, head, commit)], message=f"genjob: apply {key}")
-    _fault("after-commit")
-    # 6. index and work tree for the output paths only
+    crash_point("after-commit")
+    # 6. index and work tree for the output paths only, checked out as git would (filters, eol)
     if checked_out:
-        _update_worktree(store, outputs)
+        checkout_outputs(store, outputs, _modes(store, commit, outputs))
+        crash_point("after-worktree")
     # 7-8. note, then archive
     _finish(store, record, verdict, commit, ref_name)
     return Applied(key, str(commit), ref_name, already=False)
 
 
-def _fault(point: str) -> None:
-    """Crash here when GENJOB_FAULT names this point: how the tests kill apply mid-way."""
-    if os.environ.get("GENJOB_FAULT") == point:
-        os.kill(os.getpid(), signal.SIGKILL)
+def _modes(store: Store, commit: pygit2.Oid, outputs: dict[str, pygit2.Oid | None]) -> dict[str, int]:
+    tree = store.get_commit(commit).tree
+    return {p: int(e.filemode) for p in outputs if (e := lookup(tree, p)) is not None}
 
 
-def _still_at_inputs(
-    store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid | None]
-) -> dict[str, pygit2.Oid | None]:
-    """Output paths whose index entry still holds the job's input (the crash came before step 6)."""
-    index = store.repo.index
-    index.read()
-    inputs = record.input_oids()
-    pending = {}
-    for path, oid in outputs.items():
-        entry = index[path] if path in index else None  # noqa: SIM401 (pygit2.Index has no get)
-        full = os.path.join(store.workdir or "", path)
-        on_disk = pygit2.hashfile(full) if os.path.isfile(full) and not os.path.islink(full) else None
-        want = inputs.get(path)
-        if (entry.id if entry is not None else None) == want and on_disk == want:
-            pending[path] = oid
-    return pending
+def _reconcile_worktree(store: Store, landed: pygit2.Oid, outputs: dict[str, pygit2.Oid | None]) -> list[str]:
+    """After a crash: bring each output path's index and work tree to the landed commit.
+
+    A path is brought forward only while its index entry and work-tree content each hold either
+    the job's input (the landed commit's parent) or its output: whatever else is there is a
+    user's edit since the crash, kept and named, never overwritten.
+    """
+    commit = store.get_commit(landed)
+    parent = commit.parents[0].tree if commit.parents else None
+    paths = list(outputs)
+    sparse = sparse_paths(store, paths)
+    in_index, on_disk = index_oids(store, paths), worktree_oids(store, paths)
+    todo: dict[str, pygit2.Oid | None] = {}
+    kept = []
+    for path, out in outputs.items():
+        entry = lookup(parent, path)
+        ok = {out, entry.id if entry is not None else None}
+        if in_index[path] in ok and (path in sparse or on_disk[path] in ok):
+            if in_index[path] != out or (path not in sparse and on_disk[path] != out):
+                todo[path] = out
+        else:
+            kept.append(path)
+    checkout_outputs(store, todo, _modes(store, landed, todo))
+    return kept
 
 
 def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oid, ref_name: str) -> None:
     write_note(store, commit, note_text(record, verdict))
+    crash_point("after-note")
     live = find_job(store, record.key)
     if not live.archived:
         archive(
@@ -290,13 +311,6 @@ def _outputs(store: Store, record: JobRecord, verdict: Verdict) -> dict[str, pyg
     assert verdict.envelope is not None
     stored = record.output_oids()
     return {p: (stored[p] if d is not None else None) for p, d in verdict.envelope.predicate.outputs.items()}
-
-
-def _dirty(store: Store, path: str) -> bool:
-    try:
-        return bool(store.repo.status_file(path) & _DIRTY)
-    except (KeyError, pygit2.GitError):
-        return os.path.lexists(os.path.join(store.workdir or "", path))
 
 
 def _person(store: Store) -> pygit2.Signature:
@@ -324,29 +338,3 @@ def _tree_with(store: Store, base: pygit2.Tree | None, outputs: dict[str, pygit2
             mode = pygit2.enums.FileMode.BLOB_EXECUTABLE
         index.add(pygit2.IndexEntry(path, oid, mode))
     return index.write_tree(store.repo)
-
-
-def _update_worktree(store: Store, outputs: dict[str, pygit2.Oid | None]) -> None:
-    root = store.workdir or ""
-    index = store.repo.index
-    index.read()
-    for path, oid in outputs.items():
-        target = os.path.join(root, path)
-        if oid is None:
-            if os.path.lexists(target):
-                os.unlink(target)
-            if path in index:
-                index.remove(path)
-            continue
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.genjob-tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(store.read(oid))
-        old_mode = os.stat(target).st_mode & 0o777 if os.path.exists(target) else 0o644
-        os.chmod(tmp, old_mode)
-        os.replace(tmp, target)
-        # The verified blob id, not a re-hash of the file (which would recompress every byte);
-        # git refreshes the stat data on its next status.
-        mode = pygit2.enums.FileMode.BLOB_EXECUTABLE if old_mode & 0o100 else pygit2.enums.FileMode.BLOB
-        index.add(pygit2.IndexEntry(path, oid, mode))
-    index.write()

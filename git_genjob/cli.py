@@ -568,7 +568,11 @@ def recover(remote: str | None, as_json: bool) -> None:
             click.echo(f"requeued {k} (lease lapsed before sending)")
         for k in report.unknown:
             click.echo(f"unknown  {k} (lease lapsed while sending; owner decides: retry or drop)")
-        if not (report.requeued or report.unknown):
+        for k in report.archived:
+            click.echo(f"archived {k} (finished an interrupted archive move)")
+        for path in report.locks:
+            click.echo(f"cleared  {path} (stale lock of a writer that is gone)")
+        if not (report.requeued or report.unknown or report.archived or report.locks):
             click.echo("no expired claims")
 
     emit(report.to_json(), as_json, human)

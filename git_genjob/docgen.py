@@ -84,7 +84,7 @@ JSON_SHAPES = {
     ],
     "work": {"jobs": [{"key": K, "result": "ok", "reason": "", "attempt": 1}], "exit_code": 0},
     "receipt": {"key": K, "result": "ok", "reason": "", "attempt": 1},
-    "recover": {"requeued": [], "unknown": [K], "lost": []},
+    "recover": {"requeued": [], "unknown": [K], "lost": [], "archived": [], "locks": []},
     "retry": {"key": K, "state": "queued", "epoch": 3},
     "drop": {"key": K, "state": "dropped"},
     "verify": {
@@ -94,7 +94,7 @@ JSON_SHAPES = {
         "receipt": D,
         "checks": [{"check": 2, "code": "signature", "ok": False, "detail": "…"}],
     },
-    "apply": {"key": K, "commit": "…", "branch": "refs/heads/main", "already": False, "reconciled": False},
+    "apply": {"key": K, "commit": "…", "branch": "refs/heads/main", "already": False, "reconciled": False, "kept": []},
     "log": [
         {
             "commit": "…",

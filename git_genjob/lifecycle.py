@@ -11,6 +11,7 @@ import pygit2
 
 from git_genjob.canonical import canonical_bytes, format_time, parse_time, utc_now
 from git_genjob.errors import BadInput, Conflict, Refused
+from git_genjob.faults import crash_point
 from git_genjob.records import JobRecord, find_job, load_live, write_event
 from git_genjob.store import RefUpdate, Store, job_ref
 
@@ -44,10 +45,14 @@ class Publisher:
                     self.remote_values.pop(u.name, None)
                 else:
                     self.remote_values[u.name] = u.new
-            local = [RefUpdate(u.name, self.store.ref_target(u.name), u.new) for u in updates]
-            self.store.update_refs(local, message=message)
+            crash_point("after-push")
+            # Locally one ref at a time, in the order given (an archive before the live ref's
+            # deletion), so that any prefix of these steps is recoverable.
+            for u in updates:
+                self.store.update_refs([RefUpdate(u.name, self.store.ref_target(u.name), u.new)], message=message)
             return
-        self.store.update_refs(updates, message=message)
+        for u in updates:
+            self.store.update_refs([u], message=message)
 
 
 def _files(record: JobRecord) -> dict[str, pygit2.Oid]:
@@ -165,6 +170,8 @@ class RecoverReport:
     requeued: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
+    archived: list[str] = field(default_factory=list)  # interrupted archive moves completed
+    locks: list[str] = field(default_factory=list)  # stale lock files cleared
 
     def to_json(self) -> dict[str, list[str]]:
         return dict(self.__dict__)
@@ -172,11 +179,16 @@ class RecoverReport:
 
 def recover(pub: Publisher, now: float | None = None) -> RecoverReport:
     """Fence expired claims: lapsed `claimed` -> failed_before_send (requeued), lapsed `sending` -> unknown."""
+    from git_genjob import locks
     from git_genjob.queue import live_jobs
 
+    report = RecoverReport()
+    report.locks = locks.clear_stale(pub.store.common_dir)
     pub.refresh()
     now = time.time() if now is None else now
-    report = RecoverReport()
+    for key in pub.store.live_keys():
+        if pub.store.finish_archive_move(key):
+            report.archived.append(key)
     for record in live_jobs(pub.store, states=("claimed", "sending")):
         if record.state not in ("claimed", "sending"):
             continue

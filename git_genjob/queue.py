@@ -27,7 +27,7 @@ from git_genjob.records import (
     parse_trailers,
 )
 from git_genjob.secretscan import find_secret
-from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, blocking_prefix, job_ref, lookup
+from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, blocking_prefix, job_ref, lookup, shard
 
 _DIRTY = (
     pygit2.enums.FileStatus.INDEX_NEW
@@ -287,7 +287,11 @@ def live_jobs(
     its key and the reason go into `damaged` when given.
     """
     out = []
+    archive_tip = store.ref_target(ARCHIVE_REF)
+    archive = store.get_commit(archive_tip).tree if archive_tip is not None else None
     for key in store.live_keys():
+        if archive is not None and lookup(archive, f"{shard(key)}/{key}") is not None:
+            continue  # archived; the live ref is the leftover of an interrupted move (recover deletes it)
         try:
             if states is not None and _tip_state(store, key) not in states:
                 continue

@@ -166,8 +166,12 @@ def load_archived(store: Store, key: str) -> JobRecord | None:
 
 
 def find_job(store: Store, key: str) -> JobRecord:
-    """A live job, else an archived one; exit 2 if neither exists."""
-    record = load_live(store, key) or load_archived(store, key)
+    """An archived job, else a live one; exit 2 if neither exists.
+
+    The archive is the final word: a live ref beside an archive entry is the leftover of a move
+    that was interrupted between its two steps.
+    """
+    record = load_archived(store, key) or load_live(store, key)
     if record is None:
         raise NoSuchJob(f"no job with key {key!r}", "list jobs with: git genjob status --all")
     return record

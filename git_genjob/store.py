@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import random
@@ -11,7 +12,9 @@ from dataclasses import dataclass
 
 import pygit2
 
+from git_genjob import locks
 from git_genjob.errors import BadInput, Conflict, GenjobError
+from git_genjob.faults import crash_point
 from git_genjob.paths import check_entry_name
 
 JOBS_PREFIX = "refs/genjob/jobs/"
@@ -51,6 +54,13 @@ def blocking_prefix(tree: pygit2.Tree | None, path: str) -> str | None:
         if entry.type_str != "tree":
             return "/".join(parts[:i])
     return None
+
+
+LOCK_WAIT_S = 3.0
+
+
+class StaleLock(Conflict):
+    """A ref lock whose holder is gone (exit 4, naming the file and how to clear it)."""
 
 
 class NotARepository(GenjobError):
@@ -213,12 +223,15 @@ class Store:
         writer is transient (it may be a loser of the same race): wait briefly and try again.
         """
         updates = list(updates)
-        for attempt in range(100):
+        locks.announce(self.common_dir, [u.name for u in updates])
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
             self._check_expected(updates)  # cheap pre-check: a stale writer loses without locking
             try:
                 with self.repo.transaction() as txn:
                     for u in updates:
                         txn.lock_ref(u.name)
+                    crash_point("ref-locked")
                     self._check_expected(updates)
                     for u in updates:
                         if u.new is None:
@@ -227,12 +240,22 @@ class Store:
                             txn.set_target(u.name, u.new, message=message)
                 return
             except pygit2.GitError as exc:
-                if attempt == 99:
+                self._raise_if_stale(updates)
+                if time.monotonic() > deadline:
                     raise Conflict(
                         f"could not lock {', '.join(u.name for u in updates)}: {exc}",
-                        "another writer holds the lock; try again",
+                        "another writer has held the lock for a while; try again",
                     ) from None
                 time.sleep(0.01 + random.random() * 0.02)
+
+    def _raise_if_stale(self, updates: list[RefUpdate]) -> None:
+        for u in updates:
+            state = locks.lock_state(self.common_dir, u.name)
+            if state is not None and state.stale:
+                raise StaleLock(
+                    f"{u.name} is locked by a stale lock file {state.path}, left by {state.holder}",
+                    f"git genjob recover clears git-genjob's stale locks (or, if no git runs: rm {state.path})",
+                )
 
     def _check_expected(self, updates: list[RefUpdate]) -> None:
         for u in updates:
@@ -243,7 +266,7 @@ class Store:
                     "another writer got there first; re-read the state and try again",
                 )
 
-    @property
+    @functools.cached_property
     def common_dir(self) -> str:
         common = os.path.join(self.gitdir, "commondir")
         if os.path.exists(common):
@@ -303,11 +326,41 @@ class Store:
         return self.commit(tree, [base_parent, job_tip], message)
 
     def archive_move(self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str) -> pygit2.Oid:
-        """Move a job out of the live refs into the archive: one atomic two-ref update."""
+        """Move a job out of the live refs into the archive: archive first, then the live ref.
+
+        The files ref backend commits a multi-ref transaction one ref at a time, so a kill between
+        the two could lose the job if the deletion went first. In this order every prefix is
+        safe: after the first step the job is in both places, readers prefer the archive, and
+        `finish_archive_move` (run by apply, recover and status) deletes the leftover live ref.
+        """
         archive_tip = self.ref_target(ARCHIVE_REF)
         new_tip = self.archive_commit(key, job_tip, final_tree, message)
-        self.update_refs(
-            [RefUpdate(ARCHIVE_REF, archive_tip, new_tip), RefUpdate(job_ref(key), job_tip, None)],
-            message=f"genjob: archive {key}",
-        )
+        self.update_refs([RefUpdate(ARCHIVE_REF, archive_tip, new_tip)], message=f"genjob: archive {key}")
+        crash_point("archive-written")
+        self.finish_archive_move(key)
         return new_tip
+
+    def finish_archive_move(self, key: str) -> bool:
+        """Delete a live ref whose chain the archive already holds (the second step of a move)."""
+        tip = self.ref_target(job_ref(key))
+        entry = self.archive_entry(key) if tip is not None else None
+        if tip is None or entry is None:
+            return False
+        if not self.archived_chain_holds(entry, tip):
+            return False
+        try:
+            self.update_refs([RefUpdate(job_ref(key), tip, None)], message=f"genjob: archived {key}")
+        except Conflict:
+            return False
+        return True
+
+    def archived_chain_holds(self, entry: pygit2.Tree, tip: pygit2.Oid) -> bool:
+        """Whether the archived job tree names `tip` in its chain (then the live ref is a leftover)."""
+        import json
+
+        meta = self.file_at(entry, "meta.json")
+        try:
+            chain = json.loads(meta or b"{}").get("chain", [])
+            return any(isinstance(c, dict) and c.get("commit") == str(tip) for c in chain)
+        except (ValueError, AttributeError):
+            return False

@@ -1,0 +1,27 @@
+"""Named crash points: inert unless GENJOB_FAULT names one, then the process SIGKILLs itself there.
+
+They let the fault-injection tests kill each multi-step write at every persistence step (see
+docs/reliability.md). Each name marks the moment right after a durable step:
+
+  ref-locked            the first ref transaction of the command holds its locks, nothing written
+  after-claim           the claim event is durable, `sending` is not yet written
+  after-sending         `sending` is durable, the generator has not started
+  after-generate        the generator finished, the receipt is not yet stored
+  after-commit          apply moved the branch, index/work tree not yet updated
+  mid-checkout          apply wrote the index entries, the work tree not yet
+  after-worktree        index and work tree updated, no note yet
+  after-note            the note is written, the archive is not
+  archive-written       the archive ref holds the job, its live ref is not yet deleted
+  replay-recorded       the replay event is committed, its ref not yet moved
+  after-push            a remote write was acknowledged, the local ref not yet moved
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+def crash_point(name: str) -> None:
+    if os.environ.get("GENJOB_FAULT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,141 @@
+"""Who holds a ref lock: stale `*.lock` files left by a killed writer, detected and cleared.
+
+libgit2 owns a lock file's contents (the new ref value), so the holder cannot be written into
+it. Instead each git-genjob process that is about to lock refs records itself first in
+`<git common dir>/genjob/writers/<pid>`: its pid, the boot id and its start time (so a reused pid
+or a reboot never passes for the holder), then the refs it is locking, as git's gc.pid names its
+holder. A lock is *stale* when the writer that named it is no longer running; a lock that no
+record names (a `git` command's, say) counts as stale only once it is older than
+UNKNOWN_STALE_S, since git holds a ref lock for milliseconds.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import time
+from dataclasses import dataclass
+
+UNKNOWN_STALE_S = 600.0
+_registered: set[str] = set()
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return "-"
+
+
+def _start_time(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "-"
+
+
+def _alive(pid: int, boot: str, start: str) -> bool:
+    if boot != _boot_id():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return start == "-" or _start_time(pid) in ("-", start)
+
+
+def _writers_dir(common: str) -> str:
+    return os.path.join(common, "genjob", "writers")
+
+
+def announce(common: str, refs: list[str]) -> None:
+    """Record this process as the writer about to lock `refs` (no fsync: only a crash reads it)."""
+    folder = _writers_dir(common)
+    path = os.path.join(folder, str(os.getpid()))
+    if path not in _registered:
+        os.makedirs(folder, exist_ok=True)
+        _registered.add(path)
+        atexit.register(_forget, path)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(f"{os.getpid()} {_boot_id()} {_start_time(os.getpid())}\n" + "".join(f"{r}\n" for r in refs))
+    os.replace(tmp, path)
+
+
+def _forget(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+@dataclass(frozen=True)
+class LockState:
+    path: str
+    stale: bool
+    holder: str  # who held it, for the message
+
+
+def _records(common: str) -> list[tuple[int, bool, set[str]]]:
+    """(pid, alive, refs) for every writer record."""
+    out = []
+    folder = _writers_dir(common)
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                head, *refs = fh.read().splitlines()
+            pid_s, boot, start = head.split()
+            pid = int(pid_s)
+        except (OSError, ValueError):
+            continue
+        out.append((pid, pid == os.getpid() or _alive(pid, boot, start), set(refs)))
+    return out
+
+
+def lock_state(common: str, ref: str, records: list[tuple[int, bool, set[str]]] | None = None) -> LockState | None:
+    """The state of `ref`'s lock file, or None when it is not locked."""
+    path = os.path.join(common, ref + ".lock")
+    try:
+        age = time.time() - os.stat(path).st_mtime
+    except FileNotFoundError:
+        return None
+    holders = [
+        (pid, alive) for pid, alive, refs in (records if records is not None else _records(common)) if ref in refs
+    ]
+    if any(alive for _, alive in holders):
+        return LockState(path, False, "a running git-genjob process")
+    if holders:
+        return LockState(path, True, f"git-genjob process {holders[0][0]}, which is no longer running")
+    return LockState(path, age > UNKNOWN_STALE_S, f"an unknown writer ({age:.0f}s ago)")
+
+
+def clear_stale(common: str) -> list[str]:
+    """Remove genjob's stale ref locks (refs/genjob/**, refs/notes/genjob); returns their paths."""
+    records = _records(common)
+    cleared = []
+    candidates = [os.path.join(common, "refs", "notes", "genjob.lock")]
+    for dirpath, _dirs, files in os.walk(os.path.join(common, "refs", "genjob")):
+        candidates += [os.path.join(dirpath, f) for f in files if f.endswith(".lock")]
+    for path in candidates:
+        ref = os.path.relpath(path, common)[: -len(".lock")].replace(os.sep, "/")
+        state = lock_state(common, ref, records)
+        if state is not None and state.stale:
+            try:
+                os.unlink(path)
+                cleared.append(path)
+            except FileNotFoundError:
+                pass
+    for pid, alive, _refs in records:
+        if not alive:
+            _forget(os.path.join(_writers_dir(common), str(pid)))
+    return cleared
