@@ -93,19 +93,25 @@ def _pre_commit(args: list[str]) -> int:
     import pygit2
 
     from git_genjob.queue import allowed_paths_of
+    from git_genjob.store import lookup
 
     store = _store()
     repo = store.repo
-    index = repo.index
+    # `git commit -a`, `git commit PATH` and `--only` commit a temporary index that git names
+    # in GIT_INDEX_FILE: that one, not .git/index, is what this commit will hold.
+    index_file = os.environ.get("GIT_INDEX_FILE")
+    index = pygit2.Index(os.path.abspath(index_file)) if index_file else repo.index
     index.read()
-    if repo.head_is_unborn:
-        staged = {e.path for e in index}
-    else:
-        diff = index.diff_to_tree(repo.head.peel(pygit2.Commit).tree)
-        staged = {d.new_file.path for d in diff.deltas} | {d.old_file.path for d in diff.deltas}
+    tree = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit).tree
+
+    def staged(path: str) -> bool:
+        entry = index[path] if path in index else None  # noqa: SIM401 (pygit2.Index has no get)
+        in_head = lookup(tree, path)
+        return (entry.id if entry is not None else None) != (in_head.id if in_head is not None else None)
+
     held = []
     for key in store.live_keys():
-        for path in sorted(staged & set(allowed_paths_of(store, key))):
+        for path in sorted(p for p in allowed_paths_of(store, key) if staged(p)):
             held.append(f"{path} is held by live job {key}")
     if held:
         print("git-genjob pre-commit: refusing a hand commit of paths a live job holds:", file=sys.stderr)

@@ -23,7 +23,7 @@ from git_genjob.queue import live_jobs, read_config
 from git_genjob.receipt import build_statement, sign_statement
 from git_genjob.records import JobRecord, bundle_inputs
 from git_genjob.secretscan import find_secret, redact
-from git_genjob.store import Store
+from git_genjob.store import StaleLock, Store
 
 Progress = Callable[[str], None]
 
@@ -104,6 +104,8 @@ def _claim_next(pub: Publisher, opts: WorkerOptions, report: WorkReport, progres
             continue
         try:
             lease = claim(pub, record, opts.worker_id, opts.lease_s)
+        except StaleLock:
+            raise  # no race to lose: a dead writer's lock blocks the job until recover clears it
         except Conflict:
             report.outcomes.append(JobOutcome(record.key, "lost", "another worker claimed it first"))
             progress(f"lost    {record.key} (claimed elsewhere)")

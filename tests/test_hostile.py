@@ -406,3 +406,196 @@ def test_allowed_signers_lines_trust_what_openssh_trusts(tmp_path: Path, options
     ours = [k for k in keys if k.public == parse_public_key(pub)[0] and not k.problems_at(time.time())]
     assert bool(ours) == openssh_trusts, (options, proc.stderr, problems)
     assert bool(problems) == ("bad options" in proc.stderr or "invalid" in proc.stderr), (problems, proc.stderr)
+
+
+# -- 14: the one-writer rule holds for every way of committing ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        ["commit", "-qam", "hand"],
+        ["commit", "-qm", "hand", "src/user.py"],
+        ["commit", "-qm", "hand", "--only", "src/user.py"],
+    ],
+    ids=["commit -a", "commit PATH", "commit --only"],
+)
+def test_pre_commit_sees_the_index_git_commits(repo: Path, how: list[str]) -> None:
+    setup_worker(repo)
+    assert run_genjob("init", "--hooks", cwd=repo).code == 0
+    k = _queued_job(repo)
+    (repo / "src/user.py").write_text("hand edit, never staged\n")
+    head = git(repo, "rev-parse", "HEAD")
+    proc = subprocess.run(["git", *how], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode != 0 and f"src/user.py is held by live job {k}" in proc.stderr, proc.stderr
+    assert git(repo, "rev-parse", "HEAD") == head
+    (repo / "README.md").write_text("unrelated\n")
+    assert subprocess.run(["git", "commit", "-qm", "ok", "README.md"], cwd=repo).returncode == 0
+
+
+# -- 1: the archive move never loses a job --------------------------------------------------------
+
+
+def _done_job(repo: Path, key: Path) -> str:
+    k = _queued_job(repo)
+    assert work(repo, key, GOOD, "--once").code == 0
+    return k
+
+
+def _apply_killed_at(repo: Path, point: str, k: str) -> None:
+    res = run_genjob_process("apply", k, cwd=repo, env={"GENJOB_FAULT": point})
+    assert res.code == -9, (point, res.code, res.err)
+
+
+def test_kill_between_archive_and_live_ref_deletion_loses_nothing(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = _done_job(repo, key)
+    _apply_killed_at(repo, "archive-written", k)
+    assert f"refs/genjob/jobs/{k}" in refs(repo) and "refs/genjob/archive" in refs(repo)
+    rows = json.loads(run_genjob("status", "--all", "--json", cwd=repo).out)
+    assert [(r["key"], r["state"]) for r in rows] == [(k, "applied")]  # one row, the archive's
+    assert json.loads(run_genjob("show", k, "--json", cwd=repo).out)["state"] == "applied"
+    rec = run_genjob("recover", "--json", cwd=repo)
+    assert json.loads(rec.out)["archived"] == [k]
+    assert f"refs/genjob/jobs/{k}" not in refs(repo)
+    again = run_genjob("apply", k, "--json", cwd=repo)
+    assert again.code == 0 and json.loads(again.out)["already"]
+    assert git(repo, "rev-list", "--count", "HEAD").strip() == "3"
+    git(repo, "fsck", "--strict")
+
+
+def test_reapply_finishes_an_interrupted_archive_move(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = _done_job(repo, key)
+    _apply_killed_at(repo, "archive-written", k)
+    res = run_genjob("apply", k, "--json", cwd=repo)
+    assert res.code == 0 and json.loads(res.out)["already"]
+    assert f"refs/genjob/jobs/{k}" not in refs(repo)
+
+
+# -- 2: a file where the job needs a directory ---------------------------------------------------
+
+
+def test_file_directory_conflict_refuses_before_any_write(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "Create a module", "--create", "src/new/x.py")
+    assert work(repo, key, "mkdir -p src/new && echo 'x = 1' > src/new/x.py", "--once").code == 0
+    (repo / "src/new").write_text("a human's file\n")
+    git(repo, "add", "src/new")
+    git(repo, "commit", "-qm", "human adds a file src/new")
+    before, refs_before = snapshot(repo), refs(repo)
+    res = run_genjob("verify", k, "--json", cwd=repo)
+    check8 = [c for c in json.loads(res.out)["checks"] if c["check"] == 8][0]
+    assert res.code == 1 and "file/directory conflict" in check8["detail"]
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "file/directory conflict" in res.err, res.err
+    assert snapshot(repo) == before and refs(repo) == refs_before
+    assert (repo / "src/new").read_text() == "a human's file\n"
+
+
+def test_untracked_file_in_the_way_refuses_before_any_write(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "Create a module", "--create", "src/new/x.py")
+    assert work(repo, key, "mkdir -p src/new && echo 'x = 1' > src/new/x.py", "--once").code == 0
+    (repo / "src/new").write_text("untracked, not committed\n")
+    before, refs_before = snapshot(repo), refs(repo)
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "src/new is a file in the work tree" in res.err, res.err
+    assert snapshot(repo) == before and refs(repo) == refs_before
+
+
+# -- 3: reconcile leaves index and work tree equal to HEAD for output paths ----------------------
+
+
+@pytest.mark.parametrize("point", ["after-commit", "mid-checkout", "after-worktree", "after-note"])
+def test_reapply_after_a_kill_leaves_no_staged_revert(ready: tuple[Path, Path], point: str) -> None:
+    repo, key = ready
+    k = _done_job(repo, key)
+    _apply_killed_at(repo, point, k)
+    res = run_genjob("apply", k, "--json", cwd=repo)
+    assert res.code == 0 and json.loads(res.out)["already"], res.err
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    git(repo, "commit", "-qam", "next commit", "--allow-empty")
+    assert "timeout=1" in git(repo, "show", "HEAD:src/user.py")  # the next commit keeps the job's work
+    assert git(repo, "notes", "--ref=genjob", "list", "HEAD~1").strip()
+    git(repo, "fsck", "--strict")
+
+
+def test_reconcile_keeps_a_users_edit_made_after_the_crash(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = _done_job(repo, key)
+    _apply_killed_at(repo, "after-commit", k)
+    (repo / "src/user.py").write_text("my edit after the crash\n")
+    res = run_genjob("apply", k, "--json", cwd=repo)
+    assert res.code == 0 and json.loads(res.out)["kept"] == ["src/user.py"]
+    assert (repo / "src/user.py").read_text() == "my edit after the crash\n"
+
+
+# -- 4: filters and sparse checkouts -------------------------------------------------------------
+
+
+def test_apply_checks_out_through_smudge_filters(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    rot13 = "tr 'A-Za-z' 'N-ZA-Mn-za-m'"
+    git(repo, "config", "filter.rot13.clean", rot13)
+    git(repo, "config", "filter.rot13.smudge", rot13)
+    (repo / ".gitattributes").write_text("*.txt filter=rot13\n")
+    (repo / "notes.txt").write_text("Hello\n")
+    git(repo, "add", ".gitattributes", "notes.txt")
+    git(repo, "commit", "-qm", "rot13 notes")
+    k = submit_key(repo, "-m", "Greet", "notes.txt")
+    assert work(repo, key, "echo 'Hello world' > notes.txt", "--once").code == 0
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    committed = git(repo, "cat-file", "-p", "HEAD:notes.txt")
+    assert committed == "Hello world\n"  # the verified blob, as the generator wrote it
+    assert git(repo, "status", "--porcelain") == ""
+    git(repo, "commit", "-qam", "nothing to commit", "--allow-empty")
+    assert git(repo, "cat-file", "-p", "HEAD:notes.txt") == "Hello world\n"  # no bytes nobody wrote
+
+
+def test_apply_in_a_sparse_checkout_outside_the_cone(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "Touch tests", "tests/test_user.py")
+    assert work(repo, key, "echo 'def test_more(): pass' >> tests/test_user.py", "--once").code == 0
+    git(repo, "sparse-checkout", "set", "src", ".genjob")
+    assert not (repo / "tests/test_user.py").exists()
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 0, res.err
+    assert not (repo / "tests/test_user.py").exists()  # still outside the cone
+    assert "test_more" in git(repo, "show", "HEAD:tests/test_user.py")
+    assert git(repo, "status", "--porcelain") == ""
+    assert "S tests/test_user.py" in git(repo, "ls-files", "-t", "tests/test_user.py")
+
+
+# -- 5: stale locks ------------------------------------------------------------------------------
+
+
+def test_a_lock_left_by_a_killed_writer_is_named_and_cleared_by_recover(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = _done_job(repo, key)
+    res = run_genjob_process("apply", k, cwd=repo, env={"GENJOB_FAULT": "ref-locked"})
+    assert res.code == -9
+    lock = repo / ".git/refs/heads/main.lock"
+    assert lock.exists()  # the first ref apply locks is the branch
+    res = run_genjob_process("apply", k, cwd=repo, timeout=30)
+    assert res.code == 4 and str(lock) in res.err and "no longer running" in res.err, res.err
+    assert "git genjob recover" in res.err
+    # recover clears only genjob's own refs' locks; the branch lock is git's domain, named with rm
+    (repo / ".git/refs/heads/main.lock").unlink()
+    assert run_genjob("apply", k, cwd=repo).code == 0
+
+
+def test_a_stale_job_ref_lock_is_cleared_by_recover(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = _queued_job(repo)
+    res = run_genjob_process("work", "--generator", "exec:true", "--signing-key", str(key), "--once",
+                             cwd=repo, env={"GENJOB_FAULT": "ref-locked"})  # fmt: skip
+    assert res.code == -9
+    lock = repo / f".git/refs/genjob/jobs/{k}.lock"
+    assert lock.exists()
+    res = work(repo, key, GOOD, "--once")
+    assert res.code == 4 and "stale lock" in res.out + res.err
+    rec = run_genjob("recover", "--json", cwd=repo)
+    assert json.loads(rec.out)["locks"] == [str(lock)]
+    assert work(repo, key, GOOD, "--once").code == 0
+    assert run_genjob("apply", k, cwd=repo).code == 0
