@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +17,7 @@ from git_genjob.merge import notes_tree
 from git_genjob.queue import read_config
 from git_genjob.receipt import GeneratorInfo
 from git_genjob.records import JobRecord, find_job, parse_trailers
+from git_genjob.scratch import scratch_dir
 from git_genjob.store import NOTES_REF, RefUpdate, Store, lookup
 from git_genjob.verify import Verdict, check_fresh, check_receipt, trust_from_worktree
 from git_genjob.worktree import (
@@ -164,7 +164,7 @@ def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid
     hook = os.path.join(hooks_dir, "pre-apply")
     if not (os.path.isfile(hook) and os.access(hook, os.X_OK)):
         return
-    tmp = tempfile.mkdtemp(prefix="genjob-outputs-")
+    tmp = scratch_dir()
     try:
         for path, oid in outputs.items():
             if oid is None:

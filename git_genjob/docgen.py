@@ -33,7 +33,7 @@ EXAMPLES = {
 K = "3f0c9a…"
 D = "sha256:…"
 JSON_SHAPES = {
-    "init": {"created": [".genjob/allowed_signers"], "config": ["notes.displayRef=refs/notes/genjob"], "hooks": []},
+    "init": {"created": [".genjob/allowed_signers"], "config": ["notes.displayRef=refs/notes/genjo[b]"], "hooks": []},
     "submit": {"key": K, "digest": D, "state": "queued", "created": True, "archived": False, "warnings": []},
     "status": [
         {

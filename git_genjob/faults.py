@@ -14,6 +14,9 @@ docs/reliability.md). Each name marks the moment right after a durable step:
   archive-written       the archive ref holds the job, its live ref is not yet deleted
   replay-recorded       the replay event is committed, its ref not yet moved
   after-push            a remote write was acknowledged, the local ref not yet moved
+
+`NAME@N` fires on the N-th time the process passes NAME (`ref-locked@3`: inside the third ref
+transaction), so a test can kill a command at each of its persistence steps in turn.
 """
 
 from __future__ import annotations
@@ -21,7 +24,16 @@ from __future__ import annotations
 import os
 import signal
 
+_passed: dict[str, int] = {}
+
 
 def crash_point(name: str) -> None:
-    if os.environ.get("GENJOB_FAULT") == name:
+    want = os.environ.get("GENJOB_FAULT")
+    if not want:
+        return
+    point, _, nth = want.partition("@")
+    if point != name:
+        return
+    _passed[name] = _passed.get(name, 0) + 1
+    if _passed[name] == (int(nth) if nth.isdigit() else 1):
         os.kill(os.getpid(), signal.SIGKILL)

@@ -30,11 +30,18 @@ class InitReport:
         return dict(self.__dict__)
 
 
-def _add_multivar(cfg: pygit2.Config, name: str, value: str) -> bool:
+DISPLAY_GLOB = NOTES_REF[:-1] + "[" + NOTES_REF[-1] + "]"  # refs/notes/genjo[b]
+
+
+def _values(cfg: pygit2.Config, name: str) -> list[str]:
     try:
-        existing = list(cfg.get_multivar(name))
+        return [str(v) for v in cfg.get_multivar(name)]
     except (KeyError, pygit2.GitError):
-        existing = []
+        return []
+
+
+def _add_multivar(cfg: pygit2.Config, name: str, value: str) -> bool:
+    existing = _values(cfg, name)
     if value in existing:
         return False
     cfg.set_multivar(name, "^$", value)  # "^$" matches nothing: appends
@@ -58,8 +65,12 @@ def init(store: Store) -> InitReport:
                 fh.write(text)
             report.created.append(f".genjob/{name}")
     cfg = store.repo.config
-    if _add_multivar(cfg, "notes.displayRef", NOTES_REF):
-        report.config.append(f"notes.displayRef={NOTES_REF}")
+    # A glob matching exactly refs/notes/genjob: git warns "notes ref ... is invalid" on every
+    # `git show` while a plain displayRef names a ref that does not exist yet; a glob never does.
+    if NOTES_REF in _values(cfg, "notes.displayRef"):
+        cfg.delete_multivar("notes.displayRef", "^refs/notes/genjob$")
+    if _add_multivar(cfg, "notes.displayRef", DISPLAY_GLOB):
+        report.config.append(f"notes.displayRef={DISPLAY_GLOB}")
     if _add_multivar(cfg, "notes.rewriteRef", NOTES_REF):
         report.config.append(f"notes.rewriteRef={NOTES_REF}")
     try:

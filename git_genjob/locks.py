@@ -11,13 +11,12 @@ UNKNOWN_STALE_S, since git holds a ref lock for milliseconds.
 
 from __future__ import annotations
 
-import atexit
 import os
 import time
 from dataclasses import dataclass
 
 UNKNOWN_STALE_S = 600.0
-_registered: set[str] = set()
+_made: set[str] = set()
 
 
 def _boot_id() -> str:
@@ -56,14 +55,18 @@ def announce(common: str, refs: list[str]) -> None:
     """Record this process as the writer about to lock `refs` (no fsync: only a crash reads it)."""
     folder = _writers_dir(common)
     path = os.path.join(folder, str(os.getpid()))
-    if path not in _registered:
+    if folder not in _made:
         os.makedirs(folder, exist_ok=True)
-        _registered.add(path)
-        atexit.register(_forget, path)
+        _made.add(folder)
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(f"{os.getpid()} {_boot_id()} {_start_time(os.getpid())}\n" + "".join(f"{r}\n" for r in refs))
     os.replace(tmp, path)
+
+
+def release(common: str) -> None:
+    """This process holds no ref locks any more: drop its record."""
+    _forget(os.path.join(_writers_dir(common), str(os.getpid())))
 
 
 def _forget(path: str) -> None:
@@ -121,22 +124,27 @@ def lock_state(common: str, ref: str, records: list[tuple[int, bool, set[str]]] 
 
 
 def clear_stale(common: str) -> list[str]:
-    """Remove genjob's stale ref locks (refs/genjob/**, refs/notes/genjob); returns their paths."""
+    """Remove stale ref locks; returns their paths.
+
+    Cleared: any lock a dead git-genjob writer recorded (its pending write never happened, as
+    if it had died a moment earlier), and a lock under refs/genjob/ or on refs/notes/genjob that
+    no record names once it is older than UNKNOWN_STALE_S.
+    """
     records = _records(common)
-    cleared = []
-    candidates = [os.path.join(common, "refs", "notes", "genjob.lock")]
+    refs = {"refs/notes/genjob"} | {r for _pid, alive, names in records if not alive for r in names}
     for dirpath, _dirs, files in os.walk(os.path.join(common, "refs", "genjob")):
-        candidates += [os.path.join(dirpath, f) for f in files if f.endswith(".lock")]
-    for path in candidates:
-        ref = os.path.relpath(path, common)[: -len(".lock")].replace(os.sep, "/")
+        rel = os.path.relpath(dirpath, common).replace(os.sep, "/")
+        refs |= {f"{rel}/{f[: -len('.lock')]}" for f in files if f.endswith(".lock")}
+    cleared = []
+    for ref in sorted(refs):
         state = lock_state(common, ref, records)
         if state is not None and state.stale:
             try:
-                os.unlink(path)
-                cleared.append(path)
+                os.unlink(state.path)
+                cleared.append(state.path)
             except FileNotFoundError:
                 pass
-    for pid, alive, _refs in records:
+    for pid, alive, _names in records:
         if not alive:
             _forget(os.path.join(_writers_dir(common), str(pid)))
     return cleared

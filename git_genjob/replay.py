@@ -15,6 +15,7 @@ import pygit2
 from git_genjob.canonical import canonical_bytes, parse_strict, sha256_hex, utc_now
 from git_genjob.config import Config
 from git_genjob.errors import BadInput, Conflict, Refused, Unavailable
+from git_genjob.faults import crash_point
 from git_genjob.secretscan import find_secret
 from git_genjob.store import REPLAYS_REF, RefUpdate, Store
 
@@ -221,6 +222,7 @@ class Cache:
             tree = self.store.get_commit(tip).tree if tip is not None else None
             new_tree = self._with(tree, fp, additions)
             commit = self.store.commit(new_tree, [tip] if tip else [], f"genjob replay: {event['type']} {fp}\n")
+            crash_point("replay-recorded")
             try:
                 self.store.update_refs([RefUpdate(REPLAYS_REF, tip, commit)], message="genjob: replay")
                 return

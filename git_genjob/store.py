@@ -224,6 +224,12 @@ class Store:
         """
         updates = list(updates)
         locks.announce(self.common_dir, [u.name for u in updates])
+        try:
+            self._locked_update(updates, message)
+        finally:
+            locks.release(self.common_dir)
+
+    def _locked_update(self, updates: list[RefUpdate], message: str) -> None:
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
             self._check_expected(updates)  # cheap pre-check: a stale writer loses without locking

@@ -6,7 +6,6 @@ import fnmatch
 import os
 import shutil
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -16,12 +15,14 @@ from typing import Any
 from git_genjob.canonical import digest, utc_now
 from git_genjob.config import Config
 from git_genjob.errors import Conflict, GenjobError
+from git_genjob.faults import crash_point
 from git_genjob.generators import GenContext, Generator, GeneratorUnavailable, GenResult
 from git_genjob.keys import SigningKey
 from git_genjob.lifecycle import Lease, Publisher, claim, end_attempt, record_sending, renew, store_receipt
 from git_genjob.queue import live_jobs, read_config
 from git_genjob.receipt import build_statement, sign_statement
 from git_genjob.records import JobRecord, bundle_inputs
+from git_genjob.scratch import clean_stale_scratch, scratch_dir
 from git_genjob.secretscan import find_secret, redact
 from git_genjob.store import StaleLock, Store
 
@@ -73,6 +74,7 @@ class WorkerOptions:
 
 def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None) -> WorkReport:
     """Claim queued jobs oldest first until none is claimable (or max_jobs / forever with wait)."""
+    clean_stale_scratch()
     pub = Publisher(store, opts.remote)
     report = WorkReport()
     done = 0
@@ -152,12 +154,14 @@ class _Renewer(threading.Thread):
 def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Progress) -> JobOutcome:
     store, record = pub.store, lease.record
     key = record.key
+    crash_point("after-claim")
     try:
         record_sending(pub, lease)
     except Conflict as exc:
         return JobOutcome(key, "fenced", exc.message, lease.n)
+    crash_point("after-sending")
     cfg = read_config(store)
-    tmp = tempfile.mkdtemp(prefix="genjob-")
+    tmp = scratch_dir()
     try:
         scratch, ctx = _prepare(store, record, tmp, opts)
         lock, stop = threading.Lock(), ctx.stop
@@ -171,6 +175,7 @@ def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pro
         finally:
             renewer.finished.set()
             renewer.join()
+        crash_point("after-generate")
         if renewer.fenced is not None:
             progress(f"fenced  {key}: {renewer.fenced}")
             return JobOutcome(key, "fenced", renewer.fenced, lease.n)
@@ -390,7 +395,7 @@ def receipt_out_of_band(
     opts = WorkerOptions(OutOfBand(), signing_key, worker_id, lease_s=600)
     bundle_inputs(store, record)  # a damaged job is refused before the claim
     lease = claim(pub, record, worker_id, opts.lease_s)
-    tmp = tempfile.mkdtemp(prefix="genjob-")
+    tmp = scratch_dir()
     try:
         scratch, ctx = _prepare(store, lease.record, tmp, opts)
         if outputs_dir is not None:

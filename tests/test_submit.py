@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -207,10 +208,18 @@ def test_bundle_is_byte_identical_and_exact(repo: Path, tmp_path: Path) -> None:
 def test_init_is_idempotent_and_configures_notes(repo: Path) -> None:
     res = run_genjob("init", cwd=repo)
     assert res.code == 0 and "created .genjob/allowed_signers" in res.out
-    assert git(repo, "config", "notes.displayRef").strip() == "refs/notes/genjob"
+    assert git(repo, "config", "notes.displayRef").strip() == "refs/notes/genjo[b]"
     assert git(repo, "config", "notes.genjob.mergeStrategy").strip() == "cat_sort_uniq"
     assert run_genjob("init", cwd=repo).out.startswith("already initialized")
-    assert git(repo, "config", "--get-all", "notes.displayRef").count("refs/notes/genjob") == 1
+    assert git(repo, "config", "--get-all", "notes.displayRef").count("refs/notes/genjo") == 1
+    proc = subprocess.run(["git", "show", "-s"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == ""  # no "notes ref refs/notes/genjob is invalid"
+
+
+def test_init_replaces_the_plain_display_ref_of_older_versions(repo: Path) -> None:
+    git(repo, "config", "notes.displayRef", "refs/notes/genjob")
+    assert run_genjob("init", cwd=repo).code == 0
+    assert git(repo, "config", "--get-all", "notes.displayRef").strip() == "refs/notes/genjo[b]"
 
 
 @pytest.mark.slow
