@@ -446,6 +446,9 @@ def trust_revoke(name: str, as_json: bool) -> None:
 @click.option("--timeout", "timeout", default="30m", show_default=True, help="Generator time limit.")
 @click.option("--worker-id", help="Worker name in attempts and receipts (git config genjob.workerId).")
 @click.option("--pass-env", multiple=True, help="Pass this environment variable to an exec generator.")
+@click.option(
+    "--allow-secrets", is_flag=True, help="Sign outputs that look like credentials (this worker's decision alone)."
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 @json_option
 def work(
@@ -459,6 +462,7 @@ def work(
     timeout: str,
     worker_id: str | None,
     pass_env: tuple[str, ...],
+    allow_secrets: bool,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -489,6 +493,7 @@ def work(
         timeout_s=timeout_s,
         pass_env=pass_env,
         remote=remote,
+        allow_secrets=allow_secrets,
     )
     report = do_work(store, opts, _progress(quiet))
 

@@ -599,3 +599,11 @@ def test_a_stale_job_ref_lock_is_cleared_by_recover(ready: tuple[Path, Path]) ->
     assert json.loads(rec.out)["locks"] == [str(lock)]
     assert work(repo, key, GOOD, "--once").code == 0
     assert run_genjob("apply", k, cwd=repo).code == 0
+
+
+def test_only_the_worker_decides_to_let_secrets_through(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = _queued_job(repo)
+    res = work(repo, key, f"echo 'T = \"{GHP}\"' > src/user.py", "--once", "--allow-secrets")
+    assert json.loads(res.out)["jobs"][0]["result"] == "ok"
+    assert GHP in git(repo, "show", f"refs/genjob/jobs/{k}:outputs/src/user.py")
