@@ -135,8 +135,7 @@ def test_apply_killed(ready: tuple[Path, Path, str], fault: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fault", ["ref-locked", "after-claim"])
-def test_recover_and_retry_killed(ready: tuple[Path, Path, str], fault: str) -> None:
+def test_recover_and_retry_killed(ready: tuple[Path, Path, str]) -> None:
     repo, key, k = ready
     assert _work(repo, key, "after-sending").code == -9
     time.sleep(1.1)
