@@ -18,7 +18,7 @@ from git_genjob.queue import read_config
 from git_genjob.receipt import GeneratorInfo
 from git_genjob.records import JobRecord, find_job, parse_trailers
 from git_genjob.scratch import scratch_dir
-from git_genjob.store import NOTES_REF, RefUpdate, Store, lookup
+from git_genjob.store import ARCHIVE_REF, NOTES_REF, RefUpdate, StaleLock, Store, lookup
 from git_genjob.verify import Verdict, check_fresh, check_receipt, trust_from_worktree
 from git_genjob.worktree import (
     blocked_paths,
@@ -132,6 +132,8 @@ def write_note(store: Store, commit: pygit2.Oid, text: bytes) -> None:
         try:
             store.update_refs([RefUpdate(NOTES_REF, tip, new)], message="genjob: note")
             return
+        except StaleLock:
+            raise
         except Conflict:
             continue
     raise Conflict("refs/notes/genjob kept moving", "try again")
@@ -248,7 +250,14 @@ def apply(store: Store, key: str, branch: str | None = None) -> Applied:
     sig = _person(store)
     message = commit_message(record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate.generator))
     commit = store.repo.create_commit(None, sig, sig, message, new_tree, [head] if head else [])
-    store.update_refs([RefUpdate(ref_name, head, commit)], message=f"genjob: apply {key}")
+    try:
+        store.update_refs([RefUpdate(ref_name, head, commit)], message=f"genjob: apply {key}")
+    except Conflict:
+        # Another apply of this same job may have won the branch: that is success, not a race lost.
+        moved = store.ref_target(ref_name)
+        if moved is None or find_applied(store, moved, verdict.envelope.digest, key) is None:
+            raise
+        return apply(store, key, branch)
     crash_point("after-commit")
     # 6. index and work tree for the output paths only, checked out as git would (filters, eol)
     if checked_out:
@@ -293,18 +302,25 @@ def _reconcile_worktree(store: Store, landed: pygit2.Oid, outputs: dict[str, pyg
 def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oid, ref_name: str) -> None:
     write_note(store, commit, note_text(record, verdict))
     crash_point("after-note")
-    live = find_job(store, record.key)
-    if not live.archived:
-        archive(
-            Publisher(store),
-            live,
-            {
-                "state": "applied",
-                "commit": str(commit),
-                "branch": ref_name,
-                "receipt": verdict.envelope.digest if verdict.envelope else None,
-            },
-        )
+    final = {
+        "state": "applied",
+        "commit": str(commit),
+        "branch": ref_name,
+        "receipt": verdict.envelope.digest if verdict.envelope else None,
+    }
+    for _ in range(50):
+        live = find_job(store, record.key)
+        if live.archived:
+            store.finish_archive_move(record.key)
+            return
+        try:
+            archive(Publisher(store), live, final)
+            return
+        except StaleLock:
+            raise
+        except Conflict:
+            continue  # the archive moved (another job's apply, or this one's twin): read it again
+    raise Conflict(f"{ARCHIVE_REF} kept moving", f"run git genjob apply {record.key} again to finish")
 
 
 def _outputs(store: Store, record: JobRecord, verdict: Verdict) -> dict[str, pygit2.Oid | None]:

@@ -607,3 +607,30 @@ def test_only_the_worker_decides_to_let_secrets_through(ready: tuple[Path, Path]
     res = work(repo, key, f"echo 'T = \"{GHP}\"' > src/user.py", "--once", "--allow-secrets")
     assert json.loads(res.out)["jobs"][0]["result"] == "ok"
     assert GHP in git(repo, "show", f"refs/genjob/jobs/{k}:outputs/src/user.py")
+
+
+def test_concurrent_applies_of_one_job_both_succeed_once(ready: tuple[Path, Path]) -> None:
+    """No "no job" during the archive window, no lost race reported for the job's own apply."""
+    import sys
+
+    repo, key = ready
+    for n in range(3):
+        k = submit_key(repo, "-m", f"Create module {n}", "--create", f"src/m{n}.py")
+        assert work(repo, key, f"mkdir -p src && echo 'x = {n}' > src/m{n}.py", "--once").code == 0
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "git_genjob", "apply", k, "--json"],
+                cwd=repo,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+            for _ in range(3)
+        ]
+        results = [(p.wait(timeout=60), p.communicate()) for p in procs]
+        assert [code for code, _ in results] == [0, 0, 0], results
+        commits = {json.loads(out)["commit"] for _, (out, _err) in results}
+        assert len(commits) == 1
+        landed = git(repo, "log", "--format=%(trailers:key=Genjob-Key,valueonly)").split()
+        assert landed.count(k) == 1
+    git(repo, "fsck", "--strict")
