@@ -783,6 +783,8 @@ def apply_cmd(key: str, branch: str | None, as_json: bool) -> None:
             click.echo(f"already applied: {key} as {result.commit[:12]} on {result.branch}")
         else:
             click.echo(f"applied {key} as {result.commit[:12]} on {result.branch}")
+        for path in result.kept:
+            click.echo(f"warning: kept your local changes at {path} (the commit holds the job's output)", err=True)
 
     emit(result.to_json(), as_json, human)
 

@@ -35,15 +35,21 @@ def _start_time(pid: int) -> str:
         return "-"
 
 
-def _alive(pid: int, boot: str, start: str) -> bool:
-    if boot != _boot_id():
-        return False
+def running(pid: int) -> bool:
+    """Whether a process with this pid exists (on this machine, now)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    return True
+
+
+def _alive(pid: int, boot: str, start: str) -> bool:
+    """Whether the process a record names is still that process: same boot, same start time."""
+    if boot != _boot_id() or not running(pid):
+        return False
     return start == "-" or _start_time(pid) in ("-", start)
 
 

@@ -6,6 +6,8 @@ import os
 import shutil
 import tempfile
 
+from git_genjob.locks import running
+
 SCRATCH_PREFIX = "genjob-scratch-"
 
 
@@ -22,20 +24,10 @@ def clean_stale_scratch() -> list[str]:
         if not name.startswith(SCRATCH_PREFIX):
             continue
         pid = name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _running(int(pid)):
+        if not pid.isdigit() or int(pid) == os.getpid() or running(int(pid)):
             continue
         path = os.path.join(root, name)
         if os.path.isdir(path) and not os.path.islink(path) and os.stat(path).st_uid == os.getuid():
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
