@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,6 +207,42 @@ def _hooks_dir(store: Store) -> str:
 
 
 def apply(store: Store, key: str, branch: str | None = None) -> Applied:
+    """Verify, run the pre-apply hook, commit the outputs: one apply at a time per repository.
+
+    Applies wait for each other on an flock (released by the kernel if the holder dies, so it
+    can never go stale): a second apply of the same job then finds it applied, and two jobs'
+    checkouts never contend for git's index lock.
+    """
+    with _apply_lock(store):
+        return _apply(store, key, branch)
+
+
+@contextlib.contextmanager
+def _apply_lock(store: Store, timeout: float = 300.0) -> Iterator[None]:
+    import fcntl
+    import time
+
+    path = os.path.join(store.common_dir, "genjob", "apply.lock")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise Conflict(
+                        f"another apply has held {path} for {timeout:g}s", "wait for it, then retry"
+                    ) from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     record = find_job(store, key)
     if record.archived:
         store.finish_archive_move(key)
@@ -257,7 +295,7 @@ def apply(store: Store, key: str, branch: str | None = None) -> Applied:
         moved = store.ref_target(ref_name)
         if moved is None or find_applied(store, moved, verdict.envelope.digest, key) is None:
             raise
-        return apply(store, key, branch)
+        return _apply(store, key, branch)
     crash_point("after-commit")
     # 6. index and work tree for the output paths only, checked out as git would (filters, eol)
     if checked_out:

@@ -198,6 +198,8 @@ def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> 
     os.makedirs(scratch)
     os.makedirs(meta)
     inputs = bundle_inputs(store, record)
+    for path in record.job.allowed_paths:  # a path the job may create gets its directory, as in the repo
+        os.makedirs(os.path.dirname(os.path.join(scratch, path)), exist_ok=True)
     for path, data in inputs.items():
         target = os.path.join(scratch, path)
         os.makedirs(os.path.dirname(target), exist_ok=True)

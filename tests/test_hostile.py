@@ -479,7 +479,7 @@ def test_reapply_finishes_an_interrupted_archive_move(ready: tuple[Path, Path]) 
 def test_file_directory_conflict_refuses_before_any_write(ready: tuple[Path, Path]) -> None:
     repo, key = ready
     k = submit_key(repo, "-m", "Create a module", "--create", "src/new/x.py")
-    assert work(repo, key, "mkdir -p src/new && echo 'x = 1' > src/new/x.py", "--once").code == 0
+    assert work(repo, key, "echo 'x = 1' > src/new/x.py", "--once").code == 0
     (repo / "src/new").write_text("a human's file\n")
     git(repo, "add", "src/new")
     git(repo, "commit", "-qm", "human adds a file src/new")
@@ -496,7 +496,7 @@ def test_file_directory_conflict_refuses_before_any_write(ready: tuple[Path, Pat
 def test_untracked_file_in_the_way_refuses_before_any_write(ready: tuple[Path, Path]) -> None:
     repo, key = ready
     k = submit_key(repo, "-m", "Create a module", "--create", "src/new/x.py")
-    assert work(repo, key, "mkdir -p src/new && echo 'x = 1' > src/new/x.py", "--once").code == 0
+    assert work(repo, key, "echo 'x = 1' > src/new/x.py", "--once").code == 0
     (repo / "src/new").write_text("untracked, not committed\n")
     before, refs_before = snapshot(repo), refs(repo)
     res = run_genjob("apply", k, cwd=repo)
@@ -616,7 +616,7 @@ def test_concurrent_applies_of_one_job_both_succeed_once(ready: tuple[Path, Path
     repo, key = ready
     for n in range(3):
         k = submit_key(repo, "-m", f"Create module {n}", "--create", f"src/m{n}.py")
-        assert work(repo, key, f"mkdir -p src && echo 'x = {n}' > src/m{n}.py", "--once").code == 0
+        assert work(repo, key, f"echo 'x = {n}' > src/m{n}.py", "--once").code == 0  # src/ is there
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "git_genjob", "apply", k, "--json"],
