@@ -222,7 +222,7 @@ def _apply_lock(store: Store, timeout: float = 300.0) -> Iterator[None]:
     import fcntl
     import time
 
-    path = os.path.join(store.common_dir, "genjob", "apply.lock")
+    path = os.path.join(store.common_dir, "genjob", "apply.flock")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
