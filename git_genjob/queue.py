@@ -364,7 +364,7 @@ def show(store: Store, key: str) -> dict[str, Any]:
     doc["outputs"] = sorted(record.output_oids())
     doc["receipt"] = parse_strict(record.receipt_bytes, "receipt.json") if record.receipt_bytes else None
     # An archived job's chain is still in the object store: the archive commit's second parent.
-    tip = record.tip if record.tip is not None else chain_tip(record)
+    tip = chain_tip(record)
     doc["events"] = [
         {"commit": str(e.commit), "event": e.event, "state": e.state, "epoch": e.epoch, "time": e.time}
         for e in (events(store, tip) if tip is not None else [])

@@ -72,9 +72,6 @@ class JobRecord:
     def digest(self) -> str:
         return self.job.digest
 
-    def input_oids(self) -> dict[str, pygit2.Oid]:
-        return {p[len("inputs/") :]: o for p, o in self.files.items() if p.startswith("inputs/")}
-
     def output_oids(self) -> dict[str, pygit2.Oid]:
         return {p[len("outputs/") :]: o for p, o in self.files.items() if p.startswith("outputs/")}
 

@@ -362,11 +362,10 @@ class Store:
 
     def archived_chain_holds(self, entry: pygit2.Tree, tip: pygit2.Oid) -> bool:
         """Whether the archived job tree names `tip` in its chain (then the live ref is a leftover)."""
-        import json
+        from git_genjob.documents import parse_meta
 
         meta = self.file_at(entry, "meta.json")
         try:
-            chain = json.loads(meta or b"{}").get("chain", [])
-            return any(isinstance(c, dict) and c.get("commit") == str(tip) for c in chain)
-        except (ValueError, AttributeError):
+            return meta is not None and any(c.commit == str(tip) for c in parse_meta(meta).chain)
+        except BadInput:
             return False
