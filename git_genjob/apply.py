@@ -15,12 +15,12 @@ import pygit2
 from git_genjob.errors import BadInput, Conflict, Refused
 from git_genjob.faults import crash_point
 from git_genjob.lifecycle import Publisher, archive
-from git_genjob.merge import notes_tree
+from git_genjob.notes import write_note
 from git_genjob.queue import read_config
 from git_genjob.receipt import GeneratorInfo
 from git_genjob.records import JobRecord, find_job, parse_trailers
 from git_genjob.scratch import scratch_dir
-from git_genjob.store import ARCHIVE_REF, NOTES_REF, RefUpdate, StaleLock, Store, lookup
+from git_genjob.store import ARCHIVE_REF, RefUpdate, StaleLock, Store, lookup
 from git_genjob.verify import Verdict, check_fresh, check_receipt, trust_from_worktree
 from git_genjob.worktree import (
     blocked_paths,
@@ -114,45 +114,12 @@ def note_text(record: JobRecord, verdict: Verdict) -> bytes:
     return (summary + "\n" + line + "\n").encode("utf-8")
 
 
-def write_note(store: Store, commit: pygit2.Oid, text: bytes) -> None:
-    """Add or extend the note on `commit`: fanned-out tree written here, ref moved by CAS."""
-    from git_genjob.merge import _flat_notes, cat_sort_uniq
-
-    for _ in range(50):
-        tip = store.ref_target(NOTES_REF)
-        notes = _flat_notes(store, store.get_commit(tip).tree) if tip is not None else {}
-        existing = notes.get(str(commit))
-        if existing is not None:
-            old = store.read(existing)
-            if text in old or all(line in old.splitlines() for line in text.splitlines()):
-                return
-            text_now = cat_sort_uniq(old, text)
-        else:
-            text_now = text
-        notes[str(commit)] = store.blob(text_now)
-        new = store.commit(notes_tree(store, notes), [tip] if tip else [], "genjob: note\n")
-        try:
-            store.update_refs([RefUpdate(NOTES_REF, tip, new)], message="genjob: note")
-            return
-        except StaleLock:
-            raise
-        except Conflict:
-            continue
-    raise Conflict("refs/notes/genjob kept moving", "try again")
-
-
-def read_note(store: Store, commit: pygit2.Oid | str) -> bytes | None:
-    from git_genjob.merge import _flat_notes
-
-    tip = store.ref_target(NOTES_REF)
-    if tip is None:
-        return None
-    oid = _flat_notes(store, store.get_commit(tip).tree).get(str(commit))
-    return store.read(oid) if oid is not None else None
-
-
 def find_applied(store: Store, head: pygit2.Oid, receipt_digest: str, key: str, limit: int = 5000) -> pygit2.Oid | None:
-    """A commit on the branch whose trailers name this receipt (crash reconcile)."""
+    """A commit on the branch whose trailers name this receipt: a bounded history walk.
+
+    Only the rare path reads history: an intent whose commit is no longer reachable (the branch
+    was rewritten after a crash). The normal path is `landed`.
+    """
     walker = store.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL)
     for n, commit in enumerate(walker):
         if n >= limit:
@@ -161,6 +128,67 @@ def find_applied(store: Store, head: pygit2.Oid, receipt_digest: str, key: str, 
         if t.get("Genjob-Receipt") == receipt_digest and t.get("Genjob-Key") == key:
             return commit.id
     return None
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What an apply is about to land, written durably before the branch moves."""
+
+    commit: str
+    receipt: str
+    branch: str
+
+
+def _intent_path(store: Store, key: str) -> str:
+    return os.path.join(store.common_dir, "genjob", "applying", key)
+
+
+def write_intent(store: Store, key: str, intent: Intent) -> None:
+    path = _intent_path(store, key)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(f"{intent.commit} {intent.receipt} {intent.branch}\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_intent(store: Store, key: str) -> Intent | None:
+    try:
+        with open(_intent_path(store, key), encoding="utf-8") as fh:
+            parts = fh.read().split()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    return Intent(*parts) if len(parts) == 3 else None
+
+
+def clear_intent(store: Store, key: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_intent_path(store, key))
+
+
+def landed(store: Store, head: pygit2.Oid | None, key: str, receipt_digest: str) -> pygit2.Oid | None:
+    """The commit an interrupted apply of this receipt already put on the branch, or None.
+
+    Without an intent no apply of this job got as far as moving a branch, so nothing is read;
+    with one, its commit is looked up (normally it is the branch tip or close to it).
+    """
+    intent = read_intent(store, key)
+    if head is None or intent is None or intent.receipt != receipt_digest:
+        return None
+    try:
+        commit = pygit2.Oid(hex=intent.commit)
+        if commit == head or store.repo.descendant_of(head, commit):
+            return commit
+    except (ValueError, KeyError, pygit2.GitError):
+        pass
+    return find_applied(store, head, receipt_digest, key)
 
 
 def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid | None]) -> None:
@@ -246,6 +274,7 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     record = find_job(store, key)
     if record.archived:
         store.finish_archive_move(key)
+        clear_intent(store, key)
         final = record.meta.final
         if final is not None and final.state == "applied":
             return Applied(key, str(final.commit), str(final.branch), already=True)
@@ -261,11 +290,11 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
             f"receipt of job {key} does not verify", "see: git genjob verify " + key, details=verdict.failures()
         )
     assert verdict.envelope is not None
-    landed = find_applied(store, head, verdict.envelope.digest, key) if head is not None else None
-    if landed is not None:  # a crash after the commit: reconcile, never commit again
-        kept = _reconcile_worktree(store, landed, _outputs(store, record, verdict)) if checked_out else []
-        _finish(store, record, verdict, landed, ref_name)
-        return Applied(key, str(landed), ref_name, already=True, reconciled=True, kept=kept)
+    done = landed(store, head, key, verdict.envelope.digest)
+    if done is not None:  # a crash after the commit: reconcile, never commit again
+        kept = _reconcile_worktree(store, done, _outputs(store, record, verdict)) if checked_out else []
+        _finish(store, record, verdict, done, ref_name)
+        return Applied(key, str(done), ref_name, already=True, reconciled=True, kept=kept)
     # 2. stale check against the target branch (check 8)
     tree = store.get_commit(head).tree if head is not None else None
     stale = check_fresh(store, record, tree)
@@ -288,12 +317,14 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     sig = _person(store)
     message = commit_message(record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate.generator))
     commit = store.repo.create_commit(None, sig, sig, message, new_tree, [head] if head else [])
+    write_intent(store, key, Intent(str(commit), verdict.envelope.digest, ref_name))
     try:
         store.update_refs([RefUpdate(ref_name, head, commit)], message=f"genjob: apply {key}")
     except Conflict:
         # Another apply of this same job may have won the branch: that is success, not a race lost.
         moved = store.ref_target(ref_name)
-        if moved is None or find_applied(store, moved, verdict.envelope.digest, key) is None:
+        if landed(store, moved, key, verdict.envelope.digest) is None:
+            clear_intent(store, key)  # our commit never landed
             raise
         return _apply(store, key, branch)
     crash_point("after-commit")
@@ -350,9 +381,11 @@ def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oi
         live = find_job(store, record.key)
         if live.archived:
             store.finish_archive_move(record.key)
+            clear_intent(store, record.key)
             return
         try:
             archive(Publisher(store), live, final)
+            clear_intent(store, record.key)
             return
         except StaleLock:
             raise

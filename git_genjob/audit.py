@@ -8,9 +8,10 @@ from typing import Any
 
 import pygit2
 
-from git_genjob.apply import TRAILERS, read_note
+from git_genjob.apply import TRAILERS
 from git_genjob.canonical import digest
 from git_genjob.errors import BadInput, GenjobError
+from git_genjob.notes import read_note
 from git_genjob.receipt import Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.records import load_archived, load_live, parse_trailers
 from git_genjob.store import Store

@@ -203,7 +203,7 @@ class _RemoteNotes:
     def _load(self) -> set[str]:
         import subprocess
 
-        from git_genjob.merge import _flat_notes
+        from git_genjob.notes import all_notes
         from git_genjob.remote import clean_env
         from git_genjob.store import NOTES_REF
 
@@ -213,14 +213,14 @@ class _RemoteNotes:
         oid = proc.stdout.split()[0] if proc.returncode == 0 and proc.stdout.strip() else None
         if oid is None or oid not in self.store.repo:
             return set()
-        return set(_flat_notes(self.store, self.store.get_commit(oid).tree))
+        return set(all_notes(self.store, self.store.get_commit(oid).tree))
 
 
 def _check_pushed(
     store: Store, remote: str, local_sha: str, remote_sha: str, pushing_notes: bool, notes: _RemoteNotes
 ) -> list[str]:
-    from git_genjob.apply import read_note
     from git_genjob.audit import audit_commit, genjob_trailers
+    from git_genjob.notes import read_note
     from git_genjob.verify import TrustStore, trust_from_tree
 
     problems: list[str] = []

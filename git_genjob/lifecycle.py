@@ -69,6 +69,8 @@ def _advance(
 ) -> JobRecord:
     """Write one event on top of record.tip and move the ref by compare-and-swap."""
     store = pub.store
+    if pub.remote is None:  # a stale read loses before writing any object
+        store.check_expected([RefUpdate(job_ref(record.key), record.tip, None)])
     files = files if files is not None else _files(record)
     state = "done" if "receipt.json" in files else attempts["state"]
     commit = write_event(store, record, event, files, attempts, state, extra)

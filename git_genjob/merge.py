@@ -1,4 +1,4 @@
-"""Merging the shared ledgers: union trees (archive, replays) and cat_sort_uniq notes."""
+"""Merging the shared ledgers kept as union trees: the archive and the replay cache (notes: notes.py)."""
 
 from __future__ import annotations
 
@@ -29,28 +29,3 @@ def merge_union(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> pygit2.O
     a, b = store.get_commit(local), store.get_commit(remote)
     tree = _union_tree(store, a.tree, b.tree)
     return store.commit(tree, [local, remote], "genjob: merge\n")
-
-
-def _flat_notes(store: Store, tree: pygit2.Tree) -> dict[str, pygit2.Oid]:
-    return {path.replace("/", ""): oid for path, oid in store.tree_files(tree).items()}
-
-
-def notes_tree(store: Store, notes: dict[str, pygit2.Oid]) -> pygit2.Oid:
-    """A notes tree with git's 2/38 fan-out."""
-    return store.build_tree({f"{obj[:2]}/{obj[2:]}": oid for obj, oid in notes.items()})
-
-
-def cat_sort_uniq(a: bytes, b: bytes) -> bytes:
-    lines = sorted(set(a.splitlines()) | set(b.splitlines()))
-    return b"\n".join(line for line in lines if line) + b"\n"
-
-
-def merge_notes(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> pygit2.Oid:
-    mine = _flat_notes(store, store.get_commit(local).tree)
-    theirs = _flat_notes(store, store.get_commit(remote).tree)
-    for obj, oid in theirs.items():
-        if obj not in mine:
-            mine[obj] = oid
-        elif mine[obj] != oid:
-            mine[obj] = store.blob(cat_sort_uniq(store.read(mine[obj]), store.read(oid)))
-    return store.commit(notes_tree(store, mine), [local, remote], "genjob: merge notes\n")

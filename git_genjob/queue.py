@@ -203,7 +203,8 @@ def submit(
     }
     files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
     files.update({f"inputs/{p}": o for p, o in oids.items()})
-    commit = store.commit(store.build_tree(files), [], event_message("submitted", job.key, "queued", 0))
+    created = {"Genjob-Created": str(meta["created_at"])}
+    commit = store.commit(store.build_tree(files), [], event_message("submitted", job.key, "queued", 0, created))
     try:
         store.update_refs([RefUpdate(job_ref(job.key), None, commit)], message=f"genjob: submit {job.key}")
     except Conflict:
@@ -276,6 +277,64 @@ def allowed_paths_of(store: Store, key: str) -> list[str]:
     return cache[key]
 
 
+@dataclass(frozen=True)
+class Head:
+    """What a live job's tip commit says about it: enough to order and filter the queue.
+
+    Read from the tip's trailers (a hint: the job's documents stay authoritative and are read
+    before anything acts on it) and memoized by commit id, which never changes meaning.
+    """
+
+    key: str
+    tip: pygit2.Oid
+    state: str | None
+    created: str
+
+
+def heads(store: Store, states: tuple[str, ...] | None = None) -> list[Head]:
+    """The live jobs (only those whose tip is in `states`, when given), oldest first.
+
+    One ref read per live job and, for a tip not seen before, one commit read: no tree or
+    document is read here, so a worker's pick costs about what `git for-each-ref` does.
+    """
+    memo: dict[pygit2.Oid, tuple[str | None, str]] = store.__dict__.setdefault("_head_memo", {})
+    out = []
+    for key in store.live_keys():
+        tip = store.ref_target(job_ref(key))
+        if tip is None:
+            continue
+        info = memo.get(tip)
+        if info is None:
+            info = memo[tip] = _head_info(store, tip)
+        if states is None or info[0] in states:
+            out.append(Head(key, tip, info[0], info[1]))
+    out.sort(key=lambda h: (h.created, h.key))
+    return out
+
+
+def _head_info(store: Store, tip: pygit2.Oid) -> tuple[str | None, str]:
+    try:
+        commit = store.get_commit(tip)
+    except (GenjobError, ValueError):
+        return None, ""  # not a commit: load_live names the damage when the job is read
+    t = parse_trailers(commit.message)
+    created = t.get("Genjob-Created")
+    if created is None:  # chains written before the trailer existed: meta.json says it
+        from git_genjob.documents import parse_meta
+
+        try:
+            data = store.file_at(commit.tree, "meta.json")
+            created = parse_meta(data).created_at if data is not None else ""
+        except GenjobError:
+            created = ""
+    return t.get("Genjob-State"), created
+
+
+def archived_leftover(store: Store, key: str) -> bool:
+    """Whether the archive already holds `key` (its live ref is the leftover of an interrupted move)."""
+    return store.archive_entry(key) is not None
+
+
 def live_jobs(
     store: Store, damaged: dict[str, str] | None = None, states: tuple[str, ...] | None = None
 ) -> list[JobRecord]:
@@ -289,12 +348,11 @@ def live_jobs(
     out = []
     archive_tip = store.ref_target(ARCHIVE_REF)
     archive = store.get_commit(archive_tip).tree if archive_tip is not None else None
-    for key in store.live_keys():
+    for head in heads(store, states):
+        key = head.key
         if archive is not None and lookup(archive, f"{shard(key)}/{key}") is not None:
             continue  # archived; the live ref is the leftover of an interrupted move (recover deletes it)
         try:
-            if states is not None and _tip_state(store, key) not in states:
-                continue
             record = load_live(store, key)
         except GenjobError as exc:
             if damaged is not None:
@@ -304,11 +362,6 @@ def live_jobs(
             out.append(record)
     out.sort(key=lambda r: (r.meta.created_at, r.key))
     return out
-
-
-def _tip_state(store: Store, key: str) -> str | None:
-    tip = store.ref_target(job_ref(key))
-    return parse_trailers(store.get_commit(tip).message).get("Genjob-State") if tip is not None else None
 
 
 def archived_jobs(store: Store) -> list[JobRecord]:

@@ -215,4 +215,5 @@ def write_event(
     tree = store.build_tree(files)
     epoch = int(attempts_doc["epoch"]) if attempts_doc is not None else record.epoch
     parents = [record.tip] if record.tip is not None else []
-    return store.commit(tree, parents, event_message(event, record.key, state, epoch, extra))
+    trailers = {"Genjob-Created": record.meta.created_at, **(extra or {})}
+    return store.commit(tree, parents, event_message(event, record.key, state, epoch, trailers))

@@ -154,7 +154,8 @@ def _relation(store: Store, local: pygit2.Oid | None, remote: pygit2.Oid) -> str
 
 def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncReport) -> None:
     """Bring local refs up to what the remote holds, without losing local work."""
-    from git_genjob.merge import merge_notes, merge_union
+    from git_genjob.merge import merge_union
+    from git_genjob.notes import merge_notes
 
     for name, merge in ((ARCHIVE_REF, merge_union), (REPLAYS_REF, merge_union), (NOTES_REF, merge_notes)):
         if name in remote_refs:

@@ -176,6 +176,28 @@ class Store:
                 tb.insert(name, value, FILE_MODE)
         return tb.write()
 
+    def tree_with(
+        self, base: pygit2.Tree | None, path: str, oid: pygit2.Oid | None, mode: int = FILE_MODE
+    ) -> pygit2.Oid:
+        """`base` with the entry at `path` set to `oid` (None: removed), rewriting only the trees on
+        that path: the cost is its depth, not the size of `base` (sharded inserts, notes)."""
+        head, _, rest = path.partition("/")
+        tb = self.repo.TreeBuilder(base) if base is not None else self.repo.TreeBuilder()
+        if not rest:
+            if oid is not None:
+                tb.insert(head, oid, mode)
+            elif tb.get(head) is not None:
+                tb.remove(head)
+            return tb.write()
+        sub = lookup(base, head)
+        child = self.tree_with(sub if isinstance(sub, pygit2.Tree) else None, rest, oid, mode)
+        if oid is None and len(self.repo[child]) == 0:  # type: ignore[arg-type]
+            if tb.get(head) is not None:
+                tb.remove(head)
+        else:
+            tb.insert(head, child, TREE_MODE)
+        return tb.write()
+
     def tree_files(self, tree: pygit2.Tree, prefix: str = "") -> dict[str, pygit2.Oid]:
         """{path: blob oid} for every blob under `tree`."""
         out: dict[str, pygit2.Oid] = {}
@@ -232,13 +254,13 @@ class Store:
     def _locked_update(self, updates: list[RefUpdate], message: str) -> None:
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
-            self._check_expected(updates)  # cheap pre-check: a stale writer loses without locking
+            self.check_expected(updates)  # cheap pre-check: a stale writer loses without locking
             try:
                 with self.repo.transaction() as txn:
                     for u in updates:
                         txn.lock_ref(u.name)
                     crash_point("ref-locked")
-                    self._check_expected(updates)
+                    self.check_expected(updates)
                     for u in updates:
                         if u.new is None:
                             txn.remove(u.name)
@@ -263,7 +285,7 @@ class Store:
                     f"git genjob recover clears git-genjob's stale locks (or, if no git runs: rm {state.path})",
                 )
 
-    def _check_expected(self, updates: list[RefUpdate]) -> None:
+    def check_expected(self, updates: list[RefUpdate]) -> None:
         for u in updates:
             current = self.ref_target(u.name)
             if current != u.expected:
@@ -308,16 +330,7 @@ class Store:
 
     def archive_tree_with(self, base: pygit2.Tree | None, key: str, job_tree: pygit2.Oid) -> pygit2.Oid:
         """`base` with `<shard>/<key>` set to `job_tree`, touching only that path."""
-        root = self.repo.TreeBuilder(base) if base is not None else self.repo.TreeBuilder()
-        sh = shard(key)
-        old_shard = None
-        if base is not None and sh in base:
-            old = self.repo.get(base[sh].id)
-            old_shard = old if isinstance(old, pygit2.Tree) else None
-        shard_tb = self.repo.TreeBuilder(old_shard) if old_shard is not None else self.repo.TreeBuilder()
-        shard_tb.insert(key, job_tree, TREE_MODE)
-        root.insert(sh, shard_tb.write(), TREE_MODE)
-        return root.write()
+        return self.tree_with(base, f"{shard(key)}/{key}", job_tree, TREE_MODE)
 
     def archive_commit(self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str) -> pygit2.Oid:
         """The next archive commit holding `final_tree` at <shard>/<key> (no ref move)."""

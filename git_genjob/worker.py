@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import random
 import shutil
 import stat
 import threading
@@ -19,9 +20,9 @@ from git_genjob.faults import crash_point
 from git_genjob.generators import GenContext, Generator, GeneratorUnavailable, GenResult
 from git_genjob.keys import SigningKey
 from git_genjob.lifecycle import Lease, Publisher, claim, end_attempt, record_sending, renew, store_receipt
-from git_genjob.queue import live_jobs, read_config
+from git_genjob.queue import archived_leftover, heads, read_config
 from git_genjob.receipt import build_statement, sign_statement
-from git_genjob.records import JobRecord, bundle_inputs
+from git_genjob.records import JobRecord, bundle_inputs, load_live
 from git_genjob.scratch import clean_stale_scratch, scratch_dir
 from git_genjob.secretscan import find_secret, redact
 from git_genjob.store import StaleLock, Store
@@ -91,18 +92,32 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
     return report
 
 
+PICK_WINDOW = 4
+
+
 def _claim_next(pub: Publisher, opts: WorkerOptions, report: WorkReport, progress: Progress) -> Lease | None:
+    """Claim the oldest claimable queued job.
+
+    After a lost race the next pick is random among the next PICK_WINDOW oldest, so workers
+    that started together spread out instead of all chasing the same job again.
+    """
     damaged: dict[str, str] = {}
-    records = live_jobs(pub.store, damaged, states=("queued",))
-    for record in records:
-        if record.state != "queued" or record.key in damaged:
-            continue
-        if pub.remote is not None and pub.remote_values.get(f"refs/genjob/jobs/{record.key}") != record.tip:
+    store = pub.store
+    candidates = heads(store, ("queued",))
+    lost = False
+    while candidates:
+        head = candidates.pop(random.randrange(min(PICK_WINDOW, len(candidates))) if lost else 0)
+        if pub.remote is not None and pub.remote_values.get(f"refs/genjob/jobs/{head.key}") != head.tip:
             continue  # local events the remote lacks: never claim from a view the remote does not share
+        if archived_leftover(store, head.key):
+            continue
         try:
-            bundle_inputs(pub.store, record)  # checked before the claim: a damaged job is never started
+            record = load_live(store, head.key)
+            if record is None or record.tip != head.tip or record.state != "queued":
+                continue
+            bundle_inputs(store, record)  # checked before the claim: a damaged job is never started
         except GenjobError as exc:
-            damaged[record.key] = exc.message
+            damaged[head.key] = exc.message
             continue
         try:
             lease = claim(pub, record, opts.worker_id, opts.lease_s)
@@ -111,6 +126,7 @@ def _claim_next(pub: Publisher, opts: WorkerOptions, report: WorkReport, progres
         except Conflict:
             report.outcomes.append(JobOutcome(record.key, "lost", "another worker claimed it first"))
             progress(f"lost    {record.key} (claimed elsewhere)")
+            lost = True
             continue
         progress(f"claimed {record.key} attempt {lease.n}")
         _report_damaged(report, damaged, progress)

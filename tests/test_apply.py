@@ -264,7 +264,11 @@ def test_crash_between_commit_and_archive_is_reconciled(done: tuple[Path, Path, 
     live_tip = refs(repo)[f"refs/genjob/jobs/{k}"]
     assert run_genjob("apply", k, cwd=repo).code == 0
     head = git(repo, "rev-parse", "HEAD").strip()
-    # The state a SIGKILL after step 5 leaves: branch moved, no note, job still live, no archive.
+    # The state a SIGKILL after step 5 leaves: branch moved, no note, job still live, no archive,
+    # and the intent apply wrote before moving the branch (tests/test_faults.py kills it for real).
+    receipt = git(repo, "log", "-1", "--format=%(trailers:key=Genjob-Receipt,valueonly)").strip()
+    (repo / ".git/genjob/applying").mkdir(exist_ok=True)
+    (repo / ".git/genjob/applying" / k).write_text(f"{head} {receipt} refs/heads/main\n")
     git(repo, "update-ref", f"refs/genjob/jobs/{k}", live_tip)
     git(repo, "update-ref", "-d", "refs/genjob/archive")
     git(repo, "update-ref", "-d", "refs/notes/genjob")
@@ -274,6 +278,33 @@ def test_crash_between_commit_and_archive_is_reconciled(done: tuple[Path, Path, 
     assert doc["reconciled"] and doc["commit"] == head
     assert git(repo, "rev-parse", "HEAD").strip() == head and git(repo, "rev-list", "--count", "HEAD").strip() == "3"
     assert f"refs/genjob/jobs/{k}" not in refs(repo) and "genjob " + k in git(repo, "log", "-1", "--notes=genjob")
+
+
+def test_crash_then_amended_branch_is_found_by_its_trailers(done: tuple[Path, Path, str]) -> None:
+    """The intent's commit was rewritten after the crash (amend): the trailers still name the job."""
+    repo, _, k = done
+    live_tip = refs(repo)[f"refs/genjob/jobs/{k}"]
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    head = git(repo, "rev-parse", "HEAD").strip()
+    receipt = git(repo, "log", "-1", "--format=%(trailers:key=Genjob-Receipt,valueonly)").strip()
+    (repo / ".git/genjob/applying").mkdir(exist_ok=True)
+    (repo / ".git/genjob/applying" / k).write_text(f"{head} {receipt} refs/heads/main\n")
+    git(repo, "update-ref", f"refs/genjob/jobs/{k}", live_tip)
+    git(repo, "update-ref", "-d", "refs/genjob/archive")
+    git(repo, "commit", "--amend", "-q", "--no-edit", "--date=2030-01-01T00:00:00")
+    amended = git(repo, "rev-parse", "HEAD").strip()
+    assert amended != head
+    res = run_genjob("apply", k, "--json", cwd=repo)
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["commit"] == amended and json.loads(res.out)["reconciled"]
+    assert git(repo, "rev-list", "--count", "HEAD").strip() == "3"
+    assert not (repo / ".git/genjob/applying" / k).exists()
+
+
+def test_apply_leaves_no_intent_behind(done: tuple[Path, Path, str]) -> None:
+    repo, _, k = done
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    assert list((repo / ".git/genjob/applying").iterdir()) == []
 
 
 def test_apply_to_a_branch_not_checked_out(done: tuple[Path, Path, str]) -> None:

@@ -1,0 +1,589 @@
+"""bench/run: every figure of docs/performance.md in one bounded run, beside its baseline.
+
+Usage: bench/run [--quick] [--out bench/results.json]
+
+Each row states its target, what was measured, the baseline measured in the same run and the
+ratio. Scale rows are built with bench/fixture.py (git fast-import) and then measured through
+git-genjob's normal code path. No figure here is asserted anywhere: this is a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from baseline.plainqueue import PlainQueue  # noqa: E402
+from common import make_repo, trusted_key  # noqa: E402
+
+MiB = 1024 * 1024
+
+
+@dataclass
+class Row:
+    name: str
+    target: str
+    measured: str
+    baseline: str = ""
+    ratio: float | None = None
+    ok: bool | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def median_ms(times: list[float]) -> float:
+    return statistics.median(times) * 1000
+
+
+def growth(sizes: list[int], values: list[float]) -> tuple[float, str]:
+    """The exponent b of value ~ size^b (least squares on logs) and its name."""
+    xs = [math.log(s) for s in sizes]
+    ys = [math.log(max(v, 1e-9)) for v in values]
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    name = "constant" if b < 0.1 else "sublinear (log-like)" if b < 0.5 else "linear" if b < 1.3 else "superlinear"
+    return b, name
+
+
+# -- an in-process generator ------------------------------------------------------------------
+class PyGen:
+    """A generator that writes bytes into the scratch tree from Python (no process start-up)."""
+
+    kind = "exec"
+    endpoint = None
+    model = None
+    command = "bench"
+
+    def __init__(self, make: Callable[[str, bytes | None], bytes]):
+        self.make = make
+
+    def describe(self) -> dict[str, str | None]:
+        return {"kind": self.kind, "endpoint": None, "model": None, "command": self.command}
+
+    def generate(self, ctx: Any) -> Any:
+        from git_genjob.generators import GenResult
+
+        for path in ctx.job.allowed_paths:
+            target = os.path.join(ctx.scratch, path)
+            with open(target, "wb") as fh:
+                fh.write(self.make(path, ctx.inputs.get(path)))
+        return GenResult("ok")
+
+
+def append_line(path: str, old: bytes | None) -> bytes:
+    return (old or b"") + b"# edited\n"
+
+
+def worker_opts(keypath: str, gen: Any, worker_id: str = "bench") -> Any:
+    from git_genjob.keys import read_signing_key
+    from git_genjob.worker import WorkerOptions
+
+    return WorkerOptions(gen, read_signing_key(keypath), worker_id, lease_s=600)
+
+
+def genjob_one(store: Any, opts: Any, i: int, path: str) -> dict[str, float]:
+    """submit -> claim -> generate+sign+store -> verify -> apply, timed per step."""
+    from git_genjob.apply import apply
+    from git_genjob.lifecycle import Publisher, claim
+    from git_genjob.queue import submit
+    from git_genjob.records import load_live
+    from git_genjob.verify import verify
+    from git_genjob.worker import run_claimed
+
+    t0 = time.perf_counter()
+    res = submit(store, f"round trip {i}", [path], key=f"rt-{i}-{os.getpid()}")
+    t1 = time.perf_counter()
+    pub = Publisher(store)
+    record = load_live(store, res.key)
+    assert record is not None
+    lease = claim(pub, record, opts.worker_id, opts.lease_s)
+    t2 = time.perf_counter()
+    outcome = run_claimed(pub, lease, opts, lambda _: None)
+    assert outcome.result == "ok", outcome
+    t3 = time.perf_counter()
+    verdict = verify(store, res.key)
+    assert verdict.ok, verdict.failures()
+    t4 = time.perf_counter()
+    apply(store, res.key)
+    t5 = time.perf_counter()
+    return {"submit": t1 - t0, "claim": t2 - t1, "sign": t3 - t2, "verify": t4 - t3, "apply": t5 - t4, "total": t5 - t0}
+
+
+def baseline_one(q: PlainQueue, i: int, path: str) -> dict[str, float]:
+    t0 = time.perf_counter()
+    key = q.submit(f"rt-{i}", f"round trip {i}", [path])
+    t1 = time.perf_counter()
+    job = q.claim_next()
+    assert job is not None and job["key"] == key
+    t2 = time.perf_counter()
+    with open(os.path.join(q.worktree, path), "rb") as fh:
+        q.receipt(job, {path: append_line(path, fh.read())})
+    t3 = time.perf_counter()
+    assert q.verify(key)
+    t4 = time.perf_counter()
+    q.apply(key)
+    t5 = time.perf_counter()
+    return {"submit": t1 - t0, "claim": t2 - t1, "sign": t3 - t2, "verify": t4 - t3, "apply": t5 - t4, "total": t5 - t0}
+
+
+def row_round_trip(n: int) -> list[Row]:
+    from git_genjob.store import Store
+
+    repo = make_repo()
+    keypath = trusted_key(repo)
+    store = Store.open(repo)
+    opts = worker_opts(keypath, PyGen(append_line))
+    plain_wt = tempfile.mkdtemp(prefix="genjob-bench-plain-")
+    for i in range(20):
+        shutil.copy(os.path.join(repo, f"f{i}.py"), plain_wt)
+    durable = PlainQueue(os.path.join(plain_wt, ".queue"), plain_wt, durable=True)
+    loose = PlainQueue(os.path.join(plain_wt, ".queue-nofsync"), plain_wt, durable=False)
+    g, b, bl = [], [], []
+    for i in range(n):  # interleaved, so that noise hits both alike
+        g.append(genjob_one(store, opts, i, f"f{i % 20}.py"))
+        b.append(baseline_one(durable, i, f"f{i % 20}.py"))
+        bl.append(baseline_one(loose, 100000 + i, f"f{i % 20}.py"))
+    steps = ["submit", "claim", "sign", "verify", "apply", "total"]
+    gm = {s: median_ms([x[s] for x in g]) for s in steps}
+    bm = {s: median_ms([x[s] for x in b]) for s in steps}
+    blm = {s: median_ms([x[s] for x in bl]) for s in steps}
+    ratio = gm["total"] / bm["total"]
+    rows = [
+        Row(
+            "in-process round trip submit→claim→sign→verify→apply",
+            "≤ 3x baseline",
+            f"{gm['total']:.1f} ms",
+            f"{bm['total']:.1f} ms (fsynced plain files; {blm['total']:.2f} ms without fsync)",
+            ratio,
+            ratio <= 3,
+            {"genjob_ms": gm, "baseline_fsync_ms": bm, "baseline_nofsync_ms": blm, "jobs": n},
+        )
+    ]
+    for s in steps[:-1]:
+        rows.append(Row(f"  step: {s}", "—", f"{gm[s]:.2f} ms", f"{bm[s]:.2f} ms", gm[s] / bm[s] if bm[s] else None))
+    shutil.rmtree(plain_wt, ignore_errors=True)
+    return rows
+
+
+# -- scale ------------------------------------------------------------------------------------
+def scale_repo(archived: int, queued: int) -> tuple[str, str]:
+    import fixture
+
+    repo = make_repo()
+    fixture.build(repo, archived, queued)
+    keypath = trusted_key(repo)
+    subprocess.run(["git", "-C", repo, "reset", "-q", "--hard"], check=True)
+    return repo, keypath
+
+
+def child_run(argv: list[str], cwd: str) -> tuple[float, float, int]:
+    """(seconds, peak RSS in MiB, exit code) of one child process, from its own rusage."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0 and proc.stderr is not None:
+        sys.stderr.write(proc.stderr.read().decode(errors="replace")[-2000:])
+    return elapsed, usage.ru_maxrss / 1024, proc.returncode
+
+
+def row_scale(sizes: list[int], live: int, jobs: int) -> list[Row]:
+    from git_genjob.audit import audit
+    from git_genjob.lifecycle import Publisher
+    from git_genjob.store import Store
+    from git_genjob.worker import WorkReport, _claim_next
+
+    apply_ms, audit_ms, claim_ms, status_s, status_mb = [], [], [], [], []
+    for n in sizes:
+        repo, keypath = scale_repo(n, live)
+        store = Store.open(repo)
+        opts = worker_opts(keypath, PyGen(append_line))
+        applies = [genjob_one(store, opts, i, f"f{i % 20}.py")["apply"] for i in range(jobs)]
+        apply_ms.append(median_ms(applies))
+        t = time.perf_counter()
+        results = audit(Store.open(repo), f"HEAD~{jobs}..HEAD")
+        audit_ms.append((time.perf_counter() - t) * 1000 / jobs)
+        bad = [r for r in results if r.problems]
+        assert not bad, bad[0].problems
+        claims = []
+        pub = Publisher(store)
+        for _ in range(min(15, live)):
+            t = time.perf_counter()
+            lease = _claim_next(pub, opts, WorkReport(), lambda _: None)
+            claims.append(time.perf_counter() - t)
+            assert lease is not None
+        claim_ms.append(median_ms(claims))
+        el, rss, rc = child_run([sys.executable, "-m", "git_genjob", "status", "--all", "--json"], repo)
+        assert rc == 0
+        status_s.append(el)
+        status_mb.append(rss)
+        print(
+            f"  scale {n:>7,} archived: apply {apply_ms[-1]:.1f} ms, audit {audit_ms[-1]:.2f} ms/commit, "
+            f"claim-next {claim_ms[-1]:.1f} ms, status --all {el:.2f} s / {rss:.0f} MiB",
+            file=sys.stderr,
+        )
+        shutil.rmtree(repo, ignore_errors=True)
+    label = " / ".join(f"{s // 1000}k" for s in sizes)
+
+    def g(values: list[float]) -> str:
+        b, name = growth(sizes, values)
+        return f"{name} (∝ N^{b:.2f})"
+
+    return [
+        Row(
+            f"apply at {label} archived",
+            "flat",
+            " / ".join(f"{v:.1f}" for v in apply_ms) + " ms",
+            f"{apply_ms[0]:.1f} ms at {sizes[0]:,}",
+            apply_ms[-1] / apply_ms[0],
+            growth(sizes, apply_ms)[0] < 0.1,
+            {"sizes": sizes, "ms": apply_ms, "growth": g(apply_ms)},
+        ),
+        Row(
+            f"audit per commit at {label} archived",
+            "flat in archive size",
+            " / ".join(f"{v:.2f}" for v in audit_ms) + " ms/commit",
+            f"{audit_ms[0]:.2f} ms at {sizes[0]:,}",
+            audit_ms[-1] / audit_ms[0],
+            growth(sizes, audit_ms)[0] < 0.1,
+            {"sizes": sizes, "ms_per_commit": audit_ms, "commits": jobs, "growth": g(audit_ms)},
+        ),
+        Row(
+            f"`status --all` at {label} archived + {live:,} live",
+            "< 1 s and < 200 MiB at 100k",
+            " / ".join(f"{v:.2f}" for v in status_s) + " s; " + " / ".join(f"{v:.0f}" for v in status_mb) + " MiB",
+            "",
+            None,
+            status_s[-1] < 1 and status_mb[-1] < 200 if sizes[-1] >= 100000 else None,
+            {"sizes": sizes, "seconds": status_s, "rss_mib": status_mb, "growth": g(status_s)},
+        ),
+        Row(
+            f"claim-next with {live:,} queued, {label} archived",
+            "≤ 50 ms, flat",
+            " / ".join(f"{v:.1f}" for v in claim_ms) + " ms",
+            "",
+            None,
+            max(claim_ms) <= 50,
+            {"sizes": sizes, "ms": claim_ms},
+        ),
+    ]
+
+
+def row_claim_next_queued(queued: list[int]) -> Row:
+    from git_genjob.lifecycle import Publisher
+    from git_genjob.store import Store
+    from git_genjob.worker import WorkReport, _claim_next
+
+    out = []
+    for q in queued:
+        repo, keypath = scale_repo(0, q)
+        store = Store.open(repo)
+        opts = worker_opts(keypath, PyGen(append_line))
+        pub = Publisher(store)
+        times = []
+        for _ in range(15):
+            t = time.perf_counter()
+            assert _claim_next(pub, opts, WorkReport(), lambda _: None) is not None
+            times.append(time.perf_counter() - t)
+        out.append(median_ms(times))
+        shutil.rmtree(repo, ignore_errors=True)
+    b, name = growth(queued, out)
+    return Row(
+        f"claim-next with {' / '.join(f'{q:,}' for q in queued)} queued",
+        "≤ 50 ms, flat in queued N",
+        " / ".join(f"{v:.1f}" for v in out) + f" ms ({name}, ∝ N^{b:.2f})",
+        "",
+        out[-1] / out[0],
+        max(out) <= 50 and b < 0.1,
+        {"queued": queued, "ms": out},
+    )
+
+
+CLAIMER = """
+import sys, time
+from git_genjob.lifecycle import Publisher
+from git_genjob.store import Store
+from git_genjob.worker import WorkReport, WorkerOptions, _claim_next
+from git_genjob.keys import generate
+repo, wid, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+store = Store.open(repo)
+opts = WorkerOptions(None, generate("c"), wid, lease_s=600)
+pub = Publisher(store)
+n = lost = 0
+sys.stdin.readline()
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    report = WorkReport()
+    if _claim_next(pub, opts, report, lambda _: None) is None:
+        break
+    n += 1
+    lost += sum(1 for o in report.outcomes if o.result == "lost")
+print(n, lost)
+"""
+
+
+def row_claims_per_second(workers: list[int], queued: int, seconds: float) -> Row:
+    from git_genjob.queue import live_jobs
+    from git_genjob.store import Store
+
+    rates, doubles, losses = [], [], []
+    for w in workers:
+        repo, _ = scale_repo(0, queued)
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", CLAIMER, repo, f"w{i}", str(seconds)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(w)
+        ]
+        time.sleep(1.5)  # let every process import before the start signal
+        t = time.perf_counter()
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        outs = [p.communicate()[0].split() for p in procs]
+        elapsed = time.perf_counter() - t
+        claimed = sum(int(o[0]) for o in outs)
+        losses.append(sum(int(o[1]) for o in outs))
+        rates.append(claimed / elapsed)
+        records = live_jobs(Store.open(repo))
+        doubles.append(sum(1 for r in records if len(r.attempts) > 1))
+        assert sum(1 for r in records if r.state == "claimed") == claimed
+        shutil.rmtree(repo, ignore_errors=True)
+    four = rates[workers.index(4)] if 4 in workers else rates[-1]
+    return Row(
+        f"claims/s with {' / '.join(map(str, workers))} workers",
+        "≥ 200/s at 4, 0 double claims",
+        " / ".join(f"{r:.0f}" for r in rates)
+        + f"/s; double claims {sum(doubles)}; lost races "
+        + " / ".join(map(str, losses)),
+        f"{rates[0]:.0f}/s with 1 worker",
+        four / rates[0],
+        four >= 200 and sum(doubles) == 0,
+        {"workers": workers, "claims_per_s": rates, "double_claims": doubles, "lost_races": losses},
+    )
+
+
+# -- big outputs --------------------------------------------------------------------------------
+def big_job(files: int, each: int, kind: str) -> tuple[str, str]:
+    """A repository with one done job whose outputs are `files` files of `each` bytes."""
+    from git_genjob.lifecycle import Publisher, claim
+    from git_genjob.queue import submit
+    from git_genjob.records import load_live
+    from git_genjob.store import Store
+    from git_genjob.worker import run_claimed
+
+    repo = make_repo(2)
+    keypath = trusted_key(repo)
+    with open(os.path.join(repo, ".genjob", "config.toml"), "w") as fh:
+        fh.write(f"[limits]\nfile_bytes = {each + 1024}\nreceipt_bytes = {files * each + 1024}\n")
+    subprocess.run(["git", "-C", repo, "commit", "-qam", "limits"], check=True)
+    store = Store.open(repo)
+    paths = [f"big{i}.bin" for i in range(files)]
+    res = submit(store, "make big files", [], creates=paths)
+    rnd = random.Random(7)
+    text = b"".join(b"    value_%d = compute(%d, 'text')  # line\n" % (i, rnd.randrange(10**6)) for i in range(4096))
+
+    def make(path: str, old: bytes | None) -> bytes:
+        if kind == "random":
+            return os.urandom(each)
+        return (text * (each // len(text) + 1))[:each]
+
+    opts = worker_opts(keypath, PyGen(make))
+    record = load_live(store, res.key)
+    assert record is not None
+    pub = Publisher(store)
+    lease = claim(pub, record, "bench", 600)
+    assert run_claimed(pub, lease, opts, lambda _: None).result == "ok"
+    return repo, res.key
+
+
+def row_verify_throughput(mb: int) -> list[Row]:
+    from git_genjob.store import Store
+    from git_genjob.verify import verify
+
+    rows = []
+    for kind in ("random", "text"):
+        files = max(1, mb // 16)
+        repo, key = big_job(files, mb * MiB // files, kind)
+        store = Store.open(repo)
+        blobs = [
+            store.read(o)
+            for o in store.tree_files(store.get_commit(store.ref_target(f"refs/genjob/jobs/{key}")).tree).values()
+        ]
+        blobs = [b for b in blobs if len(b) >= MiB]
+        v, h = [], []
+        for _ in range(5):
+            t = time.perf_counter()
+            assert verify(Store.open(repo), key).ok
+            v.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            for b in blobs:
+                hashlib.sha256(b).digest()
+            h.append(time.perf_counter() - t)
+        vm, hm = median_ms(v), median_ms(h)
+        rows.append(
+            Row(
+                f"verify {mb} MB ({kind}) vs raw sha256",
+                "≤ 1.25x",
+                f"{vm:.0f} ms ({mb / vm * 1000:.0f} MB/s)",
+                f"{hm:.0f} ms",
+                vm / hm,
+                vm / hm <= 1.25,
+                {"verify_ms": vm, "sha256_ms": hm, "mb": mb},
+            )
+        )
+        shutil.rmtree(repo, ignore_errors=True)
+    return rows
+
+
+def row_peak_rss(shapes: list[tuple[int, int]]) -> list[Row]:
+    rows = []
+    base_el, base_rss, _ = child_run([sys.executable, "-c", "import pygit2, click, nacl.signing"], HERE)
+    for files, each in shapes:
+        repo, key = big_job(files, each, "random")
+        _, v_rss, rc1 = child_run([sys.executable, "-m", "git_genjob", "verify", key], repo)
+        _, a_rss, rc2 = child_run([sys.executable, "-m", "git_genjob", "apply", key], repo)
+        assert rc1 == 0 and rc2 == 0
+        total = files * each // MiB
+        rows.append(
+            Row(
+                f"peak RSS, verify / apply of {files}×{each // MiB} MiB",
+                "< 100 MiB",
+                f"{v_rss:.0f} / {a_rss:.0f} MiB",
+                f"{base_rss:.0f} MiB (interpreter + imports)",
+                max(v_rss, a_rss) / base_rss,
+                max(v_rss, a_rss) < 100,
+                {"verify_mib": v_rss, "apply_mib": a_rss, "imports_mib": base_rss, "total_mib": total},
+            )
+        )
+        shutil.rmtree(repo, ignore_errors=True)
+    return rows
+
+
+# -- processes --------------------------------------------------------------------------------
+def row_startup(runs: int) -> list[Row]:
+    def med(argv: list[str]) -> float:
+        times = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+            times.append(time.perf_counter() - t)
+        return median_ms(times)
+
+    bare = med([sys.executable, "-c", "pass"])
+    helpt = med([sys.executable, "-m", "git_genjob", "-h"])
+    repo = make_repo()
+    t0 = time.perf_counter()
+    st = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "git_genjob", "status"], cwd=repo, check=True, stdout=subprocess.DEVNULL)
+        st.append(time.perf_counter() - t)
+    del t0
+    return [
+        Row("start-up: `git genjob -h`", "—", f"{helpt:.0f} ms", f"{bare:.0f} ms (`python -c pass`)", helpt / bare),
+        Row("start-up: `git genjob status`", "—", f"{median_ms(st):.0f} ms", f"{bare:.0f} ms", median_ms(st) / bare),
+    ]
+
+
+def row_cli_round_trip(runs: int) -> Row:
+    repo = make_repo()
+    keypath = trusted_key(repo)
+    gj = [sys.executable, "-m", "git_genjob"]
+    times = []
+    for i in range(runs):
+        t = time.perf_counter()
+        out = subprocess.run(
+            gj + ["submit", "-m", f"cli {i}", f"f{i % 20}.py", "--json"],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        key = json.loads(out)["key"]
+        subprocess.run(
+            gj
+            + ["work", "--generator", f"exec:echo '# cli' >> f{i % 20}.py", "--signing-key", keypath, "--once", "-q"],
+            cwd=repo,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        subprocess.run(gj + ["verify", key], cwd=repo, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(gj + ["apply", key], cwd=repo, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(gj + ["status"], cwd=repo, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t)
+    return Row("CLI round trip (submit, work, verify, apply, status)", "—", f"{median_ms(times):.0f} ms")
+
+
+def render(rows: list[Row]) -> str:
+    lines = ["| figure | target | measured | baseline (same run) | ratio | met |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = f"{r.ratio:.2f}x" if r.ratio is not None else ""
+        met = "" if r.ok is None else ("yes" if r.ok else "**no**")
+        lines.append(f"| {r.name} | {r.target} | {r.measured} | {r.baseline} | {ratio} | {met} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run, about a minute)")
+    ap.add_argument("--out", default=os.path.join(HERE, "results.json"), help="where to write the results")
+    ap.add_argument("--only", help="comma-separated row groups: trip,scale,queue,claims,verify,rss,startup,cli")
+    args = ap.parse_args()
+    q = args.quick
+    groups: dict[str, Callable[[], list[Row]]] = {
+        "trip": lambda: row_round_trip(8 if q else 40),
+        "scale": lambda: row_scale([1000, 3000] if q else [1000, 10000, 100000], 200 if q else 1000, 10 if q else 50),
+        "queue": lambda: [row_claim_next_queued([100, 1000] if q else [100, 1000, 10000])],
+        "claims": lambda: [row_claims_per_second([1, 2, 4], 300 if q else 2000, 2 if q else 5)],
+        "verify": lambda: row_verify_throughput(16 if q else 100),
+        "rss": lambda: row_peak_rss([(2, 8 * MiB)] if q else [(16, 16 * MiB), (1, 256 * MiB)]),
+        "startup": lambda: row_startup(5 if q else 20),
+        "cli": lambda: [row_cli_round_trip(3 if q else 10)],
+    }
+    chosen = args.only.split(",") if args.only else list(groups)
+    rows: list[Row] = []
+    started = time.perf_counter()
+    for name in chosen:
+        t = time.perf_counter()
+        print(f"bench: {name} …", file=sys.stderr, flush=True)
+        rows += groups[name]()
+        print(f"bench: {name} took {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+    table = render(rows)
+    print(table)
+    doc = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "quick": q,
+        "seconds": round(time.perf_counter() - started, 1),
+        "rows": [r.__dict__ for r in rows],
+        "table": table,
+    }
+    with open(args.out, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+    print(f"bench: wrote {args.out} in {doc['seconds']} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
