@@ -364,7 +364,8 @@ def live_jobs(
     return out
 
 
-def archived_jobs(store: Store) -> list[JobRecord]:
+def archived_jobs(store: Store, damaged: dict[str, str] | None = None) -> list[JobRecord]:
+    """Every readable archived job; a damaged entry is named in `damaged`, never fatal for the rest."""
     tip = store.ref_target(ARCHIVE_REF)
     if tip is None:
         return []
@@ -376,7 +377,11 @@ def archived_jobs(store: Store) -> list[JobRecord]:
         for entry in shard_tree:
             sub = store.repo.get(entry.id)
             if isinstance(sub, pygit2.Tree):
-                out.append(load_tree(store, str(entry.name), sub, None, archived=True))
+                try:
+                    out.append(load_tree(store, str(entry.name), sub, None, archived=True))
+                except GenjobError as exc:
+                    if damaged is not None:
+                        damaged[str(entry.name)] = exc.message
     out.sort(key=lambda r: (r.meta.created_at, r.key))
     return out
 
@@ -398,7 +403,7 @@ def summarize(record: JobRecord) -> dict[str, Any]:
 
 def status(store: Store, state: str | None = None, include_archived: bool = False) -> list[dict[str, Any]]:
     damaged: dict[str, str] = {}
-    records = live_jobs(store, damaged) + (archived_jobs(store) if include_archived else [])
+    records = live_jobs(store, damaged) + (archived_jobs(store, damaged) if include_archived else [])
     rows = [summarize(r) for r in records]
     rows += [
         {"key": k, "state": "damaged", "error": why, "instruction": f"damaged: {why}"} for k, why in damaged.items()

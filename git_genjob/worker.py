@@ -20,7 +20,7 @@ from git_genjob.faults import crash_point
 from git_genjob.generators import GenContext, Generator, GeneratorUnavailable, GenResult
 from git_genjob.keys import SigningKey
 from git_genjob.lifecycle import Lease, Publisher, claim, end_attempt, record_sending, renew, store_receipt
-from git_genjob.queue import archived_leftover, heads, read_config
+from git_genjob.queue import Head, archived_leftover, heads, read_config
 from git_genjob.receipt import build_statement, sign_statement
 from git_genjob.records import JobRecord, bundle_inputs, load_live
 from git_genjob.scratch import clean_stale_scratch, scratch_dir
@@ -78,10 +78,11 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
     clean_stale_scratch()
     pub = Publisher(store, opts.remote)
     report = WorkReport()
+    picker = Picker(store)
     done = 0
     while opts.max_jobs is None or done < opts.max_jobs:
         pub.refresh()
-        lease = _claim_next(pub, opts, report, progress)
+        lease = _claim_next(pub, opts, report, progress, picker)
         if lease is None:
             if opts.wait:
                 time.sleep(opts.poll_s)
@@ -92,29 +93,57 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
     return report
 
 
-PICK_WINDOW = 4
+PICK_WINDOW = 16
 
 
-def _claim_next(pub: Publisher, opts: WorkerOptions, report: WorkReport, progress: Progress) -> Lease | None:
-    """Claim the oldest claimable queued job.
+class Picker:
+    """A worker's view of the queue, oldest first, re-read when used up or older than `ttl` s.
 
-    After a lost race the next pick is random among the next PICK_WINDOW oldest, so workers
-    that started together spread out instead of all chasing the same job again.
+    The list is a hint: each pick reads the job itself and claims it only if it is still
+    queued, so a long-running worker pays the scan of every live ref once per `ttl`, not once
+    per claim. Once this worker has lost a race, picks are random among the PICK_WINDOW oldest,
+    so workers started together spread out instead of all chasing the same job.
     """
+
+    def __init__(self, store: Store, ttl: float = 1.0):
+        self.store, self.ttl = store, ttl
+        self.candidates: list[Head] = []
+        self.read_at = float("-inf")
+        self.lost = False
+        self.scanned = False  # whether the queue was read during the current pick
+
+    def next(self) -> Head | None:
+        if not self.candidates or time.monotonic() - self.read_at > self.ttl:
+            self.candidates = heads(self.store, ("queued",))
+            self.read_at, self.scanned = time.monotonic(), True
+        if not self.candidates:
+            return None
+        return self.candidates.pop(random.randrange(min(PICK_WINDOW, len(self.candidates))) if self.lost else 0)
+
+
+def _claim_next(
+    pub: Publisher, opts: WorkerOptions, report: WorkReport, progress: Progress, picker: Picker | None = None
+) -> Lease | None:
+    """Claim the oldest claimable queued job (see Picker for the order under contention)."""
     damaged: dict[str, str] = {}
     store = pub.store
-    candidates = heads(store, ("queued",))
-    lost = False
-    while candidates:
-        head = candidates.pop(random.randrange(min(PICK_WINDOW, len(candidates))) if lost else 0)
-        if pub.remote is not None and pub.remote_values.get(f"refs/genjob/jobs/{head.key}") != head.tip:
-            continue  # local events the remote lacks: never claim from a view the remote does not share
+    picker = picker or Picker(store)
+    picker.scanned = False
+    while True:
+        head = picker.next()
+        if head is None:
+            if picker.scanned:
+                break
+            picker.read_at = float("-inf")  # the hint ran out: read the queue once more
+            continue
         if archived_leftover(store, head.key):
             continue
         try:
             record = load_live(store, head.key)
-            if record is None or record.tip != head.tip or record.state != "queued":
+            if record is None or record.state != "queued":
                 continue
+            if pub.remote is not None and pub.remote_values.get(f"refs/genjob/jobs/{head.key}") != record.tip:
+                continue  # local events the remote lacks: never claim from a view the remote does not share
             bundle_inputs(store, record)  # checked before the claim: a damaged job is never started
         except GenjobError as exc:
             damaged[head.key] = exc.message
@@ -126,7 +155,7 @@ def _claim_next(pub: Publisher, opts: WorkerOptions, report: WorkReport, progres
         except Conflict:
             report.outcomes.append(JobOutcome(record.key, "lost", "another worker claimed it first"))
             progress(f"lost    {record.key} (claimed elsewhere)")
-            lost = True
+            picker.lost = True
             continue
         progress(f"claimed {record.key} attempt {lease.n}")
         _report_damaged(report, damaged, progress)

@@ -18,7 +18,7 @@ import pytest
 from git_genjob.canonical import canonical_bytes, digest
 from git_genjob.keys import read_signing_key
 from git_genjob.receipt import sign_statement, subjects_for
-from git_genjob.store import RefUpdate, Store, job_ref
+from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, job_ref
 from tests.conftest import git, live, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
 from tests.test_apply import GOOD, _replace_tip, _statement, snapshot
 
@@ -634,3 +634,21 @@ def test_concurrent_applies_of_one_job_both_succeed_once(ready: tuple[Path, Path
         landed = git(repo, "log", "--format=%(trailers:key=Genjob-Key,valueonly)").split()
         assert landed.count(k) == 1
     git(repo, "fsck", "--strict")
+
+
+def test_a_damaged_archive_entry_is_one_damaged_row(ready: tuple[Path, Path]) -> None:
+    """A hostile archive entry (fetched from a remote) must not hide every other archived job."""
+    repo, _ = ready
+    kept = submit_key(repo, "-m", "Other", "tests/test_user.py")
+    assert run_genjob("drop", kept, "--why", "not needed", cwd=repo).code == 0
+    store = Store.open(str(repo))
+    tip = store.ref_target(ARCHIVE_REF)
+    assert tip is not None
+    bad = store.tree_with(None, "meta.json", store.blob(b'{"key":"x"}'))
+    bad = store.tree_with(store.repo.get(bad), "job.json", store.blob(b"{}"))  # type: ignore[arg-type]
+    tree = store.archive_tree_with(store.get_commit(tip).tree, "evil", bad)
+    store.update_refs([RefUpdate(ARCHIVE_REF, tip, store.commit(tree, [tip], "hostile\n"))])
+    res = run_genjob("status", "--all", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    rows = {r["key"]: r["state"] for r in json.loads(res.out)}
+    assert rows == {kept: "dropped", "evil": "damaged"}
