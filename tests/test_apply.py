@@ -259,18 +259,24 @@ def test_apply_commit_trailers_note_and_worktree(done: tuple[Path, Path, str]) -
     assert run_genjob("verify", k, cwd=repo).code == 0  # archived jobs still verify
 
 
-def test_crash_between_commit_and_archive_is_reconciled(done: tuple[Path, Path, str]) -> None:
-    repo, _, k = done
+def _as_killed_after_commit(repo: Path, k: str) -> str:
+    """Apply, then put back the state a SIGKILL after step 5 leaves: branch moved, job still live,
+    no archive, and the intent apply wrote before moving the branch (test_faults.py kills it for
+    real). Returns the landed commit."""
     live_tip = refs(repo)[f"refs/genjob/jobs/{k}"]
     assert run_genjob("apply", k, cwd=repo).code == 0
     head = git(repo, "rev-parse", "HEAD").strip()
-    # The state a SIGKILL after step 5 leaves: branch moved, no note, job still live, no archive,
-    # and the intent apply wrote before moving the branch (tests/test_faults.py kills it for real).
     receipt = git(repo, "log", "-1", "--format=%(trailers:key=Genjob-Receipt,valueonly)").strip()
     (repo / ".git/genjob/applying").mkdir(exist_ok=True)
     (repo / ".git/genjob/applying" / k).write_text(f"{head} {receipt} refs/heads/main\n")
     git(repo, "update-ref", f"refs/genjob/jobs/{k}", live_tip)
     git(repo, "update-ref", "-d", "refs/genjob/archive")
+    return head
+
+
+def test_crash_between_commit_and_archive_is_reconciled(done: tuple[Path, Path, str]) -> None:
+    repo, _, k = done
+    head = _as_killed_after_commit(repo, k)
     git(repo, "update-ref", "-d", "refs/notes/genjob")
     res = run_genjob("apply", k, "--json", cwd=repo)
     assert res.code == 0, res.err
@@ -283,14 +289,7 @@ def test_crash_between_commit_and_archive_is_reconciled(done: tuple[Path, Path, 
 def test_crash_then_amended_branch_is_found_by_its_trailers(done: tuple[Path, Path, str]) -> None:
     """The intent's commit was rewritten after the crash (amend): the trailers still name the job."""
     repo, _, k = done
-    live_tip = refs(repo)[f"refs/genjob/jobs/{k}"]
-    assert run_genjob("apply", k, cwd=repo).code == 0
-    head = git(repo, "rev-parse", "HEAD").strip()
-    receipt = git(repo, "log", "-1", "--format=%(trailers:key=Genjob-Receipt,valueonly)").strip()
-    (repo / ".git/genjob/applying").mkdir(exist_ok=True)
-    (repo / ".git/genjob/applying" / k).write_text(f"{head} {receipt} refs/heads/main\n")
-    git(repo, "update-ref", f"refs/genjob/jobs/{k}", live_tip)
-    git(repo, "update-ref", "-d", "refs/genjob/archive")
+    head = _as_killed_after_commit(repo, k)
     git(repo, "commit", "--amend", "-q", "--no-edit", "--date=2030-01-01T00:00:00")
     amended = git(repo, "rev-parse", "HEAD").strip()
     assert amended != head
