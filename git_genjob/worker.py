@@ -113,7 +113,7 @@ class Picker:
         self.scanned = False  # whether the queue was read during the current pick
 
     def next(self) -> Head | None:
-        if not self.candidates or time.monotonic() - self.read_at > self.ttl:
+        if not self.candidates or (not self.scanned and time.monotonic() - self.read_at > self.ttl):
             self.candidates = heads(self.store, ("queued",))
             self.read_at, self.scanned = time.monotonic(), True
         if not self.candidates:
@@ -129,13 +129,12 @@ def _claim_next(
     store = pub.store
     picker = picker or Picker(store)
     picker.scanned = False
-    while True:
-        head = picker.next()
+    while True:  # at most one scan per pick: a queue of damaged jobs ends the pick, never loops
+        if not picker.candidates and picker.scanned:
+            break
+        head = picker.next()  # the hint, or one fresh scan when it ran out or is old
         if head is None:
-            if picker.scanned:
-                break
-            picker.read_at = float("-inf")  # the hint ran out: read the queue once more
-            continue
+            break
         if archived_leftover(store, head.key):
             continue
         try:
