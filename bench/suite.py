@@ -263,24 +263,26 @@ def row_scale(sizes: list[int], live: int, jobs: int) -> list[Row]:
         b, name = growth(sizes, values)
         return f"{name} (∝ N^{b:.2f})"
 
+    def flat(name: str, target: str, values: list[float], unit: str, field: str, **extra: Any) -> Row:
+        return Row(
+            name,
+            target,
+            " / ".join(f"{v:.2f}" for v in values) + f" {unit}",
+            f"{values[0]:.2f} {unit} at {sizes[0]:,}",
+            values[-1] / values[0],
+            growth(sizes, values)[0] < 0.1,
+            {"sizes": sizes, field: values, "growth": g(values), **extra},
+        )
+
     return [
-        Row(
-            f"apply at {label} archived",
-            "flat",
-            " / ".join(f"{v:.1f}" for v in apply_ms) + " ms",
-            f"{apply_ms[0]:.1f} ms at {sizes[0]:,}",
-            apply_ms[-1] / apply_ms[0],
-            growth(sizes, apply_ms)[0] < 0.1,
-            {"sizes": sizes, "ms": apply_ms, "growth": g(apply_ms)},
-        ),
-        Row(
+        flat(f"apply at {label} archived", "flat", apply_ms, "ms", "ms"),
+        flat(
             f"audit per commit at {label} archived",
             "flat in archive size",
-            " / ".join(f"{v:.2f}" for v in audit_ms) + " ms/commit",
-            f"{audit_ms[0]:.2f} ms at {sizes[0]:,}",
-            audit_ms[-1] / audit_ms[0],
-            growth(sizes, audit_ms)[0] < 0.1,
-            {"sizes": sizes, "ms_per_commit": audit_ms, "commits": jobs, "growth": g(audit_ms)},
+            audit_ms,
+            "ms/commit",
+            "ms_per_commit",
+            commits=jobs,
         ),
         Row(
             f"`status --all` at {label} archived + {live:,} live",
