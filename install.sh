@@ -39,5 +39,18 @@ fi
 echo "installed git-genjob -> $BIN/git-genjob"
 case ":$PATH:" in
     *":$BIN:"*) ;;
-    *) echo "note: $BIN is not on PATH; add it:  export PATH=\"$BIN:\$PATH\"" ;;
+    *)
+        # git finds `git genjob` on PATH only. Until the user adds $BIN there, a global alias
+        # (which git consults only when no git-genjob is on PATH) makes the README's next
+        # command work as typed; it cds back to the directory git was run from.
+        ALIAS="!f() { cd \"\${GIT_PREFIX:-.}\" && exec '$BIN/git-genjob' \"\$@\"; }; f"
+        CURRENT=$(git config --global --get alias.genjob 2>/dev/null || true)
+        if [ -z "$CURRENT" ] || [ "$CURRENT" = "$ALIAS" ]; then
+            git config --global alias.genjob "$ALIAS"
+            echo "note: $BIN is not on PATH, so \`git genjob\` runs through a git alias for now (git config --global alias.genjob)"
+        else
+            echo "note: $BIN is not on PATH and alias.genjob is already set to something else (left alone)"
+        fi
+        echo "      add it to PATH for good:  export PATH=\"$BIN:\$PATH\"  (e.g. in ~/.profile), then: git config --global --unset alias.genjob"
+        ;;
 esac

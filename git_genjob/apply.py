@@ -21,7 +21,7 @@ from git_genjob.receipt import GeneratorInfo
 from git_genjob.records import JobRecord, find_job, parse_trailers
 from git_genjob.scratch import scratch_dir
 from git_genjob.store import ARCHIVE_REF, RefUpdate, StaleLock, Store, lookup
-from git_genjob.verify import Verdict, check_fresh, check_receipt, trust_from_worktree
+from git_genjob.verify import Verdict, check_fresh, check_receipt, next_step, trust_from_tree, trust_from_worktree
 from git_genjob.worktree import (
     blocked_paths,
     checkout_outputs,
@@ -283,12 +283,11 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
         )
     ref_name, checked_out = _branch(store, branch)
     head = store.ref_target(ref_name)
-    # 1. verify (checks 1-7)
-    verdict = check_receipt(store, record, trust_from_worktree(store))
+    tree = store.get_commit(head).tree if head is not None else None
+    # 1. verify (checks 1-7), against the work tree's trust store and the one the commit will carry
+    verdict = check_receipt(store, record, trust_from_worktree(store), committed=trust_from_tree(store, tree))
     if not verdict.ok:
-        raise Refused(
-            f"receipt of job {key} does not verify", "see: git genjob verify " + key, details=verdict.failures()
-        )
+        raise Refused(f"receipt of job {key} does not verify", next_step(verdict), details=verdict.failures())
     assert verdict.envelope is not None
     done = landed(store, head, key, verdict.envelope.digest)
     if done is not None:  # a crash after the commit: reconcile, never commit again
@@ -296,7 +295,6 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
         _finish(store, record, verdict, done, ref_name)
         return Applied(key, str(done), ref_name, already=True, reconciled=True, kept=kept)
     # 2. stale check against the target branch (check 8)
-    tree = store.get_commit(head).tree if head is not None else None
     stale = check_fresh(store, record, tree)
     if stale:
         raise Refused(f"job {key} is stale", "submit a new job for the current content", details=stale)

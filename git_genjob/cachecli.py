@@ -2,24 +2,75 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from git_genjob.errors import BadInput, GenjobError, Unavailable
 from git_genjob.generators import GeneratorUnavailable
 from git_genjob.queue import read_config
-from git_genjob.replay import SENTINEL, Cache, call, check_fp, fingerprint, normalize, request_doc
+from git_genjob.replay import SENTINEL, Cache, call, fingerprint, normalize, request_doc
 from git_genjob.store import Store
 from git_genjob.userfiles import read_text, write_atomic
 
 
+def parse_endpoint(endpoint: str, model: str | None) -> tuple[str, str, str]:
+    """(dialect, url, model) of `ask --endpoint`, named as the generators name them.
+
+    `openai:BASE_URL` speaks chat completions (`--model` required); `http:URL` and a bare URL
+    speak the plain dialect of the `http:` generator: POST {"prompt","format":"text"}, the
+    body is the answer.
+    """
+    kind, sep, rest = endpoint.partition(":")
+    if sep and kind in ("openai", "http") and not rest.startswith("//"):
+        dialect, url = kind, rest
+    else:
+        dialect, url = "http", endpoint
+    if not url.startswith(("http://", "https://")):
+        raise BadInput(f"--endpoint {endpoint!r} is not a URL", "give http:URL, openai:BASE_URL or a bare http(s) URL")
+    if dialect == "openai" and not model:
+        raise BadInput("--endpoint openai:… needs --model", "e.g. --endpoint openai:http://127.0.0.1:8080/v1 --model m")
+    return dialect, url.rstrip("/"), model or ""
+
+
 def ask(
-    store: Store, endpoint: str, model: str, prompt_file: str, out_file: str, mode: str, key: str | None, timeout: float
+    store: Store,
+    endpoint: str,
+    model: str | None,
+    prompt_file: str,
+    out_file: str,
+    mode: str,
+    key: str | None,
+    timeout: float,
 ) -> dict[str, Any]:
     from git_genjob.generators.web import post_json
 
+    dialect, base, model = parse_endpoint(endpoint, model)
     norm = normalize(read_text(prompt_file, "prompt file"), read_config(store))
-    doc = request_doc(endpoint.rstrip("/"), model, {}, norm.text, key)
-    url = f"{endpoint.rstrip('/')}/chat/completions"
+    doc = _request(dialect, base, model, norm.text, key)
+    send: Callable[[str], str]
+    if dialect == "http":
+        send = lambda prompt: post_json(base, {"prompt": prompt, "format": "text"}, timeout)  # noqa: E731
+    else:
+        send = _chat_sender(f"{base}/chat/completions", model, timeout)
+
+    try:
+        result = call(Cache(store), doc, send, mode)
+    except (GeneratorUnavailable, Unavailable) as exc:
+        write_atomic(out_file, SENTINEL + "\n")
+        raise Unavailable(exc.message, exc.hint or "nothing was recorded; try again later") from None
+    except GenjobError:
+        raise
+    write_atomic(out_file, result.answer)
+    return {"fingerprint": result.fp, "source": result.source, "out_file": out_file}
+
+
+def _request(dialect: str, base: str, model: str, prompt: str, key: str | None) -> dict[str, Any]:
+    """The fingerprinted request: the plain dialect's is the same as the http: generator's."""
+    return request_doc(base, model, {"format": "text"} if dialect == "http" else {}, prompt, key)
+
+
+def _chat_sender(url: str, model: str, timeout: float) -> Callable[[str], str]:
+    from git_genjob.generators.web import post_json
 
     def send(prompt: str) -> str:
         import json
@@ -35,15 +86,7 @@ def ask(
             )
         return str(choice["message"]["content"])
 
-    try:
-        result = call(Cache(store), doc, send, mode)
-    except (GeneratorUnavailable, Unavailable) as exc:
-        write_atomic(out_file, SENTINEL + "\n")
-        raise Unavailable(exc.message, exc.hint or "nothing was recorded; try again later") from None
-    except GenjobError:
-        raise
-    write_atomic(out_file, result.answer)
-    return {"fingerprint": result.fp, "source": result.source, "out_file": out_file}
+    return send
 
 
 def ls(store: Store) -> list[dict[str, Any]]:
@@ -60,7 +103,8 @@ def ls(store: Store) -> list[dict[str, Any]]:
 
 def show(store: Store, fp: str) -> dict[str, Any]:
     cache = Cache(store)
-    entry = cache.entry(check_fp(fp))
+    fp = cache.resolve(fp)
+    entry = cache.entry(fp)
     if entry is None:
         raise BadInput(f"no cache entry {fp}", "list them with: git genjob cache ls")
     return {
@@ -74,7 +118,8 @@ def show(store: Store, fp: str) -> dict[str, Any]:
     }
 
 
-def explain(store: Store, prompt_file: str, endpoint: str, model: str, key: str | None) -> dict[str, Any]:
+def explain(store: Store, prompt_file: str, endpoint: str, model: str | None, key: str | None) -> dict[str, Any]:
+    dialect, base, model = parse_endpoint(endpoint, model)
     norm = normalize(read_text(prompt_file, "prompt file"), read_config(store))
-    doc = request_doc(endpoint.rstrip("/"), model, {}, norm.text, key)
+    doc = _request(dialect, base, model, norm.text, key)
     return {"fingerprint": fingerprint(doc), "request": doc, "rewrites": norm.rewrites}

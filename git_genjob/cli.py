@@ -59,6 +59,15 @@ def _store() -> Any:
     return Store.open()
 
 
+def _key(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A KEY argument: the full key, or a unique prefix of one (as `status` and `log` print)."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    from git_genjob.records import resolve_key
+
+    return resolve_key(_store(), value)
+
+
 @click.group(context_settings=CONTEXT)
 @click.version_option(package_name="git-genjob", prog_name="git genjob")
 @click.option("-q", "--quiet", is_flag=True, help="No human output (errors and --json still print).")
@@ -94,7 +103,7 @@ def init(hooks: bool, force: bool, as_json: bool) -> None:
             click.echo(f"hook    {item}")
         if not (report.created or report.config or report.hooks):
             click.echo("already initialized")
-        click.echo("next: git genjob keygen, then git genjob trust add NAME KEY.pub")
+        click.echo("next: git genjob keygen, git genjob trust add NAME KEY.pub, then commit .genjob/")
 
     emit(report.to_json(), as_json, human)
 
@@ -188,7 +197,7 @@ STATE_CHOICE = click.Choice(["queued", "claimed", "sending", "unknown", "done", 
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("key", required=False)
+@click.argument("key", required=False, callback=_key)
 @click.option("--state", type=STATE_CHOICE, help="Only jobs in this state.")
 @click.option("--all", "include_all", is_flag=True, help="Include archived (applied or dropped) jobs.")
 @json_option
@@ -208,14 +217,16 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
         if not rows:
             click.echo("no jobs" + (f" in state {state}" if state else ""))
         for r in rows:
-            shown = paint(f"{r['state']:<8}", STATE_COLOURS.get(r["state"], "white"))
+            label = r["state"] if r.get("result") in (None, "ok") else str(r["result"])
+            colour = "red" if label != r["state"] else STATE_COLOURS.get(r["state"], "white")
+            shown = paint(f"{label:<8}", colour)
             click.echo(f"{r['key']:<34} {shown} {r['instruction'][:60]}")
 
     emit(rows if not key else rows[0], as_json, human)
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("key")
+@click.argument("key", callback=_key)
 @json_option
 def show(key: str, as_json: bool) -> None:
     """One job: its work order, events, attempts and receipt."""
@@ -246,7 +257,7 @@ def show(key: str, as_json: bool) -> None:
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("key")
+@click.argument("key", callback=_key)
 @click.option(
     "-o",
     "--output",
@@ -395,7 +406,10 @@ def trust_add(name: str, pubkey: str, valid_before: str | None, valid_after: str
         doc,
         as_json,
         lambda: click.echo(
-            f"trusted {name} in .genjob/allowed_signers (commit it)" if doc["added"] else f"{name} is already trusted"
+            f"trusted {name} in .genjob/allowed_signers; commit it before apply "
+            f'(git add .genjob && git commit -m "genjob: trust {name}")'
+            if doc["added"]
+            else f"{name} is already trusted"
         ),
     )
 
@@ -410,7 +424,11 @@ def trust_list(as_json: bool) -> None:
 
     def human() -> None:
         if not rows:
-            click.echo("no trusted keys (git genjob trust add NAME KEY.pub)")
+            store = _store()
+            if store.workdir and not os.path.isdir(os.path.join(store.workdir, ".genjob")):
+                click.echo("no .genjob/ yet: run git genjob init, then git genjob trust add NAME KEY.pub")
+            else:
+                click.echo("no trusted keys (git genjob trust add NAME KEY.pub)")
         for r in rows:
             click.echo(f"{r['name']:<20} {r['keyid']}{'  REVOKED' if r['revoked'] else ''}")
 
@@ -449,6 +467,7 @@ def trust_revoke(name: str, as_json: bool) -> None:
 @click.option(
     "--allow-secrets", is_flag=True, help="Sign outputs that look like credentials (this worker's decision alone)."
 )
+@click.option("--strict", is_flag=True, help="Exit 1 if a stored receipt is rejected or aborted (default: exit 0).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 @json_option
 def work(
@@ -463,10 +482,16 @@ def work(
     worker_id: str | None,
     pass_env: tuple[str, ...],
     allow_secrets: bool,
+    strict: bool,
     quiet: bool,
     as_json: bool,
 ) -> None:
-    """The worker loop: claim, record sending, generate, sign, store."""
+    """The worker loop: claim, record sending, generate, sign, store.
+
+    Exit 0 when every receipt was stored (whatever its status) or nothing was queued; a
+    rejected or aborted receipt is named on stderr, and is exit 1 with --strict. Exit 3: a
+    generator was unavailable; exit 4: this worker was fenced.
+    """
     from git_genjob.errors import BadInput
     from git_genjob.generators import parse_spec
     from git_genjob.keys import read_signing_key
@@ -494,6 +519,7 @@ def work(
         pass_env=pass_env,
         remote=remote,
         allow_secrets=allow_secrets,
+        strict=strict,
     )
     report = do_work(store, opts, _progress(quiet))
 
@@ -501,21 +527,40 @@ def work(
         if not report.outcomes:
             click.echo("nothing to do: no queued job")
         for o in report.outcomes:
-            click.echo(f"{o.key:<34} {o.result}" + (f": {o.reason}" if o.reason else ""))
+            shown = paint(o.result, "green" if o.result == "ok" else "red")
+            click.echo(f"{o.key:<34} {shown}" + (f": {o.reason}" if o.reason else ""))
+            if o.replayed:
+                click.echo(
+                    f"{'':<34} replay of the answer recorded for this job ({o.replayed[0][:12]}); "
+                    f"git genjob retry {o.key} --refresh asks afresh"
+                )
 
     emit(report.to_json(), as_json, human)
+    for o in report.not_ok:
+        click.echo(
+            f"warning: job {o.key}: its receipt is {o.result}, nothing to apply; "
+            f"see git genjob show {o.key}, then git genjob retry {o.key} or git genjob drop {o.key} --why TEXT",
+            err=True,
+        )
     if report.exit_code:
         raise SystemExit(report.exit_code)
 
 
 @main.command("receipt", context_settings=CONTEXT)
-@click.argument("key")
+@click.argument("key", callback=_key)
 @click.option("--outputs", "outputs_dir", type=click.Path(file_okay=False), help="Directory holding new file contents.")
 @click.option("--delete", "deletes", multiple=True, help="Delete this allowed path (repeatable).")
 @click.option(
     "--signing-key", "key_file", type=click.Path(dir_okay=False), help="Private key (git config genjob.signingKey)."
 )
-@click.option("--status", "status_", type=click.Choice(["ok", "rejected", "aborted"]), default="ok", show_default=True)
+@click.option(
+    "--status",
+    "status_",
+    type=click.Choice(["ok", "rejected", "aborted"]),
+    default="ok",
+    show_default=True,
+    help="The receipt's status (a generator that failed out of band: rejected or aborted).",
+)
 @click.option("--reason", default="", help="Why, for a status other than ok.")
 @click.option("--worker-id", help="Worker name (git config genjob.workerId).")
 @click.option("--remote", help="Claim and publish through this remote.")
@@ -584,24 +629,38 @@ def recover(remote: str | None, as_json: bool) -> None:
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("key")
+@click.argument("key", callback=_key)
 @click.option("--remote", help="Publish through this remote.")
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="Ask the model afresh instead of replaying the answer this job recorded (a different "
+    "answer is recorded as a drift candidate).",
+)
 @json_option
-def retry(key: str, remote: str | None, as_json: bool) -> None:
-    """The owner starts a new attempt of job KEY (same key, same digest)."""
+def retry(key: str, remote: str | None, refresh: bool, as_json: bool) -> None:
+    """The owner starts a new attempt of job KEY (same key, same digest).
+
+    A model generator replays the answer this job already paid for unless --refresh is given.
+    """
     from git_genjob.lifecycle import Publisher
     from git_genjob.lifecycle import retry as do_retry
 
-    record = do_retry(Publisher(_store(), remote), key)
-    emit(
-        {"key": key, "state": record.state, "epoch": record.epoch},
-        as_json,
-        lambda: click.echo(f"queued {key} again (epoch {record.epoch})"),
-    )
+    record = do_retry(Publisher(_store(), remote), key, refresh)
+
+    def human() -> None:
+        how = (
+            "a model will be asked afresh"
+            if refresh
+            else "a model answer it recorded is replayed; --refresh asks afresh"
+        )
+        click.echo(f"queued {key} again (epoch {record.epoch}; {how})")
+
+    emit({"key": key, "state": record.state, "epoch": record.epoch, "refresh": refresh}, as_json, human)
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("key")
+@click.argument("key", callback=_key)
 @click.option("--why", required=True, help="Why the job ends (kept in the archive).")
 @click.option("--remote", help="Publish through this remote.")
 @json_option
@@ -620,18 +679,41 @@ def drop(key: str, why: str, remote: str | None, as_json: bool) -> None:
 
 
 @main.command(context_settings=CONTEXT)
-@click.option("--endpoint", required=True, help="OpenAI-compatible base URL (…/v1).")
-@click.option("--model", required=True)
-@click.option("--prompt-file", required=True, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--out-file", required=True, type=click.Path(dir_okay=False))
-@click.option("--mode", type=click.Choice(["replay", "offline", "refresh"]), default="replay", show_default=True)
+@click.option(
+    "--endpoint",
+    required=True,
+    help="http:URL or a bare URL (POST {prompt, format: text}, the body is the answer), or "
+    "openai:BASE_URL (chat completions at BASE_URL/chat/completions).",
+)
+@click.option("--model", help="Model name (required with openai:; recorded in the fingerprint).")
+@click.option("--prompt-file", required=True, type=click.Path(dir_okay=False, allow_dash=True), help="The prompt.")
+@click.option("--out-file", required=True, type=click.Path(dir_okay=False), help="Where the answer is written.")
+@click.option(
+    "--mode",
+    type=click.Choice(["replay", "offline", "refresh"]),
+    default="replay",
+    show_default=True,
+    help="replay: serve or ask and record; offline: never ask (a miss is exit 3); refresh: ask again.",
+)
 @click.option("--key", help="Scope the answer to this operation.")
-@click.option("--timeout", default="120s", show_default=True)
+@click.option("--timeout", default="120s", show_default=True, help="How long to wait for the endpoint.")
 @json_option
 def ask(
-    endpoint: str, model: str, prompt_file: str, out_file: str, mode: str, key: str | None, timeout: str, as_json: bool
+    endpoint: str,
+    model: str | None,
+    prompt_file: str,
+    out_file: str,
+    mode: str,
+    key: str | None,
+    timeout: str,
+    as_json: bool,
 ) -> None:
-    """One cached model call: replay what was asked before, else ask and record."""
+    """One cached model call: replay what was asked before, else ask and record.
+
+    Dialects as the generators name them: `--endpoint http://127.0.0.1:8080/model` (or
+    http:URL) is the plain one, `--endpoint openai:http://127.0.0.1:8080/v1 --model M` chat
+    completions.
+    """
     from git_genjob.cachecli import ask as do_ask
 
     doc = do_ask(_store(), endpoint, model, prompt_file, out_file, mode, key, parse_duration(timeout))
@@ -677,6 +759,7 @@ def cache_drift(fp: str, as_json: bool) -> None:
     from git_genjob.cachecli import show as do_show
 
     doc = do_show(_store(), fp)
+    fp = doc["fingerprint"]
     emit(
         {"fingerprint": fp, "served": doc["served"], "pending": doc["pending"]},
         as_json,
@@ -693,8 +776,9 @@ def cache_accept(fp: str, sha: str) -> None:
     """Serve answer SHA for FP from now on."""
     from git_genjob.replay import Cache, accept
 
-    accept(Cache(_store()), fp, sha)
-    click.echo(f"accepted {sha[:12]} for {fp}")
+    cache = Cache(_store())
+    sha = accept(cache, fp, sha)
+    click.echo(f"accepted {sha[:19]} for {cache.resolve(fp)}")
 
 
 @cache.command("reject", context_settings=CONTEXT)
@@ -704,17 +788,18 @@ def cache_reject(fp: str, sha: str) -> None:
     """Reject candidate answer SHA for FP (the served answer stays)."""
     from git_genjob.replay import Cache, reject
 
-    reject(Cache(_store()), fp, sha)
-    click.echo(f"rejected {sha[:12]} for {fp}")
+    cache = Cache(_store())
+    sha = reject(cache, fp, sha)
+    click.echo(f"rejected {sha[:19]} for {cache.resolve(fp)}")
 
 
 @cache.command("explain", context_settings=CONTEXT)
-@click.option("--prompt-file", required=True, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--endpoint", required=True)
-@click.option("--model", required=True)
+@click.option("--prompt-file", required=True, type=click.Path(dir_okay=False, allow_dash=True), help="The prompt.")
+@click.option("--endpoint", required=True, help="As for ask: http:URL or a bare URL, or openai:BASE_URL.")
+@click.option("--model", help="Model name (required with openai:).")
 @click.option("--key", help="Operation scope.")
 @json_option
-def cache_explain(prompt_file: str, endpoint: str, model: str, key: str | None, as_json: bool) -> None:
+def cache_explain(prompt_file: str, endpoint: str, model: str | None, key: str | None, as_json: bool) -> None:
     """Print every fingerprint component and every rewrite of the prompt."""
     from git_genjob.cachecli import explain
 
@@ -748,12 +833,12 @@ def cache_import(directory: str, as_json: bool) -> None:
 
 
 @main.command("verify", context_settings=CONTEXT)
-@click.argument("key")
+@click.argument("key", callback=_key)
 @click.option("--branch", help="Check freshness against this branch (default: HEAD).")
 @json_option
 def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
     """Every check of the receipt of KEY; exit 0 only if applyable."""
-    from git_genjob.verify import CHECKS, verify
+    from git_genjob.verify import CHECKS, next_step, verify
 
     verdict = verify(_store(), key, branch, progress=_progress(False))
 
@@ -762,6 +847,8 @@ def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
             mark = paint("ok  ", "green") if c.ok else paint("FAIL", "red")
             click.echo(f"{mark} {c.n} {CHECKS[c.n]:<9} {c.detail}")
         click.echo(f"{key}: {'applyable' if verdict.ok else 'NOT applyable'}")
+        if not verdict.ok and not next_step(verdict).startswith("see: "):
+            click.echo(f"hint: {next_step(verdict)}", err=True)
 
     emit(verdict.to_json(), as_json, human)
     if not verdict.ok:
@@ -769,7 +856,7 @@ def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
 
 
 @main.command("apply", context_settings=CONTEXT)
-@click.argument("key")
+@click.argument("key", callback=_key)
 @click.option("--branch", help="Commit onto this branch (default: the checked-out one).")
 @json_option
 def apply_cmd(key: str, branch: str | None, as_json: bool) -> None:
@@ -802,21 +889,29 @@ def log_cmd(range_: str | None, as_json: bool) -> None:
         if not rows:
             click.echo("no genjob commits")
         for r in rows:
-            mark = "verified" if r["ok"] else "FAILS: " + "; ".join(r["problems"])
+            mark = r["provenance"] if r["ok"] else f"{r['provenance']}, FAILS: " + "; ".join(r["problems"])
             click.echo(f"{r['commit'][:12]} {r['key']} worker={r['worker']} signer={r['signer']} {mark}")
+            for fact in r["facts"]:
+                click.echo(f"             {fact}")
 
     emit(rows, as_json, human)
 
 
 @main.command("audit", context_settings=CONTEXT)
 @click.argument("range_", metavar="[RANGE]", required=False)
-@click.option("-q", "--quiet", is_flag=True)
+@click.option("-q", "--quiet", is_flag=True, help="Print only failing commits and the total.")
+@click.option(
+    "--trust-from",
+    metavar="REV",
+    help="Check signers against .genjob/ at REV instead of each commit's own (repairs history "
+    "applied before the trust store was committed).",
+)
 @json_option
-def audit_cmd(range_: str | None, quiet: bool, as_json: bool) -> None:
+def audit_cmd(range_: str | None, quiet: bool, trust_from: str | None, as_json: bool) -> None:
     """Re-verify every commit with Genjob-* trailers in RANGE (for CI); exit 1 on any failure."""
     from git_genjob.audit import audit
 
-    results = audit(_store(), range_, _progress(quiet))
+    results = audit(_store(), range_, _progress(quiet), trust_from)
     bad = [a for a in results if not a.ok]
 
     def human() -> None:
@@ -824,9 +919,9 @@ def audit_cmd(range_: str | None, quiet: bool, as_json: bool) -> None:
             if quiet and a.ok:
                 continue
             mark = paint("ok  ", "green") if a.ok else paint("FAIL", "red")
-            click.echo(f"{mark} {a.commit[:12]} {a.subject}")
-            for p in a.problems:
-                click.echo(f"       {p}")
+            click.echo(f"{mark} {a.commit[:12]} {a.provenance:<22} {a.subject}")
+            for line in a.facts + a.problems:
+                click.echo(f"       {line}")
         click.echo(f"{len(results)} genjob commit(s), {len(bad)} failing")
 
     emit({"commits": [a.to_json() for a in results], "failing": len(bad)}, as_json, human)
@@ -850,6 +945,7 @@ def demo(keep: bool, model: str | None, as_json: bool) -> None:
         "key": result.key,
         "commit": result.commit,
         "verify": result.verify,
+        "log": result.log,
     }
     emit(doc, as_json, lambda: click.echo(f"\nkept the demo repository: {result.path}" if keep else "\ndone."))
 

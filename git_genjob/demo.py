@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from git_genjob.errors import GenjobError
+
 if TYPE_CHECKING:
     from git_genjob.keys import SigningKey
     from git_genjob.store import Store
@@ -30,6 +32,7 @@ def fetch_user(uid):
         return json.load(resp)
 '''
 
+MODEL_TASK = "Add a timeout parameter to fetch_user (default 10 seconds) and pass it to urlopen."
 INSTRUCTION = "Add a timeout to fetch_user and keep the public signature.\n\nAdd a test that checks it."
 
 
@@ -135,8 +138,11 @@ def run_demo(keep: bool, model: str | None, say: Callable[[str], None]) -> DemoR
             say(f"$ cd {repo}")
             store = Store.open(repo)
             key, key_path = _trusted_key(store, base, say)
-            job = submit(store, INSTRUCTION, ["src/user.py"], ["tests/test_timeout.py"])
-            say(f"$ git genjob submit -m '{INSTRUCTION.splitlines()[0]}' src/user.py --create tests/test_timeout.py")
+            # A model gets a one-file job: every OpenAI-compatible server can answer it as text.
+            instruction, creates = (INSTRUCTION, ["tests/test_timeout.py"]) if model is None else (MODEL_TASK, [])
+            job = submit(store, instruction, ["src/user.py"], creates)
+            created = "".join(f" --create {p}" for p in creates)
+            say(f"$ git genjob submit -m '{instruction.splitlines()[0]}' src/user.py{created}")
             say(f"  created {job.key} {job.digest}")
             _run_worker(store, key, key_path, model, say)
             verdict = verify(store, job.key)
@@ -150,7 +156,11 @@ def run_demo(keep: bool, model: str | None, say: Callable[[str], None]) -> DemoR
             log = _git(repo, "-c", "notes.displayRef=refs/notes/genjob", "log", "--notes=genjob", "--stat", "-1")
             say("$ git log --notes=genjob --stat -1")
             say(log.rstrip())
-            return DemoResult(repo, job.key, applied.commit, log, lines)
-    finally:
-        if not keep:
-            shutil.rmtree(base, ignore_errors=True)
+            result = DemoResult(repo, job.key, applied.commit, log, lines)
+    except GenjobError as exc:
+        # A failed demo keeps its repository: the hint names it, so it must still be there.
+        exc.hint = f"{exc.hint or 'inspect ' + base}; remove it after with: rm -rf {base}"
+        raise
+    if not keep:
+        shutil.rmtree(base, ignore_errors=True)
+    return result

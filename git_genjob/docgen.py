@@ -24,7 +24,8 @@ EXAMPLES = {
     "audit": "git genjob audit origin/main..HEAD",
     "push": "git genjob push origin",
     "fetch": "git genjob fetch origin",
-    "ask": "git genjob ask --endpoint http://127.0.0.1:8080/v1 --model smollm2 --prompt-file p.txt --out-file a.txt",
+    "ask": "git genjob ask --endpoint http://127.0.0.1:8080/model --prompt-file p.txt --out-file a.txt\n"
+    "git genjob ask --endpoint openai:http://127.0.0.1:8080/v1 --model smollm2 --prompt-file p.txt --out-file a.txt",
     "cache drift": "git genjob cache drift <fingerprint>",
     "demo": "git genjob demo --keep",
 }
@@ -46,6 +47,7 @@ JSON_SHAPES = {
             "allowed_paths": ["src/user.py"],
             "instruction": "first line",
             "archived": False,
+            "result": None,
         }
     ],
     "show": {
@@ -58,6 +60,7 @@ JSON_SHAPES = {
         "allowed_paths": ["src/user.py"],
         "instruction": "first line",
         "archived": False,
+        "result": "ok",
         "job": {"schema": "genjob.job/v1"},
         "meta": {"job_id": "j-…"},
         "attempt_records": [{"n": 1}],
@@ -82,10 +85,10 @@ JSON_SHAPES = {
             "revoked": False,
         }
     ],
-    "work": {"jobs": [{"key": K, "result": "ok", "reason": "", "attempt": 1}], "exit_code": 0},
-    "receipt": {"key": K, "result": "ok", "reason": "", "attempt": 1},
+    "work": {"jobs": [{"key": K, "result": "ok", "reason": "", "attempt": 1, "replayed": []}], "exit_code": 0},
+    "receipt": {"key": K, "result": "ok", "reason": "", "attempt": 1, "replayed": []},
     "recover": {"requeued": [], "unknown": [K], "lost": [], "archived": [], "locks": []},
-    "retry": {"key": K, "state": "queued", "epoch": 3},
+    "retry": {"key": K, "state": "queued", "epoch": 3, "refresh": False},
     "drop": {"key": K, "state": "dropped"},
     "verify": {
         "key": K,
@@ -105,6 +108,9 @@ JSON_SHAPES = {
             "worker": "w1",
             "ok": True,
             "problems": [],
+            "provenance": "verified",
+            "facts": [],
+            "jobs": [K],
         }
     ],
     "audit": {"commits": ["(as log)"], "failing": 0},
@@ -150,6 +156,13 @@ def _usage(name: str, cmd: click.Command) -> str:
     return " ".join(cmd.collect_usage_pieces(ctx))
 
 
+def _option_help(name: str, cmd: click.Command, p: click.Option) -> str:
+    """The option's help as `-h` prints it: with its default and choices."""
+    ctx = click.Context(cmd, info_name=f"git genjob {name}", help_option_names=["-h", "--help"])
+    record = p.get_help_record(ctx)
+    return record[1] if record else (p.help or "")
+
+
 def markdown(root: click.Group) -> str:
     lines = [
         "# Commands",
@@ -173,7 +186,7 @@ def markdown(root: click.Group) -> str:
             lines += ["| option | meaning |", "|---|---|"]
             for p in opts:
                 flags = ", ".join(f"`{o}`" for o in p.opts + p.secondary_opts)
-                lines.append(f"| {flags} | {(p.help or '').replace('|', '/')} |")
+                lines.append(f"| {flags} | {_option_help(name, cmd, p).replace('|', '/')} |")
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -199,7 +212,8 @@ def manpage(root: click.Group, version: str) -> str:
         out += [".TP", f".B git genjob {_roff(name)} {_roff(_usage(name, cmd))}", _roff((cmd.help or "").strip())]
         for p in cmd.params:
             if isinstance(p, click.Option) and not p.hidden:
-                out += [".RS", ".TP", f"\\fB{_roff(', '.join(p.opts))}\\fR", _roff(p.help or ""), ".RE"]
+                flags = _roff(", ".join(p.opts + p.secondary_opts))
+                out += [".RS", ".TP", f"\\fB{flags}\\fR", _roff(_option_help(name, cmd, p)), ".RE"]
     out += [
         ".SH EXIT STATUS",
         "0 done; 1 refused; 2 bad input, nothing written; 3 generator unavailable; 4 conflict.",

@@ -158,15 +158,25 @@ class Attempts:
     epoch: int = 0
     state: str = "queued"
     attempts: tuple[Attempt, ...] = ()
+    refresh: bool = False  # `retry --refresh`: the next attempt asks the model afresh
 
     def to_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "state": self.state, "attempts": [a.to_dict() for a in self.attempts]}
+        doc: dict[str, Any] = {
+            "epoch": self.epoch,
+            "state": self.state,
+            "attempts": [a.to_dict() for a in self.attempts],
+        }
+        if self.refresh:
+            doc["refresh"] = True
+        return doc
 
 
 def parse_attempts(data: bytes | None) -> Attempts:
     if data is None:
         return Attempts()
-    d = _object(parse_strict(data, "attempts.json"), "attempts.json", {"epoch", "state", "attempts"})
+    d = _object(parse_strict(data, "attempts.json"), "attempts.json", {"epoch", "state", "attempts"}, {"refresh"})
+    if d.get("refresh", True) is not True:
+        raise BadInput("attempts.json refresh must be true when present")
     items = d["attempts"]
     if not isinstance(items, list):
         raise BadInput("attempts.json attempts must be a list")
@@ -177,6 +187,7 @@ def parse_attempts(data: bytes | None) -> Attempts:
         check_int(d["epoch"], "attempts.json epoch"),
         check_choice(d["state"], "attempts.json state", JOB_STATES),
         attempts,
+        "refresh" in d,
     )
 
 

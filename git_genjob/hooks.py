@@ -219,18 +219,19 @@ class _RemoteNotes:
 def _check_pushed(
     store: Store, remote: str, local_sha: str, remote_sha: str, pushing_notes: bool, notes: _RemoteNotes
 ) -> list[str]:
-    from git_genjob.audit import audit_commit, genjob_trailers
+    from git_genjob.audit import audit_one
     from git_genjob.notes import read_note
     from git_genjob.verify import TrustStore, trust_from_tree
 
     problems: list[str] = []
     tip_trust: TrustStore | None = None
     for commit in _new_commits(store, remote, local_sha, remote_sha):
-        if not genjob_trailers(commit):
-            continue
         tip_trust = tip_trust or trust_from_tree(store, store.get_commit(local_sha).tree)
+        checked = audit_one(store, commit, tip_trust)
+        if checked is None:
+            continue
         short = str(commit.id)[:12]
-        problems += [f"{short}: {p}" for p in audit_commit(store, commit, tip_trust).problems]
+        problems += [f"{short}: {p}" for p in checked.problems]
         if read_note(store, commit.id) is not None and not pushing_notes and not notes.has(str(commit.id)):
             problems.append(f"{short}: its note is not on {remote} (run git genjob push first)")
     return problems

@@ -159,6 +159,14 @@ def read_signing_key(path: str) -> SigningKey:
         raise BadInput(
             f"cannot read signing key {path}: {exc.strerror}", "create one with: git genjob keygen"
         ) from None
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        head = fh.read(200)
+    if head.startswith(("ssh-ed25519 ", "ssh-rsa ", "ecdsa-", "sk-ssh-")):
+        private = path[: -len(".pub")] if path.endswith(".pub") else "the file without .pub"
+        raise BadInput(
+            f"{path} is a public key; signing needs the private key",
+            f"pass the private key file: --signing-key {private}",
+        )
     if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise BadInput(
             f"signing key {path} is readable by others (mode {stat.S_IMODE(st.st_mode):04o})", f"chmod 600 {path}"

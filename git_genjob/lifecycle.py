@@ -147,6 +147,7 @@ def store_receipt(
     attempt = _current(lease, doc)
     attempt.update(state="finished", finished_at=utc_now(), replays=replays)
     doc["state"] = "done"
+    doc.pop("refresh", None)  # asked afresh once: a later retry replays unless asked again
     files = {p: o for p, o in _files(lease.record).items() if not p.startswith("outputs/")}
     files["receipt.json"] = store.blob(envelope)
     for path, data in outputs.items():
@@ -211,8 +212,12 @@ def recover(pub: Publisher, now: float | None = None) -> RecoverReport:
     return report
 
 
-def retry(pub: Publisher, key: str) -> JobRecord:
-    """The owner's explicit new attempt of the same job (same key, same digest)."""
+def retry(pub: Publisher, key: str, refresh: bool = False) -> JobRecord:
+    """The owner's explicit new attempt of the same job (same key, same digest).
+
+    With `refresh` the new attempt asks the model afresh instead of replaying the answer this
+    job already recorded; a different answer is recorded as a drift candidate (SPEC §7).
+    """
     pub.refresh()
     record = find_job(pub.store, key)
     if record.archived:
@@ -229,6 +234,9 @@ def retry(pub: Publisher, key: str) -> JobRecord:
     doc = _attempts(record)
     doc["epoch"] += 1
     doc["state"] = "queued"
+    doc.pop("refresh", None)
+    if refresh:
+        doc["refresh"] = True
     files = {p: o for p, o in _files(record).items() if p != "receipt.json" and not p.startswith("outputs/")}
     return _advance(pub, record, "retried", doc, files)
 

@@ -366,22 +366,15 @@ def live_jobs(
 
 def archived_jobs(store: Store, damaged: dict[str, str] | None = None) -> list[JobRecord]:
     """Every readable archived job; a damaged entry is named in `damaged`, never fatal for the rest."""
-    tip = store.ref_target(ARCHIVE_REF)
-    if tip is None:
-        return []
     out = []
-    for shard_entry in store.get_commit(tip).tree:
-        shard_tree = store.repo.get(shard_entry.id)
-        if not isinstance(shard_tree, pygit2.Tree):
-            continue
-        for entry in shard_tree:
-            sub = store.repo.get(entry.id)
-            if isinstance(sub, pygit2.Tree):
-                try:
-                    out.append(load_tree(store, str(entry.name), sub, None, archived=True))
-                except GenjobError as exc:
-                    if damaged is not None:
-                        damaged[str(entry.name)] = exc.message
+    for key, oid in store.archive_entries():
+        sub = store.repo.get(oid)
+        if isinstance(sub, pygit2.Tree):
+            try:
+                out.append(load_tree(store, key, sub, None, archived=True))
+            except GenjobError as exc:
+                if damaged is not None:
+                    damaged[key] = exc.message
     out.sort(key=lambda r: (r.meta.created_at, r.key))
     return out
 
@@ -398,7 +391,24 @@ def summarize(record: JobRecord) -> dict[str, Any]:
         "allowed_paths": record.job.allowed_paths,
         "instruction": first,
         "archived": record.archived,
+        "result": receipt_result(record),
     }
+
+
+def receipt_result(record: JobRecord) -> str | None:
+    """What a live job's stored receipt says it is (ok, rejected, aborted), for display only.
+
+    Read from the unverified envelope: `verify` is the check; this only keeps a failed run
+    from looking like a finished one in `status`. None without a receipt or once archived.
+    """
+    if record.archived or record.receipt_bytes is None:
+        return None
+    from git_genjob.receipt import parse_envelope
+
+    try:
+        return parse_envelope(record.receipt_bytes).predicate.status
+    except GenjobError:
+        return "damaged"
 
 
 def status(store: Store, state: str | None = None, include_archived: bool = False) -> list[dict[str, Any]]:

@@ -174,6 +174,28 @@ def find_job(store: Store, key: str) -> JobRecord:
     return record
 
 
+MIN_PREFIX = 4
+
+
+def resolve_key(store: Store, text: str) -> str:
+    """The full key of a job named by its key or a unique prefix of it (as `status` prints keys).
+
+    An exact key always wins. A prefix is looked up in the live refs, then in the archive (a
+    scan of its shards, paid only when the text is no job's key). Text that matches nothing is
+    returned as it is, for the command's own lookup (possibly through a remote) to report.
+    """
+    if len(text) < MIN_PREFIX or store.ref_target(job_ref(text)) is not None or store.archive_entry(text):
+        return text
+    matches = sorted(k for k in store.live_keys() if k.startswith(text))
+    if not matches:
+        matches = sorted(k for k, _ in store.archive_entries() if k.startswith(text))
+    if len(matches) > 1:
+        raise NoSuchJob(
+            f"{text!r} is the prefix of {len(matches)} jobs' keys: " + ", ".join(matches[:5]), "give more characters"
+        )
+    return matches[0] if matches else text
+
+
 def events(store: Store, tip: pygit2.Oid) -> list[Event]:
     """A live chain's events, oldest first (first parents only)."""
     out: list[Event] = []

@@ -183,6 +183,26 @@ class Cache:
         request = parse_strict(self.store.read(files["request.json"]), "request") if "request.json" in files else None
         return Entry(fp, request, events, answers)
 
+    def resolve(self, text: str) -> str:
+        """A fingerprint named in full or by a unique prefix of 4 or more hex digits (`cache ls`)."""
+        if len(text) == 64 or not re.fullmatch(r"[0-9a-f]{4,63}", text):
+            return check_fp(text)
+        tree = self._tree()
+        shard = self.store.repo.get(tree[text[:2]].id) if tree is not None and text[:2] in tree else None
+        matches = [str(e.name) for e in shard if str(e.name).startswith(text)] if isinstance(shard, pygit2.Tree) else []
+        if len(matches) != 1:
+            found = f"the prefix of {len(matches)} fingerprints" if matches else "no fingerprint's prefix"
+            raise BadInput(f"{text!r} is {found}", "list them with: git genjob cache ls")
+        return matches[0]
+
+    def resolve_answer(self, entry: Entry, text: str) -> str:
+        """An answer hash named in full or by a unique prefix (with or without `sha256:`)."""
+        if text in entry.answers:
+            return text
+        bare = text.removeprefix("sha256:")
+        matches = [a for a in entry.answers if len(bare) >= 4 and a.removeprefix("sha256:").startswith(bare)]
+        return matches[0] if len(matches) == 1 else text  # else `answer` names what is missing
+
     def answer(self, entry: Entry, sha: str) -> str:
         if sha not in entry.answers:
             raise BadInput(f"fingerprint {entry.fp} has no answer {sha}", f"see: git genjob cache show {entry.fp}")
@@ -265,6 +285,7 @@ class CallResult:
     answer: str
     fp: str
     source: str  # replay | fresh | drift
+    candidate: str | None = None  # drift: the fresh answer, recorded for review, not served
 
 
 Sender = Callable[[str], str]
@@ -293,32 +314,37 @@ def call(cache: Cache, doc: dict[str, Any], send: Sender, mode: str = "replay") 
         cache.add(fp, {"type": "refresh", "answer": sha})
         return CallResult(answer, fp, "fresh")
     cache.add(fp, {"type": "drift", "answer": sha, "against": served}, answer)
-    return CallResult(cache.answer(entry, served), fp, "drift")
+    return CallResult(cache.answer(entry, served), fp, "drift", answer)
 
 
-def accept(cache: Cache, fp: str, sha: str) -> None:
+def accept(cache: Cache, fp: str, sha: str) -> str:
     """Serve `sha` from now on: it supersedes every current head (a drift's or a merge's)."""
     entry = _need(cache, fp)
+    sha = cache.resolve_answer(entry, sha)
     cache.answer(entry, sha)
     heads = entry.head_events()
     if {e["answer"] for e in heads} == {sha}:
-        return  # already the only answer served
+        return sha  # already the only answer served
     served = entry.served()
     cache.add(
-        fp, {"type": "accepted", "answer": sha, "replaces": served, "supersedes": sorted(e["_id"] for e in heads)}
+        entry.fp,
+        {"type": "accepted", "answer": sha, "replaces": served, "supersedes": sorted(e["_id"] for e in heads)},
     )
+    return sha
 
 
-def reject(cache: Cache, fp: str, sha: str) -> None:
+def reject(cache: Cache, fp: str, sha: str) -> str:
     entry = _need(cache, fp)
+    sha = cache.resolve_answer(entry, sha)
     cache.answer(entry, sha)
     if sha == entry.served() and len(entry.heads()) == 1:
         raise Refused(f"{sha} is the served answer of {fp}", "accept another answer instead of rejecting this one")
-    cache.add(fp, {"type": "rejected", "answer": sha})
+    cache.add(entry.fp, {"type": "rejected", "answer": sha})
+    return sha
 
 
 def _need(cache: Cache, fp: str) -> Entry:
-    entry = cache.entry(check_fp(fp))
+    entry = cache.entry(cache.resolve(fp))
     if entry is None:
         raise BadInput(f"no cache entry {fp}", "list them with: git genjob cache ls")
     return entry
@@ -329,10 +355,18 @@ class CacheClient:
 
     def __init__(self, store: Store, scope_key: str | None, mode: str = "replay"):
         self.cache, self.scope_key, self.mode = Cache(store), scope_key, mode
+        self.sources: list[tuple[str, str]] = []  # (fingerprint, replay | fresh | drift) per call
 
     def call(self, endpoint: str, model: str, params: dict[str, Any], prompt: str, send: Sender) -> CallResult:
+        """One model call of a job's attempt. A job's `retry --refresh` is the owner asking for a
+        new answer, so this attempt gets it even when it drifts; replays keep serving the
+        accepted answer until `cache accept` (SPEC §7)."""
         doc = request_doc(endpoint, model, params, prompt, self.scope_key)
-        return call(self.cache, doc, send, self.mode)
+        result = call(self.cache, doc, send, self.mode)
+        self.sources.append((result.fp, result.source))
+        if result.source == "drift" and result.candidate is not None:
+            return CallResult(result.candidate, result.fp, "drift", result.candidate)
+        return result
 
 
 def import_dir(cache: Cache, directory: str) -> list[str]:

@@ -315,6 +315,16 @@ class Store:
                     yield name, target
 
     # -- archive -----------------------------------------------------------
+    def archive_entries(self) -> Iterator[tuple[str, pygit2.Oid]]:
+        """(key, object id) of every entry under the archive's shards, in tree order."""
+        tip = self.ref_target(ARCHIVE_REF)
+        if tip is None:
+            return
+        for shard_entry in self.get_commit(tip).tree:
+            shard_tree = self.repo.get(shard_entry.id)
+            if isinstance(shard_tree, pygit2.Tree):
+                yield from ((str(e.name), e.id) for e in shard_tree)
+
     def archive_entry(self, key: str) -> pygit2.Tree | None:
         """The archived final tree of job `key` (one tree lookup), or None."""
         tip = self.ref_target(ARCHIVE_REF)

@@ -6,7 +6,14 @@ import os
 from typing import Any
 
 from git_genjob.errors import BadInput
-from git_genjob.keys import normalize_validity, parse_allowed_signers, parse_public_key, parse_revoked, public_line
+from git_genjob.keys import (
+    fingerprint,
+    normalize_validity,
+    parse_allowed_signers,
+    parse_public_key,
+    parse_revoked,
+    public_line,
+)
 from git_genjob.keys import trust_line as make_line
 from git_genjob.store import Store
 from git_genjob.userfiles import write_atomic
@@ -75,3 +82,33 @@ def revoke(store: Store, name: str) -> int:
     if added:
         append_lines(path, added)
     return len(added)
+
+
+def untrusted_hint(envelope: Any) -> str | None:
+    """The exact `trust add` for an unknown signer, when its public key is on this machine.
+
+    The receipt's `keyid` is unsigned, so it is only quoted: a local `.pub` file is named only
+    when its key verifies the signature itself.
+    """
+    import glob
+
+    from git_genjob.keys import default_key_path, verify_signature
+    from git_genjob.receipt import PAYLOAD_TYPE, pae
+
+    message = pae(PAYLOAD_TYPE, envelope.payload)
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(default_key_path("x")), "*.pub"))):
+        try:
+            pk, comment = parse_public_key(read_text(path))
+        except (BadInput, OSError, UnicodeDecodeError):
+            continue
+        if any(verify_signature(pk, message, sig) for _, sig in envelope.signatures):
+            name = comment.split()[0] if comment.split() else os.path.basename(path)[: -len(".pub")]
+            return (
+                f"the receipt is signed by {path} ({fingerprint(pk)}), which .genjob/allowed_signers does not "
+                f"trust; if you trust that worker: git genjob trust add {name} {path}, then commit .genjob/"
+            )
+    named = ", ".join(repr(k) for k, _ in envelope.signatures if k)[:200] or "no key id"
+    return (
+        f"the receipt names signer {named} (unverified); if you trust that worker, get its public key "
+        "line (its KEY.pub) and run: git genjob trust add NAME KEY.pub, then commit .genjob/"
+    )

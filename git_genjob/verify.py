@@ -11,7 +11,7 @@ from typing import Any
 import pygit2
 
 from git_genjob.canonical import digest, parse_strict
-from git_genjob.errors import BadInput, GenjobError
+from git_genjob.errors import BadInput, GenjobError, Refused
 from git_genjob.keys import TrustedKey, parse_revoked, read_allowed_signers
 from git_genjob.receipt import Envelope, Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.records import JobRecord, find_job, parse_trailers
@@ -109,8 +109,14 @@ def check_receipt(
     trust: TrustStore,
     when: float | None = None,
     progress: Callable[[str], None] = lambda _: None,
+    committed: TrustStore | None = None,
 ) -> Verdict:
-    """Checks 1-7 of SPEC §6 against one stored job; collects every failure."""
+    """Checks 1-7 of SPEC §6 against one stored job; collects every failure.
+
+    `committed` is the trust store of the branch the outputs would land on: the applied commit
+    carries that one, and `audit` and pre-push check it there, so a signer the work tree's
+    uncommitted store alone trusts fails check 2 here too, not later at push time.
+    """
     verdict = Verdict(record.key, record=record)
     when = time.time() if when is None else when
     # 1. The envelope parses; payloadType and predicateType are exact.
@@ -128,6 +134,14 @@ def check_receipt(
     # 2. A signature verifies with a trusted, in-window, unrevoked key.
     try:
         verdict.signer = check_signature(env, trust.signers, trust.revoked, when)
+        if committed is not None and committed != trust:
+            try:
+                check_signature(env, committed.signers, committed.revoked, when)
+            except GenjobError:
+                raise Refused(
+                    f"signer {verdict.signer.principal} ({verdict.signer.keyid}) is trusted only by the uncommitted "
+                    ".genjob/ of the work tree; the applied commit would fail audit and pre-push",
+                ) from None
         verdict.add(2, [], f"signed by {verdict.signer.principal} ({verdict.signer.keyid})")
     except GenjobError as exc:  # Refused or BadInput: both are a failed check
         verdict.add(2, [exc.message, *trust.problems], "")
@@ -142,7 +156,10 @@ def check_receipt(
         problems.append(f"receipt job_digest is {pred.job_digest}, job.json hashes to {recomputed}")
     verdict.add(3, problems, f"job {record.key} {recomputed}")
     # 4. status is ok.
-    verdict.add(4, [] if pred.status == "ok" else [f"status is {pred.status}: {pred.reason}"], "ok")
+    status = [] if pred.status == "ok" else [f"status is {pred.status}: {pred.reason}"]
+    if pred.status == "ok" and not pred.outputs:  # never an empty commit
+        status.append("status is ok but the receipt changes nothing: there is nothing to apply")
+    verdict.add(4, status, "ok")
     # 5. Output paths within allowed_paths, each safe.
     verdict.add(5, check_output_paths(pred, record.job.allowed_paths), "outputs within the allowed paths")
     # 6. Every stored output blob re-hashes to its declared digest.
@@ -150,6 +167,30 @@ def check_receipt(
     # 7. The signed claim is the claim event it sits on, with no fencing event after it.
     verdict.add(7, _check_fencing(store, record, pred), f"on claim {pred.claim[:12]}")
     return verdict
+
+
+def next_step(verdict: Verdict) -> str:
+    """What to do next, for the failures a newcomer meets first: a failed run, an unknown signer."""
+    key = verdict.key
+    failed = {c.n for c in verdict.checks if not c.ok}
+    if failed == {4}:
+        return (
+            f"the worker ran but there is nothing to apply; ask again: git genjob retry {key} "
+            f"(--refresh to skip a recorded model answer), or end it: git genjob drop {key} --why TEXT"
+        )
+    if any(c.n == 2 and not c.ok and "uncommitted .genjob/" in c.detail for c in verdict.checks):
+        return 'commit the trust store first: git add .genjob && git commit -m "genjob: trust store"'
+    store = verdict.record.store if verdict.record is not None else None
+    if store is not None and store.workdir and not os.path.isdir(os.path.join(store.workdir, ".genjob")):
+        return "this repository has no .genjob/ yet: run git genjob init, then git genjob trust add NAME KEY.pub"
+    unknown = ("no signature verifies", "is empty")
+    if any(c.n == 2 and not c.ok and any(u in c.detail for u in unknown) for c in verdict.checks):
+        from git_genjob.trust import untrusted_hint
+
+        hint = untrusted_hint(verdict.envelope) if verdict.envelope is not None else None
+        if hint:
+            return hint
+    return f"see: git genjob verify {key}"
 
 
 def _check_blobs(store: Store, record: JobRecord, pred: Predicate, progress: Callable[[str], None]) -> list[str]:
@@ -258,11 +299,13 @@ def verify(
     store: Store, key: str, branch: str | None = None, progress: Callable[[str], None] = lambda _: None
 ) -> Verdict:
     record = find_job(store, key)
-    verdict = check_receipt(store, record, trust_from_worktree(store), progress=progress)
-    if record.archived and record.state == "applied":
+    applied = record.archived and record.state == "applied"
+    tree = None if applied else target_tree(store, branch)
+    committed = None if applied else trust_from_tree(store, tree)
+    verdict = check_receipt(store, record, trust_from_worktree(store), progress=progress, committed=committed)
+    if applied:
         verdict.add(8, [], f"applied as {record.meta.final.commit if record.meta.final else '?'}")
         return verdict
-    tree = target_tree(store, branch)
     verdict.add(8, check_fresh(store, record, tree), "inputs unchanged in the target")
     return verdict
 

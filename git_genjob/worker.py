@@ -36,6 +36,7 @@ class JobOutcome:
     result: str  # ok | rejected | aborted | failed_before_send | unknown | fenced | lost
     reason: str = ""
     attempt: int | None = None
+    replayed: list[str] = field(default_factory=list)  # model answers served from the job's recording
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -45,6 +46,8 @@ class JobOutcome:
 class WorkReport:
     outcomes: list[JobOutcome] = field(default_factory=list)
 
+    strict: bool = False  # `work --strict`: a receipt that is not ok is exit 1
+
     @property
     def exit_code(self) -> int:
         results = {o.result for o in self.outcomes}
@@ -52,7 +55,14 @@ class WorkReport:
             return 4
         if results & {"failed_before_send", "unknown"}:
             return 3
+        if self.strict and self.not_ok:
+            return 1
         return 0
+
+    @property
+    def not_ok(self) -> list[JobOutcome]:
+        """Receipts stored with a status other than ok (SPEC §4: a result, exit 0 unless strict)."""
+        return [o for o in self.outcomes if o.result in ("rejected", "aborted")]
 
     def to_json(self) -> dict[str, Any]:
         return {"jobs": [o.to_json() for o in self.outcomes], "exit_code": self.exit_code}
@@ -71,13 +81,14 @@ class WorkerOptions:
     pass_env: tuple[str, ...] = ()
     remote: str | None = None
     allow_secrets: bool = False
+    strict: bool = False
 
 
 def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None) -> WorkReport:
     """Claim queued jobs oldest first until none is claimable (or max_jobs / forever with wait)."""
     clean_stale_scratch()
     pub = Publisher(store, opts.remote)
-    report = WorkReport()
+    report = WorkReport(strict=opts.strict)
     picker = Picker(store)
     done = 0
     while opts.max_jobs is None or done < opts.max_jobs:
@@ -220,6 +231,7 @@ def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pro
             renewer.finished.set()
             renewer.join()
         crash_point("after-generate")
+        _report_cache(ctx, key, progress)
         if renewer.fenced is not None:
             progress(f"fenced  {key}: {renewer.fenced}")
             return JobOutcome(key, "fenced", renewer.fenced, lease.n)
@@ -231,9 +243,24 @@ def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pro
                 return JobOutcome(key, "fenced", exc.message, lease.n)
             progress(f"{state} {key}: {result.message}")
             return JobOutcome(key, state, result.message, lease.n)
-        return _finish(pub, lease, record, result, scratch, ctx, cfg, opts, progress)
+        outcome = _finish(pub, lease, record, result, scratch, ctx, cfg, opts, progress)
+        outcome.replayed = [fp for fp, source in getattr(ctx.cache, "sources", []) if source == "replay"]
+        return outcome
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _report_cache(ctx: GenContext, key: str, progress: Progress) -> None:
+    """Say where each model answer came from: a replay is not a new answer (SPEC §7)."""
+    for fp, source in getattr(ctx.cache, "sources", []):
+        if source == "replay":
+            progress(
+                f"replay {fp}: the answer job {key} recorded before (git genjob retry {key} --refresh asks afresh)"
+            )
+        elif source == "drift":
+            progress(f"drift  {fp}: a new answer, recorded for review (git genjob cache show {fp[:12]})")
+        else:
+            progress(f"fresh  {fp}")
 
 
 def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> tuple[str, GenContext]:
@@ -259,7 +286,7 @@ def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> 
     if opts.generator.kind in ("http", "openai"):
         from git_genjob.replay import CacheClient
 
-        cache = CacheClient(store, scope_key=record.key)
+        cache = CacheClient(store, scope_key=record.key, mode="refresh" if record.attempts_doc.refresh else "replay")
     ctx = GenContext(
         record.job, scratch, instruction_file, job_file, inputs, opts.timeout_s, threading.Event(), opts.pass_env, cache
     )
@@ -331,6 +358,9 @@ class Verdict:
     ignored: list[str] = field(default_factory=list)
 
 
+UNCHANGED = "unchanged: the generator changed none of the allowed paths"
+
+
 def judge(
     result: GenResult, scratch: str, record: JobRecord, ctx: GenContext, cfg: Config, allow_secrets: bool = False
 ) -> Verdict:
@@ -345,6 +375,8 @@ def judge(
     ignored = sorted(diff.ignored)
     if diff.problems:
         return Verdict("rejected", "; ".join(diff.problems), ignored=ignored)
+    if not diff.outputs:  # an ok receipt with nothing in it would make an empty commit
+        return Verdict("rejected", UNCHANGED, ignored=ignored)
     if not allow_secrets:
         leaks = [
             f"{p} contains what looks like a {name}"

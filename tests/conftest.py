@@ -240,7 +240,7 @@ def ask(repo: Path, stub_url: str, prompt: str, *extra: str) -> tuple[int, str, 
     res = run_genjob(
         "ask",
         "--endpoint",
-        f"{stub_url}/v1",
+        f"openai:{stub_url}/v1",
         "--model",
         "m1",
         "--prompt-file",

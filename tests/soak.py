@@ -55,7 +55,15 @@ def main(argv: list[str]) -> int:
             else:
                 with open(f"{repo}/.git/soak-prompt-{seed}", "w", encoding="utf-8") as fh:
                     fh.write(f"question {rng.randrange(5)}\n")
-                args = ["ask", "--endpoint", f"{stub}/v1", "--model", "m", "--prompt-file", f".git/soak-prompt-{seed}"]
+                args = [
+                    "ask",
+                    "--endpoint",
+                    f"openai:{stub}/v1",
+                    "--model",
+                    "m",
+                    "--prompt-file",
+                    f".git/soak-prompt-{seed}",
+                ]
                 record("ask", genjob(repo, *args, "--out-file", f".git/soak-answer-{seed}"))
     return 0
 

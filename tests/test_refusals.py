@@ -34,7 +34,13 @@ def test_worker_side_refusals_write_nothing(repo: Path, tmp_path: Path) -> None:
         (1, "already queued", ["retry", k]),
         (2, "no job with key", ["verify", "nope"]),
         (2, "no job with key", ["drop", "nope", "--why", "x"]),
-    ]
+        (2, "is a public key; signing needs the private key", ["work", "--signing-key", f"{key}.pub",
+                                                                "--generator", "exec:true"]),
+        (2, "--trust-from 'nope' is not a commit", ["audit", "--trust-from", "nope"]),
+        (2, "is not a command on PATH", ["work", "--generator", "exec:no-such-agent", "--signing-key", str(key)]),
+        (2, "needs --model", ["ask", "--endpoint", "openai:http://127.0.0.1:9/v1", "--prompt-file", "x",
+                              "--out-file", "o"]),
+    ]  # fmt: skip
     for code, message, args in cases:
         res = run_genjob(*args, cwd=repo)
         assert res.code == code and message in res.err, (args, res.code, res.err)

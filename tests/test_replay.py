@@ -34,7 +34,15 @@ def test_normalization_makes_prompts_replay_each_other(repo: Path, stub: Stub) -
     code, text, _ = ask(repo, stub.url, b)
     assert code == 0 and text.startswith("replay ") and stub.count == 1
     res = run_genjob(
-        "cache", "explain", "--prompt-file", "prompt.txt", "--endpoint", f"{stub.url}/v1", "--model", "m1", cwd=repo
+        "cache",
+        "explain",
+        "--prompt-file",
+        "prompt.txt",
+        "--endpoint",
+        f"openai:{stub.url}/v1",
+        "--model",
+        "m1",
+        cwd=repo,
     )
     assert "home directory: '/Users/bob' -> '/build'" in res.out and "timestamp" in res.out
     assert text.split()[1] in res.out
@@ -153,3 +161,25 @@ def test_accept_can_flip_back_and_forth(repo: Path, stub: Stub) -> None:
         assert run_genjob("cache", "accept", fp, sha, cwd=repo).code == 0
         assert run_genjob("cache", "drift", fp, cwd=repo).code == 0
         assert ask(repo, stub.url, "Write hello", "--mode", "offline")[2] == text_served
+
+
+def test_ask_speaks_both_dialects_as_the_generators_name_them(repo: Path, stub: Stub) -> None:
+    """Seed 002's endpoint: MODEL_ENDPOINT=http://127.0.0.1:8080/model, plain POST, body = answer."""
+    (repo / "p.txt").write_text("Write hello\n")
+    stub.answer = "hello from the plain endpoint\n"
+    base = ["ask", "--prompt-file", "p.txt", "--out-file", "o.txt", "--json"]
+    res = run_genjob(*base, "--endpoint", f"{stub.url}/model", cwd=repo)
+    assert res.code == 0, res.err
+    assert stub.requests[-1] == {"prompt": "Write hello", "format": "text"}  # normalized: no trailing space
+    assert (repo / "o.txt").read_text() == "hello from the plain endpoint\n"
+    fp = json.loads(res.out)["fingerprint"]
+    res = run_genjob(*base, "--endpoint", f"http:{stub.url}/model", cwd=repo)  # the same dialect, named
+    assert json.loads(res.out) == {"fingerprint": fp, "source": "replay", "out_file": "o.txt"}
+    assert stub.count == 1
+    res = run_genjob(*base, "--endpoint", f"openai:{stub.url}/v1", "--model", "m1", cwd=repo)
+    assert res.code == 0 and stub.requests[-1]["messages"][0]["content"] == "Write hello"
+    assert json.loads(res.out)["fingerprint"] != fp
+    res = run_genjob(*base, "--endpoint", f"openai:{stub.url}/v1", cwd=repo)
+    assert res.code == 2 and "needs --model" in res.err
+    res = run_genjob(*base, "--endpoint", "ftp:example", cwd=repo)
+    assert res.code == 2 and "is not a URL" in res.err

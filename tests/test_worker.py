@@ -117,7 +117,7 @@ def test_killed_before_sending_is_requeued(ready: tuple[Path, Path]) -> None:
     assert report.requeued == [k]
     assert json.loads(run_genjob("status", k, "--json", cwd=repo).out)["state"] == "queued"
     res = work(repo, key, "echo ok > src/user.py", "--once")
-    assert json.loads(res.out)["jobs"][0] == {"key": k, "result": "ok", "reason": "", "attempt": 2}
+    assert json.loads(res.out)["jobs"][0] == {"key": k, "result": "ok", "reason": "", "attempt": 2, "replayed": []}
 
 
 def test_late_receipt_from_a_fenced_attempt_is_refused(ready: tuple[Path, Path]) -> None:
@@ -501,3 +501,106 @@ def test_outputs_over_the_receipt_limit_are_rejected(ready: tuple[Path, Path]) -
     )
     pred = receipt_of(repo, k)
     assert pred["status"] == "rejected" and "over the limit of 3000" in pred["reason"]
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie waiting for its (new) parent to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+def test_sigkilled_worker_takes_the_generators_children_with_it(ready: tuple[Path, Path], tmp_path: Path) -> None:
+    """Tutorial §3: `sleep 60` started by the generator must not outlive a SIGKILLed worker."""
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    pidfile = tmp_path / "child.pid"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "git_genjob", "work", "--once", "--signing-key", str(key), "--generator",
+         f"exec:sleep 60 & echo $! > {pidfile}; sleep 60"],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    assert _alive(child)
+    os.kill(proc.pid, signal.SIGKILL)  # the worker alone, as the OOM killer would
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def test_a_finished_generator_leaves_nothing_running(ready: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    pidfile = tmp_path / "daemon.pid"
+    res = work(repo, key, f"sleep 60 & echo $! > {pidfile}; echo new > src/user.py", "--once")
+    assert res.code == 0, res.err
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def test_relative_generator_path_is_resolved_before_the_claim(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    gen = repo.parent / "gen.sh"
+    gen.write_text("#!/bin/sh\necho generated > src/user.py\n")
+    before = refs(repo)
+    res = run_genjob("work", "--once", "--signing-key", str(key), "--generator", "exec:./missing.sh", cwd=repo)
+    assert res.code == 2
+    assert "missing.sh is not a file" in res.err and "absolute path" in res.err
+    res = run_genjob("work", "--once", "--signing-key", str(key), "--generator", "exec:../gen.sh", cwd=repo)
+    assert res.code == 2 and "is not executable" in res.err and "chmod +x" in res.err
+    res = run_genjob("work", "--once", "--signing-key", str(key), "--generator", "exec:no-such-agent -p x", cwd=repo)
+    assert res.code == 2 and "'no-such-agent' is not a command on PATH" in res.err
+    assert refs(repo) == before  # nothing claimed, no attempt spent
+    gen.chmod(0o755)
+    res = run_genjob("work", "--once", "--json", "--signing-key", str(key), "--generator", "exec:../gen.sh", cwd=repo)
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["jobs"][0]["result"] == "ok" and doc["jobs"][0]["attempt"] == 1
+    show = json.loads(run_genjob("show", k, "--json", cwd=repo).out)
+    assert show["receipt"] is not None and show["outputs"] == ["src/user.py"]
+
+
+def test_failed_runs_do_not_look_like_success(ready: tuple[Path, Path]) -> None:
+    """A rejected, non-zero-exit or timed-out run shows as such in `work` and `status`."""
+    repo, key = ready
+    rejected = submit_key(repo, "-m", "r", "src/user.py")
+    res = work(repo, key, "echo x > outside.txt; echo y > src/user.py", "--once")
+    assert res.code == 0  # SPEC §4: a stored receipt of any status is a result
+    assert "rejected" in res.out and f"warning: job {rejected}: its receipt is rejected" in res.err
+    aborted = submit_key(repo, "-m", "a", "README.md")
+    res = work(repo, key, "exit 3", "--once", "--strict")
+    assert res.code == 1  # --strict: a receipt that is not ok fails the run
+    assert f"warning: job {aborted}: its receipt is aborted" in res.err
+    rows = {r["key"]: r for r in json.loads(run_genjob("status", "--json", cwd=repo).out)}
+    assert (rows[rejected]["state"], rows[rejected]["result"]) == ("done", "rejected")
+    assert (rows[aborted]["state"], rows[aborted]["result"]) == ("done", "aborted")
+    human = run_genjob("status", cwd=repo).out
+    assert f"{rejected} rejected" in " ".join(human.split()) and f"{aborted} aborted" in " ".join(human.split())
+    res = run_genjob("apply", rejected, cwd=repo)
+    assert res.code == 1 and f"git genjob retry {rejected}" in res.err and f"git genjob drop {rejected}" in res.err
+
+
+def test_a_generator_that_changes_nothing_makes_no_commit(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "nothing to do", "src/user.py")
+    head = git(repo, "rev-parse", "HEAD")
+    res = work(repo, key, "true", "--once", "--json")
+    job = json.loads(res.out)["jobs"][0]
+    assert (job["result"], job["reason"]) == ("rejected", "unchanged: the generator changed none of the allowed paths")
+    assert run_genjob("apply", k, cwd=repo).code == 1
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert git(repo, "status", "--porcelain") == ""
