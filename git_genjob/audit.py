@@ -12,6 +12,7 @@ import pygit2
 from git_genjob.apply import TRAILERS
 from git_genjob.canonical import digest
 from git_genjob.errors import BadInput, GenjobError
+from git_genjob.job import check_key
 from git_genjob.notes import read_note
 from git_genjob.receipt import Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.records import load_archived, load_live, parse_trailers
@@ -207,7 +208,12 @@ def audit_squash(
         missing = [name for name in TRAILERS if name not in g]
         if missing:
             p.append("missing trailers: " + ", ".join(missing))
-        record = load_archived(store, key) or load_live(store, key)
+        try:
+            check_key(key)
+            record = load_archived(store, key) or load_live(store, key)
+        except GenjobError as exc:
+            result.problems.append(f"{key[:80]!r}: {exc.message}")
+            continue
         if record is None or record.receipt_bytes is None:
             result.problems.append(f"{key}: no stored job with a receipt (git genjob fetch brings the archive)")
             continue

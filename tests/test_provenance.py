@@ -80,3 +80,16 @@ def test_a_squash_naming_a_forged_receipt_fails(repo: Path) -> None:
     doc = _audit(repo, "HEAD~1..HEAD")
     assert doc["code"] == 1
     assert any(p.startswith(f"{a}: the stored receipt hashes to") for p in doc["commits"][0]["problems"])
+
+
+def test_a_squash_message_naming_hostile_keys_fails_cleanly(repo: Path) -> None:
+    setup_worker(repo)
+    (repo / "README.md").write_text("more\n")
+    lines = "\n".join(f"Genjob-Key: {k}\nGenjob-Receipt: sha256:00" for k in ("../../etc", "a b", "x" * 300, "ok-key"))
+    git(repo, "commit", "-q", "-a", "-m", f"Squash\n\n{lines}\n\nCo-authored-by: B <b@example.com>")
+    doc = _audit(repo, "HEAD~1..HEAD")
+    assert doc["code"] == 1
+    (c,) = doc["commits"]
+    assert c["provenance"] == "squashed with 3 jobs"  # "a b" is no key: a trailer value is one word
+    assert c["jobs"] == ["../../etc", "x" * 300, "ok-key"]
+    assert [p.split(":")[0] for p in c["problems"]] == ["'../../etc'", repr("x" * 80), "ok-key"]
