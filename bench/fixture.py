@@ -115,3 +115,32 @@ def build(repo: str, archived: int, queued: int, branch: str = "main", input_fil
     out.close()
     if proc.wait() != 0:
         raise RuntimeError("git fast-import failed")
+    if archived:
+        add_rows(repo)
+
+
+def add_rows(repo: str) -> None:
+    """The archive's `_rows/<shard>` blobs, as apply writes them one job at a time (fast-import
+    cannot: a row names its entry's tree id, known only once the entry is written)."""
+    import pygit2
+
+    from git_genjob.queue import archive_row
+    from git_genjob.records import load_tree
+    from git_genjob.store import ARCHIVE_REF, ROWS_DIR, RefUpdate, Store
+
+    store = Store.open(repo)
+    tip = store.ref_target(ARCHIVE_REF)
+    assert tip is not None
+    rows = store.repo.TreeBuilder()
+    for name, entries, _ in store.archive_shards():
+        lines = []
+        for key, oid in entries:
+            sub = store.repo.get(oid)
+            assert isinstance(sub, pygit2.Tree)
+            sort_key, rest = archive_row(load_tree(store, key, sub, None, archived=True)).split("\t", 1)
+            lines.append(f"{sort_key}\t{key}\t{oid}\t{rest}\n")
+        rows.insert(name, store.blob("".join(sorted(lines)).encode()), pygit2.enums.FileMode.BLOB)
+    root = store.repo.TreeBuilder(store.get_commit(tip).tree)
+    root.insert(ROWS_DIR, rows.write(), pygit2.enums.FileMode.TREE)
+    new = store.commit(root.write(), [tip], "genjob archive rows (fixture)\n")
+    store.update_refs([RefUpdate(ARCHIVE_REF, tip, new)], message="fixture rows")

@@ -204,7 +204,8 @@ def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid
             target = os.path.join(tmp, path)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "wb") as fh:
-                fh.write(store.read(oid))
+                for data in store.blob_chunks(oid):
+                    fh.write(data)
         from git_genjob.remote import clean_env
 
         env = {**clean_env(), "GENJOB_OUTPUTS": tmp, "GENJOB_KEY": record.key}

@@ -203,26 +203,33 @@ STATE_CHOICE = click.Choice(["queued", "claimed", "sending", "unknown", "done", 
 @json_option
 def status(key: str | None, state: str | None, include_all: bool, as_json: bool) -> None:
     """The queue: one line per job (or one job's state)."""
+    from git_genjob.queue import StatusRow, summarize
     from git_genjob.queue import status as do_status
-    from git_genjob.queue import summarize
     from git_genjob.records import find_job
 
     store = _store()
     if key:
-        rows = [summarize(find_job(store, key))]
-    else:
-        rows = do_status(store, state, include_all or state in ("applied", "dropped"))
-
-    def human() -> None:
+        doc = summarize(find_job(store, key))
+        emit(doc, as_json, lambda: _status_line(StatusRow.of(doc)))
+        return
+    rows = do_status(store, state, include_all or state in ("applied", "dropped"))
+    if as_json:  # one document, written row by row: 100,000 archived rows are never one string
+        click.echo("[" if rows else "[]")
+        for n, r in enumerate(rows):
+            click.echo(r.json + ("," if n + 1 < len(rows) else ""))
+        if rows:
+            click.echo("]")
+    elif not _quiet():
         if not rows:
             click.echo("no jobs" + (f" in state {state}" if state else ""))
         for r in rows:
-            label = r["state"] if r.get("result") in (None, "ok") else str(r["result"])
-            colour = "red" if label != r["state"] else STATE_COLOURS.get(r["state"], "white")
-            shown = paint(f"{label:<8}", colour)
-            click.echo(f"{r['key']:<34} {shown} {r['instruction'][:60]}")
+            _status_line(r)
 
-    emit(rows if not key else rows[0], as_json, human)
+
+def _status_line(r: Any) -> None:
+    label = r.state if r.result in (None, "ok") else str(r.result)
+    colour = "red" if label != r.state else STATE_COLOURS.get(r.state, "white")
+    click.echo(f"{r.key:<34} {paint(f'{label:<8}', colour)} {r.instruction[:60]}")
 
 
 @main.command(context_settings=CONTEXT)

@@ -254,7 +254,8 @@ def _receipt_status(record: JobRecord) -> str | None:
 
 def archive(pub: Publisher, record: JobRecord, final: dict[str, Any]) -> None:
     """Move a live job into refs/genjob/archive (one atomic two-ref update)."""
-    from git_genjob.records import events
+    from git_genjob.queue import archive_row
+    from git_genjob.records import events, load_tree
 
     store = pub.store
     assert record.tip is not None
@@ -266,13 +267,16 @@ def archive(pub: Publisher, record: JobRecord, final: dict[str, Any]) -> None:
     tree = store.build_tree(files)
     state = final["state"]
     msg = f"genjob: archive {record.key} ({state})\n\nGenjob-Key: {record.key}\nGenjob-State: {state}\n"
+    final_tree = store.repo.get(tree)
+    assert isinstance(final_tree, pygit2.Tree)
+    row = archive_row(load_tree(store, record.key, final_tree, None, archived=True))
     if pub.remote is None:
-        store.archive_move(record.key, record.tip, tree, msg)
+        store.archive_move(record.key, record.tip, tree, msg, row)
         return
     from git_genjob.store import ARCHIVE_REF
 
     archive_tip = store.ref_target(ARCHIVE_REF)
-    new_tip = store.archive_commit(record.key, record.tip, tree, msg)
+    new_tip = store.archive_commit(record.key, record.tip, tree, msg, row)
     pub.move(
         [RefUpdate(ARCHIVE_REF, archive_tip, new_tip), RefUpdate(job_ref(record.key), record.tip, None)],
         f"genjob: archive {record.key}",

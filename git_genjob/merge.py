@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pygit2
 
-from git_genjob.store import TREE_MODE, Store
+from git_genjob.store import ROWS_DIR, TREE_MODE, Store, parse_rows
 
 
-def _union_tree(store: Store, a: pygit2.Tree, b: pygit2.Tree) -> pygit2.Oid:
+def _union_tree(store: Store, a: pygit2.Tree, b: pygit2.Tree, path: str = "") -> pygit2.Oid:
     tb = store.repo.TreeBuilder(a)
     for entry in b:
         name = str(entry.name)
@@ -19,7 +19,13 @@ def _union_tree(store: Store, a: pygit2.Tree, b: pygit2.Tree) -> pygit2.Oid:
             continue
         ta, tb_ = store.repo.get(mine.id), store.repo.get(entry.id)
         if isinstance(ta, pygit2.Tree) and isinstance(tb_, pygit2.Tree):
-            tb.insert(name, _union_tree(store, ta, tb_), TREE_MODE)
+            tb.insert(name, _union_tree(store, ta, tb_, f"{path}{name}/"), TREE_MODE)
+        elif path == f"{ROWS_DIR}/" and isinstance(ta, pygit2.Blob) and isinstance(tb_, pygit2.Blob):
+            # The archive's status rows of one shard: both sides' lines (ours for a key both
+            # have); a line that names another tree than the merged entry is ignored by readers.
+            lines = {**parse_rows(tb_.data), **parse_rows(ta.data)}
+            data = "".join(line + "\n" for _, line in sorted(lines.values(), key=lambda v: v[1])).encode()
+            tb.insert(name, store.blob(data), entry.filemode)
         # Same name, different blobs: content-named files never differ; keep ours.
     return tb.write()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import tarfile
 import uuid
@@ -27,7 +28,7 @@ from git_genjob.records import (
     parse_trailers,
 )
 from git_genjob.secretscan import find_secret
-from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, blocking_prefix, job_ref, lookup, shard
+from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, blocking_prefix, job_ref, lookup, parse_rows, shard
 
 _DIRTY = (
     pygit2.enums.FileStatus.INDEX_NEW
@@ -411,14 +412,67 @@ def receipt_result(record: JobRecord) -> str | None:
         return "damaged"
 
 
-def status(store: Store, state: str | None = None, include_archived: bool = False) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class StatusRow:
+    """One line of `status`: what the human line needs, and the row as one JSON document."""
+
+    sort_key: str
+    key: str
+    state: str
+    instruction: str
+    json: str
+    result: str | None = None
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> StatusRow:
+        text = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return cls(
+            str(doc.get("created_at", "")), doc["key"], doc["state"], doc["instruction"], text, doc.get("result")
+        )
+
+
+def archive_row(record: JobRecord) -> str:
+    """The `_rows/<shard>` line of an archived job (the store adds its key and tree id)."""
+    doc = summarize(record)
+    flat = " ".join(str(doc["instruction"]).split())
+    text = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return f"{doc['created_at']}\t{doc['state']}\t{flat}\t{text}"
+
+
+def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
+    """Every archived job's row: from its shard's `_rows` line when that line names the entry's
+    current tree, else (a merge kept the other side's rows, an older archive) from the job."""
+    out = []
+    for _, entries, data in store.archive_shards():
+        lines = parse_rows(data)
+        for key, oid in entries:
+            hint = lines.get(key)
+            parts = hint[1].split("\t", 5) if hint is not None and hint[0] == str(oid) else []
+            if len(parts) == 6:
+                sort_key, _, _, state, instruction, text = parts
+                out.append(StatusRow(sort_key, key, state, instruction, text))
+                continue
+            sub = store.repo.get(oid)
+            try:
+                if not isinstance(sub, pygit2.Tree):
+                    raise BadInput(f"archive entry {key} is not a tree")
+                out.append(StatusRow.of(summarize(load_tree(store, key, sub, None, archived=True))))
+            except GenjobError as exc:
+                damaged[key] = exc.message
+    return out
+
+
+def status(store: Store, state: str | None = None, include_archived: bool = False) -> list[StatusRow]:
+    """The queue, oldest first: live jobs read whole, archived ones from the per-shard rows."""
     damaged: dict[str, str] = {}
-    records = live_jobs(store, damaged) + (archived_jobs(store, damaged) if include_archived else [])
-    rows = [summarize(r) for r in records]
-    rows += [
-        {"key": k, "state": "damaged", "error": why, "instruction": f"damaged: {why}"} for k, why in damaged.items()
-    ]
-    return [r for r in rows if state is None or r["state"] == state]
+    rows = [StatusRow.of(summarize(r)) for r in live_jobs(store, damaged)]
+    if include_archived:
+        rows += _archived_rows(store, damaged)
+    rows.sort(key=lambda r: (r.sort_key, r.key))
+    for k, why in damaged.items():
+        doc = {"key": k, "state": "damaged", "error": why, "instruction": f"damaged: {why}"}
+        rows.append(StatusRow.of(doc))
+    return [r for r in rows if state is None or r.state == state]
 
 
 def show(store: Store, key: str) -> dict[str, Any]:

@@ -24,6 +24,21 @@ NOTES_REF = "refs/notes/genjob"
 
 FILE_MODE = pygit2.enums.FileMode.BLOB
 TREE_MODE = pygit2.enums.FileMode.TREE
+ROWS_DIR = "_rows"  # beside the shards: one blob per shard, a status row per archived job
+
+
+def is_shard(name: str) -> bool:
+    return len(name) == 2 and all(c in "0123456789abcdef" for c in name)
+
+
+def parse_rows(data: bytes | None) -> dict[str, tuple[str, str]]:
+    """{key: (entry oid, line)} of a shard's rows blob; a malformed line is skipped (a hint only)."""
+    out: dict[str, tuple[str, str]] = {}
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        parts = line.split("\t", 3)
+        if len(parts) == 4:
+            out[parts[1]] = (parts[2], line)
+    return out
 
 
 def job_ref(key: str) -> str:
@@ -149,6 +164,53 @@ class Store:
             raise BadInput(f"object {oid} is not a blob")
         data = obj.data  # already bytes: no second copy
         return data if isinstance(data, bytes) else bytes(data)
+
+    STREAM_ABOVE = 4 * 1024 * 1024  # bytes: a larger blob is read through git, a chunk at a time
+
+    def blob_chunks(self, oid: pygit2.Oid, chunk: int = 1 << 20) -> Iterator[bytes]:
+        """A blob's bytes in chunks, in bounded memory.
+
+        libgit2 inflates a whole object into memory, so a blob larger than STREAM_ABOVE is read
+        from `git cat-file blob`, which streams it (no filters: the stored bytes). Its size
+        comes from the object header, read without inflating the object.
+        """
+        kind, size = self.repo.odb.read_header(oid)
+        if kind != pygit2.enums.ObjectType.BLOB:
+            raise BadInput(f"object {oid} is not a blob")
+        if size <= self.STREAM_ABOVE:
+            yield self.read(oid)
+            return
+        import subprocess
+
+        from git_genjob.remote import clean_env
+
+        proc = subprocess.Popen(
+            ["git", "--git-dir", self.gitdir, "cat-file", "blob", str(oid)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=clean_env(),
+        )
+        assert proc.stdout is not None
+        got = 0
+        try:
+            while data := proc.stdout.read(chunk):
+                got += len(data)
+                yield data
+        finally:
+            proc.stdout.close()
+            proc.kill()
+            proc.wait()
+        if got != size:
+            raise BadInput(f"object {oid}: read {got} of its {size} bytes")
+
+    def blob_digest(self, oid: pygit2.Oid) -> tuple[str, int]:
+        """(sha256:…, size) of a blob, hashed while it is read."""
+        h = hashlib.sha256()
+        size = 0
+        for data in self.blob_chunks(oid):
+            h.update(data)
+            size += len(data)
+        return "sha256:" + h.hexdigest(), size
 
     def build_tree(self, files: dict[str, pygit2.Oid]) -> pygit2.Oid:
         """A tree from {path: blob oid}."""
@@ -317,13 +379,24 @@ class Store:
     # -- archive -----------------------------------------------------------
     def archive_entries(self) -> Iterator[tuple[str, pygit2.Oid]]:
         """(key, object id) of every entry under the archive's shards, in tree order."""
+        for _, entries, _ in self.archive_shards():
+            yield from entries
+
+    def archive_shards(self) -> Iterator[tuple[str, list[tuple[str, pygit2.Oid]], bytes | None]]:
+        """(shard, [(key, entry oid)], that shard's rows blob or None) for every archive shard."""
         tip = self.ref_target(ARCHIVE_REF)
         if tip is None:
             return
-        for shard_entry in self.get_commit(tip).tree:
+        root = self.get_commit(tip).tree
+        rows = lookup(root, ROWS_DIR)
+        for shard_entry in root:
+            name = str(shard_entry.name)
             shard_tree = self.repo.get(shard_entry.id)
-            if isinstance(shard_tree, pygit2.Tree):
-                yield from ((str(e.name), e.id) for e in shard_tree)
+            if not is_shard(name) or not isinstance(shard_tree, pygit2.Tree):
+                continue
+            blob = lookup(rows, name) if isinstance(rows, pygit2.Tree) else None
+            data = blob.data if isinstance(blob, pygit2.Blob) else None
+            yield name, [(str(e.name), e.id) for e in shard_tree], data
 
     def archive_entry(self, key: str) -> pygit2.Tree | None:
         """The archived final tree of job `key` (one tree lookup), or None."""
@@ -338,11 +411,28 @@ class Store:
         obj = self.repo.get(entry.id)
         return obj if isinstance(obj, pygit2.Tree) else None
 
-    def archive_tree_with(self, base: pygit2.Tree | None, key: str, job_tree: pygit2.Oid) -> pygit2.Oid:
-        """`base` with `<shard>/<key>` set to `job_tree`, touching only that path."""
-        return self.tree_with(base, f"{shard(key)}/{key}", job_tree, TREE_MODE)
+    def archive_tree_with(
+        self, base: pygit2.Tree | None, key: str, job_tree: pygit2.Oid, row: str | None = None
+    ) -> pygit2.Oid:
+        """`base` with `<shard>/<key>` set to `job_tree`, touching only that path, and with
+        `row` (one line: sort key, key, then the rest, tab-separated) as that job's line in
+        `_rows/<shard>`, so `status --all` reads one blob per shard instead of every job."""
+        tree = self.tree_with(base, f"{shard(key)}/{key}", job_tree, TREE_MODE)
+        if row is None:
+            return tree
+        sort_key, rest = row.split("\t", 1)
+        rows_path = f"{ROWS_DIR}/{shard(key)}"
+        old = lookup(base, rows_path)
+        lines = parse_rows(old.data if isinstance(old, pygit2.Blob) else None)
+        lines[key] = (str(job_tree), f"{sort_key}\t{key}\t{job_tree}\t{rest}")
+        data = "".join(line + "\n" for _, line in sorted(lines.values(), key=lambda v: v[1])).encode("utf-8")
+        built = self.repo.get(tree)
+        assert isinstance(built, pygit2.Tree)
+        return self.tree_with(built, rows_path, self.blob(data), FILE_MODE)
 
-    def archive_commit(self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str) -> pygit2.Oid:
+    def archive_commit(
+        self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str, row: str | None = None
+    ) -> pygit2.Oid:
         """The next archive commit holding `final_tree` at <shard>/<key> (no ref move)."""
         archive_tip = self.ref_target(ARCHIVE_REF)
         if archive_tip is None:
@@ -351,10 +441,12 @@ class Store:
         else:
             base_parent = archive_tip
             base_tree = self.get_commit(archive_tip).tree
-        tree = self.archive_tree_with(base_tree, key, final_tree)
+        tree = self.archive_tree_with(base_tree, key, final_tree, row)
         return self.commit(tree, [base_parent, job_tip], message)
 
-    def archive_move(self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str) -> pygit2.Oid:
+    def archive_move(
+        self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str, row: str | None = None
+    ) -> pygit2.Oid:
         """Move a job out of the live refs into the archive: archive first, then the live ref.
 
         The files ref backend commits a multi-ref transaction one ref at a time, so a kill between
@@ -363,7 +455,7 @@ class Store:
         `finish_archive_move` (run by apply, recover and status) deletes the leftover live ref.
         """
         archive_tip = self.ref_target(ARCHIVE_REF)
-        new_tip = self.archive_commit(key, job_tip, final_tree, message)
+        new_tip = self.archive_commit(key, job_tip, final_tree, message, row)
         self.update_refs([RefUpdate(ARCHIVE_REF, archive_tip, new_tip)], message=f"genjob: archive {key}")
         crash_point("archive-written")
         self.finish_archive_move(key)

@@ -215,9 +215,8 @@ def _rehash_outputs(store: Store, record: JobRecord, pred: Predicate, progress: 
         if path not in stored:
             problems.append(f"{path}: no output blob stored")
             continue
-        data = store.read(stored[path])
-        have = digest(data)
-        hashed += len(data)
+        have, size = store.blob_digest(stored[path])
+        hashed += size
         if hashed > 8 * 1024 * 1024:
             progress(f"verify: {n}/{len(pred.outputs)} outputs, {hashed // (1024 * 1024)} MiB hashed")
         if have != want:

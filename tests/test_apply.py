@@ -420,3 +420,26 @@ def test_audit_honours_a_later_revocation(done: tuple[Path, Path, str]) -> None:
     git(repo, "commit", "-qam", "revoke w1")
     res = run_genjob("audit", cwd=repo)
     assert res.code == 1 and "revoked" in res.out
+
+
+def test_outputs_larger_than_the_stream_threshold_verify_and_apply(repo: Path) -> None:
+    """Outputs above Store.STREAM_ABOVE are hashed and copied a chunk at a time through git."""
+    from git_genjob.store import Store
+
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "big", "src/user.py", "--create", "data.bin")
+    size = Store.STREAM_ABOVE + 123_457
+    script = repo.parent / "big.py"
+    line = b"0123456789 abcdefghij klmnopqrstuvwxyz\n"  # text: the secret scan reads it fast
+    script.write_text(f"open('data.bin', 'wb').write({line!r} * ({size} // {len(line)}) + b'tail')\n")
+    assert work(repo, key, f"python3 {script}", "--once").code == 0
+    hook = repo / ".git/hooks/pre-apply"
+    hook.write_text('#!/bin/sh\ncmp "$GENJOB_OUTPUTS/data.bin" data.bin.expected\n')
+    hook.chmod(0o755)
+    (repo / "data.bin.expected").write_bytes(line * (size // len(line)) + b"tail")
+    res = run_genjob("verify", k, "--json", cwd=repo)
+    assert res.code == 0, res.out
+    checks = {c["check"]: c for c in json.loads(res.out)["checks"]}
+    assert checks[6]["ok"] and checks[6]["detail"] == "1 output(s) re-hashed"
+    assert run_genjob("apply", k, cwd=repo).code == 0  # the hook compared the streamed copy
+    assert (repo / "data.bin").read_bytes() == (repo / "data.bin.expected").read_bytes()

@@ -1,0 +1,93 @@
+"""`status --all` reads one rows blob per archive shard, and nothing it reads there can mislead it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pygit2
+
+from git_genjob.store import ARCHIVE_REF, ROWS_DIR, RefUpdate, Store, shard
+from tests.conftest import git, repo_with_remote, run_genjob, setup_worker, submit_key, work
+
+
+def _all(repo: Path) -> list[dict]:  # type: ignore[type-arg]
+    res = run_genjob("status", "--all", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    return json.loads(res.out)  # type: ignore[no-any-return]
+
+
+def _rewrite_archive(repo: Path, change) -> None:  # type: ignore[no-untyped-def]
+    """A new archive commit whose tree is `change(root TreeBuilder, store)` (an older or forged archive)."""
+    store = Store.open(str(repo))
+    tip = store.ref_target(ARCHIVE_REF)
+    assert tip is not None
+    root = store.repo.TreeBuilder(store.get_commit(tip).tree)
+    change(root, store)
+    new = store.commit(root.write(), [tip], "rewritten\n")
+    store.update_refs([RefUpdate(ARCHIVE_REF, tip, new)], message="test")
+
+
+def test_rows_say_what_the_documents_say(repo: Path) -> None:
+    key = setup_worker(repo)
+    applied = submit_key(repo, "-m", "applied one", "src/user.py")
+    assert work(repo, key, "echo y > src/user.py", "--once").code == 0
+    assert run_genjob("apply", applied, cwd=repo).code == 0
+    dropped = submit_key(repo, "-m", "dropped one", "README.md")
+    assert run_genjob("drop", dropped, "--why", "not needed", cwd=repo).code == 0
+    live = submit_key(repo, "-m", "still queued", "tests/test_user.py")
+    listing = git(repo, "ls-tree", "-r", "--name-only", f"{ARCHIVE_REF}:{ROWS_DIR}").split()
+    assert sorted(listing) == sorted({shard(applied), shard(dropped)})
+    with_rows = _all(repo)
+    assert [(r["key"], r["state"]) for r in with_rows] == [(applied, "applied"), (dropped, "dropped"), (live, "queued")]
+    _rewrite_archive(repo, lambda root, store: root.remove(ROWS_DIR))  # an archive written before rows
+    assert _all(repo) == with_rows
+    human = run_genjob("status", "--all", cwd=repo).out.splitlines()
+    assert [line.split()[:2] for line in human] == [[applied, "applied"], [dropped, "dropped"], [live, "queued"]]
+
+
+def test_a_row_that_names_another_tree_is_not_believed(repo: Path) -> None:
+    setup_worker(repo)
+    k = submit_key(repo, "-m", "dropped one", "README.md")
+    assert run_genjob("drop", k, "--why", "x", cwd=repo).code == 0
+    path = f"{ROWS_DIR}/{shard(k)}"
+    line = git(repo, "show", f"{ARCHIVE_REF}:{path}")
+    forged = line.replace('"state":"dropped"', '"state":"applied"').replace("\tdropped\t", "\tapplied\t")
+    sort_key, key, oid, rest = forged.split("\t", 3)
+    forged = "\t".join([sort_key, key, "0" * 40, rest])
+
+    def change(root: pygit2.TreeBuilder, store: Store) -> None:
+        rows = store.repo.TreeBuilder()
+        rows.insert(shard(k), store.blob(forged.encode()), pygit2.enums.FileMode.BLOB)
+        root.insert(ROWS_DIR, rows.write(), pygit2.enums.FileMode.TREE)
+
+    _rewrite_archive(repo, change)
+    assert [(r["key"], r["state"]) for r in _all(repo)] == [(k, "dropped")]
+
+
+def _same_shard_keys() -> tuple[str, str]:
+    seen: dict[str, str] = {}
+    for n in range(10000):
+        k = f"job-{n}"
+        if shard(k) in seen:
+            return seen[shard(k)], k
+        seen[shard(k)] = k
+    raise AssertionError("no two keys share a shard")
+
+
+def test_two_clones_archiving_into_one_shard_merge_their_rows(tmp_path: Path) -> None:
+    bare, a = repo_with_remote(tmp_path, "a")
+    git(tmp_path, "clone", "-q", str(bare), "b")
+    b = tmp_path / "b"
+    ka, kb = _same_shard_keys()
+    for repo, k in ((a, ka), (b, kb)):
+        assert run_genjob("submit", "-m", f"job {k}", "README.md", "--key", k, cwd=repo).code == 0
+        assert run_genjob("drop", k, "--why", "test", cwd=repo).code == 0
+    assert run_genjob("push", cwd=a).code == 0
+    res = run_genjob("fetch", "--json", cwd=b)
+    assert res.code == 0, res.err
+    assert "refs/genjob/archive" in json.loads(res.out)["merged"]
+    rows = git(b, "show", f"{ARCHIVE_REF}:{ROWS_DIR}/{shard(ka)}").splitlines()
+    assert sorted(line.split("\t")[1] for line in rows) == sorted([ka, kb])
+    assert sorted((r["key"], r["state"]) for r in _all(b)) == sorted([(ka, "dropped"), (kb, "dropped")])
+    git(b, "fsck", "--strict")
