@@ -126,20 +126,20 @@ def add_rows(repo: str) -> None:
 
     from git_genjob.queue import archive_row
     from git_genjob.records import load_tree
-    from git_genjob.store import ARCHIVE_REF, ROWS_DIR, RefUpdate, Store
+    from git_genjob.store import ARCHIVE_REF, ROWS_DIR, RefUpdate, Store, rows_blob
 
     store = Store.open(repo)
     tip = store.ref_target(ARCHIVE_REF)
     assert tip is not None
     rows = store.repo.TreeBuilder()
-    for name, entries, _ in store.archive_shards():
-        lines = []
-        for key, oid in entries:
-            sub = store.repo.get(oid)
+    for name, shard_tree, _ in store.archive_shards():
+        lines = {}
+        for entry in shard_tree:
+            sub = store.repo.get(entry.id)
             assert isinstance(sub, pygit2.Tree)
-            sort_key, rest = archive_row(load_tree(store, key, sub, None, archived=True)).split("\t", 1)
-            lines.append(f"{sort_key}\t{key}\t{oid}\t{rest}\n")
-        rows.insert(name, store.blob("".join(sorted(lines)).encode()), pygit2.enums.FileMode.BLOB)
+            sort_key, rest = archive_row(load_tree(store, entry.name, sub, None, archived=True)).split("\t", 1)
+            lines[entry.name] = (str(entry.id), f"{sort_key}\t{entry.name}\t{entry.id}\t{rest}")
+        rows.insert(name, store.blob(rows_blob(lines, shard_tree.id)), pygit2.enums.FileMode.BLOB)
     root = store.repo.TreeBuilder(store.get_commit(tip).tree)
     root.insert(ROWS_DIR, rows.write(), pygit2.enums.FileMode.TREE)
     new = store.commit(root.write(), [tip], "genjob archive rows (fixture)\n")

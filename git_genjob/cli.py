@@ -213,23 +213,36 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
         emit(doc, as_json, lambda: _status_line(StatusRow.of(doc)))
         return
     rows = do_status(store, state, include_all or state in ("applied", "dropped"))
-    if as_json:  # one document, written row by row: 100,000 archived rows are never one string
-        click.echo("[" if rows else "[]")
-        for n, r in enumerate(rows):
-            click.echo(r.json + ("," if n + 1 < len(rows) else ""))
-        if rows:
-            click.echo("]")
+    if as_json:  # one document, written in blocks of rows: 100,000 rows are never one string
+        _write_blocks(
+            ["[\n" if rows else "[]\n"]
+            + [r.json + (",\n" if n + 1 < len(rows) else "\n") for n, r in enumerate(rows)]
+            + (["]\n"] if rows else [])
+        )
     elif not _quiet():
         if not rows:
             click.echo("no jobs" + (f" in state {state}" if state else ""))
-        for r in rows:
-            _status_line(r)
+        colour = not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+        _write_blocks([_status_text(r, colour) for r in rows])
+
+
+def _write_blocks(lines: list[str], block: int = 2000) -> None:
+    for start in range(0, len(lines), block):
+        sys.stdout.write("".join(lines[start : start + block]))
+    sys.stdout.flush()
+
+
+def _status_text(r: Any, colour: bool) -> str:
+    label = r.state if r.result in (None, "ok") else str(r.result)
+    shown = f"{label:<8}"
+    if colour:
+        shown = click.style(shown, fg="red" if label != r.state else STATE_COLOURS.get(r.state, "white"))
+    return f"{r.key:<34} {shown} {r.instruction[:60]}\n"
 
 
 def _status_line(r: Any) -> None:
-    label = r.state if r.result in (None, "ok") else str(r.result)
-    colour = "red" if label != r.state else STATE_COLOURS.get(r.state, "white")
-    click.echo(f"{r.key:<34} {paint(f'{label:<8}', colour)} {r.instruction[:60]}")
+    colour = not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+    click.echo(_status_text(r, colour), nl=False)
 
 
 @main.command(context_settings=CONTEXT)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pygit2
 
-from git_genjob.store import ROWS_DIR, TREE_MODE, Store, parse_rows
+from git_genjob.store import ROWS_DIR, TREE_MODE, Store, parse_rows, rows_blob
 
 
 def _union_tree(store: Store, a: pygit2.Tree, b: pygit2.Tree, path: str = "") -> pygit2.Oid:
@@ -23,9 +23,8 @@ def _union_tree(store: Store, a: pygit2.Tree, b: pygit2.Tree, path: str = "") ->
         elif path == f"{ROWS_DIR}/" and isinstance(ta, pygit2.Blob) and isinstance(tb_, pygit2.Blob):
             # The archive's status rows of one shard: both sides' lines (ours for a key both
             # have); a line that names another tree than the merged entry is ignored by readers.
-            lines = {**parse_rows(tb_.data), **parse_rows(ta.data)}
-            data = "".join(line + "\n" for _, line in sorted(lines.values(), key=lambda v: v[1])).encode()
-            tb.insert(name, store.blob(data), entry.filemode)
+            lines = {**parse_rows(tb_.data)[1], **parse_rows(ta.data)[1]}
+            tb.insert(name, store.blob(rows_blob(lines, None)), entry.filemode)  # vouches for no tree
         # Same name, different blobs: content-named files never differ; keep ours.
     return tb.write()
 

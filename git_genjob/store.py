@@ -31,14 +31,28 @@ def is_shard(name: str) -> bool:
     return len(name) == 2 and all(c in "0123456789abcdef" for c in name)
 
 
-def parse_rows(data: bytes | None) -> dict[str, tuple[str, str]]:
-    """{key: (entry oid, line)} of a shard's rows blob; a malformed line is skipped (a hint only)."""
+ROWS_TREE = "#tree "  # the rows blob's first line: the shard tree id its lines were written for
+
+
+def parse_rows(data: bytes | None) -> tuple[str | None, dict[str, tuple[str, str]]]:
+    """(shard tree id the blob was written for, {key: (entry oid, line)}) of a shard's rows
+    blob; a malformed line is skipped (the rows are a hint only)."""
+    text = (data or b"").decode("utf-8", "replace")
+    tree = None
+    if text.startswith(ROWS_TREE):
+        head, _, text = text.partition("\n")
+        tree = head[len(ROWS_TREE) :]
     out: dict[str, tuple[str, str]] = {}
-    for line in (data or b"").decode("utf-8", "replace").splitlines():
+    for line in text.splitlines():
         parts = line.split("\t", 3)
         if len(parts) == 4:
             out[parts[1]] = (parts[2], line)
-    return out
+    return tree, out
+
+
+def rows_blob(lines: dict[str, tuple[str, str]], tree: pygit2.Oid | None) -> bytes:
+    body = "".join(line + "\n" for _, line in sorted(lines.values(), key=lambda v: v[1]))
+    return ((f"{ROWS_TREE}{tree}\n" if tree is not None else "") + body).encode("utf-8")
 
 
 def job_ref(key: str) -> str:
@@ -164,6 +178,18 @@ class Store:
             raise BadInput(f"object {oid} is not a blob")
         data = obj.data  # already bytes: no second copy
         return data if isinstance(data, bytes) else bytes(data)
+
+    def hooks_dir(self) -> str:
+        """git's hooks directory: core.hooksPath (relative to the work tree), else the common dir's."""
+        try:
+            path = str(self.repo.config["core.hooksPath"])
+        except KeyError:
+            return os.path.join(self.common_dir, "hooks")
+        return (
+            os.path.expanduser(path)
+            if os.path.isabs(os.path.expanduser(path))
+            else os.path.join(self.workdir or self.gitdir, path)
+        )
 
     STREAM_ABOVE = 4 * 1024 * 1024  # bytes: a larger blob is read through git, a chunk at a time
 
@@ -379,11 +405,11 @@ class Store:
     # -- archive -----------------------------------------------------------
     def archive_entries(self) -> Iterator[tuple[str, pygit2.Oid]]:
         """(key, object id) of every entry under the archive's shards, in tree order."""
-        for _, entries, _ in self.archive_shards():
-            yield from entries
+        for _, shard_tree, _ in self.archive_shards():
+            yield from ((str(e.name), e.id) for e in shard_tree)
 
-    def archive_shards(self) -> Iterator[tuple[str, list[tuple[str, pygit2.Oid]], bytes | None]]:
-        """(shard, [(key, entry oid)], that shard's rows blob or None) for every archive shard."""
+    def archive_shards(self) -> Iterator[tuple[str, pygit2.Tree, bytes | None]]:
+        """(shard, its tree, that shard's rows blob or None) for every archive shard."""
         tip = self.ref_target(ARCHIVE_REF)
         if tip is None:
             return
@@ -391,12 +417,14 @@ class Store:
         rows = lookup(root, ROWS_DIR)
         for shard_entry in root:
             name = str(shard_entry.name)
-            shard_tree = self.repo.get(shard_entry.id)
-            if not is_shard(name) or not isinstance(shard_tree, pygit2.Tree):
+            if not is_shard(name):
                 continue
-            blob = lookup(rows, name) if isinstance(rows, pygit2.Tree) else None
+            shard_tree = self.repo.get(shard_entry.id)
+            if not isinstance(shard_tree, pygit2.Tree):
+                continue
+            blob = rows[name] if isinstance(rows, pygit2.Tree) and name in rows else None
             data = blob.data if isinstance(blob, pygit2.Blob) else None
-            yield name, [(str(e.name), e.id) for e in shard_tree], data
+            yield name, shard_tree, data
 
     def archive_entry(self, key: str) -> pygit2.Tree | None:
         """The archived final tree of job `key` (one tree lookup), or None."""
@@ -423,11 +451,15 @@ class Store:
         sort_key, rest = row.split("\t", 1)
         rows_path = f"{ROWS_DIR}/{shard(key)}"
         old = lookup(base, rows_path)
-        lines = parse_rows(old.data if isinstance(old, pygit2.Blob) else None)
+        old_tree, lines = parse_rows(old.data if isinstance(old, pygit2.Blob) else None)
+        old_shard = lookup(base, shard(key))
         lines[key] = (str(job_tree), f"{sort_key}\t{key}\t{job_tree}\t{rest}")
-        data = "".join(line + "\n" for _, line in sorted(lines.values(), key=lambda v: v[1])).encode("utf-8")
         built = self.repo.get(tree)
         assert isinstance(built, pygit2.Tree)
+        # Vouch for the whole new shard only if the old rows covered the whole old shard.
+        complete = old_shard is None or (old_tree is not None and old_tree == str(old_shard.id))
+        new_shard = lookup(built, shard(key))
+        data = rows_blob(lines, new_shard.id if complete and new_shard is not None else None)
         return self.tree_with(built, rows_path, self.blob(data), FILE_MODE)
 
     def archive_commit(
