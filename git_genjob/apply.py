@@ -12,11 +12,11 @@ from typing import Any
 
 import pygit2
 
+from git_genjob.config import read_config
 from git_genjob.errors import BadInput, Conflict, Refused
 from git_genjob.faults import crash_point
 from git_genjob.lifecycle import Publisher, archive
 from git_genjob.notes import write_note
-from git_genjob.queue import read_config
 from git_genjob.receipt import GeneratorInfo
 from git_genjob.records import JobRecord, find_job, parse_trailers
 from git_genjob.scratch import scratch_dir
@@ -192,7 +192,7 @@ def landed(store: Store, head: pygit2.Oid | None, key: str, receipt_digest: str)
 
 
 def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid | None]) -> None:
-    hooks_dir = _hooks_dir(store)
+    hooks_dir = store.hooks_dir()
     hook = os.path.join(hooks_dir, "pre-apply")
     if not (os.path.isfile(hook) and os.access(hook, os.X_OK)):
         return
@@ -220,19 +220,6 @@ def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _hooks_dir(store: Store) -> str:
-    try:
-        path = str(store.repo.config["core.hooksPath"])
-        base = store.workdir or store.gitdir
-        return path if os.path.isabs(path) else os.path.join(base, path)
-    except KeyError:
-        common = os.path.join(store.gitdir, "commondir")
-        if os.path.exists(common):
-            with open(common) as fh:
-                return os.path.normpath(os.path.join(store.gitdir, fh.read().strip(), "hooks"))
-        return os.path.join(store.gitdir, "hooks")
 
 
 def apply(store: Store, key: str, branch: str | None = None) -> Applied:

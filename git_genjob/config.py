@@ -5,8 +5,14 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from git_genjob.errors import BadInput
+
+if TYPE_CHECKING:  # config is a document: it reads through a store, it never imports one
+    import pygit2
+
+    from git_genjob.store import Store
 
 DEFAULT_IGNORE = ("__pycache__/", "*.pyc", ".pytest_cache/")
 
@@ -119,3 +125,19 @@ def parse_config(data: bytes | None) -> Config:
         disclosure=None if disclosure in ("off", "", False) else str(disclosure),
         pre_apply=str(pre_apply) if pre_apply else None,
     )
+
+
+def read_config(store: Store, tree: pygit2.Tree | None = None) -> Config:
+    """config.toml from the work tree (default) or from a commit's tree."""
+    if tree is not None:
+        return parse_config(store.file_at(tree, ".genjob/config.toml"))
+    import os
+
+    if store.workdir is None:
+        return Config()
+    path = os.path.join(store.workdir, ".genjob", "config.toml")
+    try:
+        with open(path, "rb") as fh:
+            return parse_config(fh.read())
+    except FileNotFoundError:
+        return Config()

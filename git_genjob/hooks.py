@@ -24,12 +24,11 @@ def _template() -> str:
 
 def install_hooks(store: object, force: bool = False) -> list[str]:
     """Write genjob's hook scripts; an existing user hook is kept as `<name>.genjob-chained` and run first."""
-    from git_genjob.apply import _hooks_dir
     from git_genjob.errors import BadInput
     from git_genjob.store import Store
 
     assert isinstance(store, Store)
-    hooks_dir = _hooks_dir(store)
+    hooks_dir = store.hooks_dir()
     os.makedirs(hooks_dir, exist_ok=True)
     done = []
     for name in HOOKS:
@@ -254,7 +253,7 @@ def _pre_apply(args: list[str]) -> int:
     """Run `[hooks] pre_apply` from .genjob/config.toml (GENJOB_OUTPUTS is set by apply)."""
     import subprocess
 
-    from git_genjob.queue import read_config
+    from git_genjob.config import read_config
 
     store = _store()
     command = read_config(store).pre_apply

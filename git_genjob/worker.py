@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from git_genjob.canonical import digest, utc_now
-from git_genjob.config import Config
+from git_genjob.config import Config, read_config
 from git_genjob.errors import Conflict, GenjobError
 from git_genjob.faults import crash_point
 from git_genjob.generators import GenContext, Generator, GeneratorUnavailable, GenResult
 from git_genjob.keys import SigningKey
 from git_genjob.lifecycle import Lease, Publisher, claim, end_attempt, record_sending, renew, store_receipt
-from git_genjob.queue import Head, archived_leftover, heads, read_config
+from git_genjob.queue import Head, archived_leftover, heads
 from git_genjob.receipt import build_statement, sign_statement
 from git_genjob.records import JobRecord, bundle_inputs, load_live
 from git_genjob.scratch import clean_stale_scratch, scratch_dir

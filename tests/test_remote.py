@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from tests.conftest import ask, git, make_repo, refs, repo_with_remote, run_genjob
@@ -141,3 +142,22 @@ def test_competing_answers_from_two_machines_are_a_drift(tmp_path: Path) -> None
 
     assert run_genjob("cache", "accept", fps[0], hashlib.sha256(b"from b\n").hexdigest(), cwd=b).code == 0
     assert run_genjob("cache", "drift", fps[0], cwd=b).code == 0
+
+
+def test_child_git_gets_only_allowed_git_variables(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A hook's GIT_DIR / GIT_INDEX_FILE must not point genjob's own git children elsewhere."""
+    from git_genjob.remote import clean_env
+
+    for name in [k for k in os.environ if k.startswith("GIT_")]:
+        monkeypatch.delenv(name)
+    for name in ("GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE", "GIT_OBJECT_DIRECTORY", "GIT_QUARANTINE_PATH"):
+        monkeypatch.setenv(name, "/elsewhere")
+    for name in ("GIT_SSH_COMMAND", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_KEY_0", "GIT_TRACE_PACKET"):
+        monkeypatch.setenv(name, "kept")
+    env = clean_env()
+    assert sorted(k for k in env if k.startswith("GIT_") and k != "GIT_TERMINAL_PROMPT") == [
+        "GIT_CONFIG_KEY_0",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_SSH_COMMAND",
+        "GIT_TRACE_PACKET",
+    ]

@@ -1,0 +1,105 @@
+"""The import directions of docs/architecture.md, checked on the source (issue 12)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "git_genjob"
+PLANES = {
+    "documents": {"canonical", "config", "documents", "errors", "job", "keys", "paths", "receipt", "secretscan"},
+    "storage": {"store", "records", "notes", "merge", "gitdir", "locks", "faults", "remote", "worktree"},
+    "planner": {"queue", "initrepo", "trust", "userfiles"},
+    "replay": {"replay"},
+    "worker": {"worker", "lifecycle", "scratch", "generators"},
+    "apply": {"verify", "apply", "audit", "hooks"},
+    "cli": {"cli", "cachecli", "entry", "fasthelp", "docgen", "demo", "demo_agent", "__main__", "__init__"},
+}
+ALLOWED = {
+    "documents": {"documents"},
+    "storage": {"documents", "storage"},
+    "planner": {"documents", "storage", "planner"},
+    "replay": {"documents", "storage", "planner", "replay"},
+    "worker": {"documents", "storage", "planner", "replay", "worker"},
+    "apply": {"documents", "storage", "planner", "replay", "worker", "apply"},
+    "cli": set(PLANES),
+}
+
+
+def _plane(module: str) -> str:
+    top = module.split(".")[0]
+    return next(name for name, members in PLANES.items() if top in members)
+
+
+def _imports(path: Path) -> list[tuple[str, list[str], int]]:
+    """(module imported, names taken from it, line) outside `if TYPE_CHECKING:` blocks."""
+    tree = ast.parse(path.read_text())
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            skip |= {id(n) for n in ast.walk(node)}
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out += [(a.name, [], node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.append((node.module, [a.name for a in node.names], node.lineno))
+    return out
+
+
+def _modules() -> list[tuple[str, Path]]:
+    return [(".".join(p.relative_to(PACKAGE).with_suffix("").parts), p) for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def test_every_module_has_a_plane() -> None:
+    for module, _ in _modules():
+        _plane(module.removesuffix(".__init__") if module != "__init__" else module)
+
+
+def test_imports_only_go_down_the_planes() -> None:
+    bad = []
+    for module, path in _modules():
+        here = _plane(module)
+        for target, names, line in _imports(path):
+            if target == "git_genjob":
+                targets = [n for n in names if n != "__version__"]
+            elif target.startswith("git_genjob."):
+                targets = [target.removeprefix("git_genjob.")]
+            else:
+                continue
+            for t in targets:
+                if _plane(t) not in ALLOWED[here]:
+                    bad.append(f"{module}:{line} ({here}) imports {t} ({_plane(t)})")
+    assert bad == []
+
+
+def test_click_pygit2_and_private_names_stay_where_they_belong() -> None:
+    bad = []
+    for module, path in _modules():
+        plane = _plane(module)
+        for target, names, line in _imports(path):
+            top = target.split(".")[0]
+            if top == "click" and module not in ("cli", "docgen"):
+                bad.append(f"{module}:{line} imports click")
+            if top == "pygit2" and (plane == "documents" or module.startswith("generators")):
+                bad.append(f"{module}:{line} imports pygit2")
+            inner = target.removeprefix("git_genjob.")
+            if module.startswith("generators") and target != inner and _plane(inner) not in ("documents", "worker"):
+                bad.append(f"{module}:{line} imports {target}")
+            if target.startswith("git_genjob"):
+                private = [n for n in names if n.startswith("_") and not n.endswith("__")]
+                bad += [f"{module}:{line} imports private {target}.{n}" for n in private]
+    assert bad == []
+
+
+def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
+    """The rules are not vacuous: a documents module importing the store is caught."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from git_genjob.store import Store\nfrom git_genjob.apply import _x\n")
+    found = _imports(bad)
+    assert found == [("git_genjob.store", ["Store"], 1), ("git_genjob.apply", ["_x"], 2)]
+    assert _plane("store") not in ALLOWED["documents"]
