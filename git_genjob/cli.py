@@ -193,7 +193,13 @@ def _instruction(messages: tuple[str, ...], message_file: str | None) -> str:
     return "\n\n".join(messages)
 
 
-STATE_CHOICE = click.Choice(["queued", "claimed", "sending", "unknown", "done", "applied", "dropped", "damaged"])
+def _state_choice() -> click.Choice[str]:
+    from git_genjob.states import JobState
+
+    return click.Choice([*(str(s) for s in JobState), "damaged"])
+
+
+STATE_CHOICE = _state_choice()
 
 
 @main.command(context_settings=CONTEXT)

@@ -13,10 +13,11 @@ from typing import Any
 
 from git_genjob.canonical import parse_strict
 from git_genjob.errors import BadInput
+from git_genjob.states import ARCHIVED_STATES, LIVE_STATES, AttemptState
 
-JOB_STATES = ("queued", "claimed", "sending", "unknown", "done")
-ATTEMPT_STATES = ("claimed", "sending", "finished", "failed_before_send", "unknown")
-FINAL_STATES = ("applied", "dropped")
+JOB_STATES = tuple(str(s) for s in LIVE_STATES)  # attempts.json: a live job's states
+ATTEMPT_STATES = tuple(str(s) for s in AttemptState)
+FINAL_STATES = tuple(str(s) for s in ARCHIVED_STATES)
 _TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 _OID_RE = re.compile(r"^[0-9a-f]{40}$")
 _FP_RE = re.compile(r"^[0-9a-f]{64}$")

@@ -13,6 +13,7 @@ from git_genjob.canonical import canonical_bytes, format_time, parse_time, utc_n
 from git_genjob.errors import BadInput, Conflict, Refused
 from git_genjob.faults import crash_point
 from git_genjob.records import JobRecord, find_job, load_live, write_event
+from git_genjob.states import transition
 from git_genjob.store import RefUpdate, Store, job_ref
 
 
@@ -72,7 +73,7 @@ def _advance(
     if pub.remote is None:  # a stale read loses before writing any object
         store.check_expected([RefUpdate(job_ref(record.key), record.tip, None)])
     files = files if files is not None else _files(record)
-    state = "done" if "receipt.json" in files else attempts["state"]
+    state = transition(record.state, event, "done" if "receipt.json" in files else attempts["state"])
     commit = write_event(store, record, event, files, attempts, state, extra)
     pub.move([RefUpdate(job_ref(record.key), record.tip, commit)], f"genjob: {event} {record.key}")
     new = load_live(store, record.key)

@@ -31,6 +31,7 @@ def is_shard(name: str) -> bool:
     return len(name) == 2 and all(c in "0123456789abcdef" for c in name)
 
 
+ROWS_MAX_BYTES = 64 * 1024 * 1024  # a shard's rows at 1,000,000 archived jobs are about 1 MiB
 ROWS_TREE = "#tree "  # the rows blob's first line: the shard tree id its lines were written for
 
 
@@ -423,7 +424,9 @@ class Store:
             if not isinstance(shard_tree, pygit2.Tree):
                 continue
             blob = rows[name] if isinstance(rows, pygit2.Tree) and name in rows else None
-            data = blob.data if isinstance(blob, pygit2.Blob) else None
+            # A hint, so an oversized one (a hostile push) is ignored, not read into memory.
+            small = blob is not None and self.repo.odb.read_header(blob.id)[1] <= ROWS_MAX_BYTES
+            data = blob.data if isinstance(blob, pygit2.Blob) and small else None
             yield name, shard_tree, data
 
     def archive_entry(self, key: str) -> pygit2.Tree | None:

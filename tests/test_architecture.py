@@ -9,7 +9,18 @@ from tests.conftest import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "git_genjob"
 PLANES = {
-    "documents": {"canonical", "config", "documents", "errors", "job", "keys", "paths", "receipt", "secretscan"},
+    "documents": {
+        "canonical",
+        "config",
+        "documents",
+        "errors",
+        "job",
+        "keys",
+        "paths",
+        "receipt",
+        "secretscan",
+        "states",
+    },
     "storage": {"store", "records", "notes", "merge", "gitdir", "locks", "faults", "remote", "worktree"},
     "planner": {"queue", "initrepo", "trust", "userfiles"},
     "replay": {"replay"},

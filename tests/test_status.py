@@ -93,3 +93,23 @@ def test_two_clones_archiving_into_one_shard_merge_their_rows(tmp_path: Path) ->
     assert sorted(line.split("\t")[1] for line in rows) == sorted([ka, kb])
     assert sorted((r["key"], r["state"]) for r in _all(b)) == sorted([(ka, "dropped"), (kb, "dropped")])
     git(b, "fsck", "--strict")
+
+
+def test_an_oversized_rows_blob_is_ignored(repo: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A rows blob over ROWS_MAX_BYTES is never read: here one whose lines would be believed."""
+    import git_genjob.store
+
+    setup_worker(repo)
+    k = submit_key(repo, "-m", "dropped one", "README.md")
+    assert run_genjob("drop", k, "--why", "x", cwd=repo).code == 0
+    blob = git(repo, "show", f"{ARCHIVE_REF}:{ROWS_DIR}/{shard(k)}").replace("dropped", "applied")
+
+    def change(root: pygit2.TreeBuilder, store: Store) -> None:  # same shard tree, same entry ids
+        rows = store.repo.TreeBuilder()
+        rows.insert(shard(k), store.blob(blob.encode()), pygit2.enums.FileMode.BLOB)
+        root.insert(ROWS_DIR, rows.write(), pygit2.enums.FileMode.TREE)
+
+    _rewrite_archive(repo, change)
+    assert [r["state"] for r in _all(repo)] == ["applied"]  # a row written for this tree is believed
+    monkeypatch.setattr(git_genjob.store, "ROWS_MAX_BYTES", len(blob) - 1)
+    assert [r["state"] for r in _all(repo)] == ["dropped"]  # too big: the documents are read instead

@@ -1,0 +1,56 @@
+"""The job state machine (issue 12): every event write is checked against one table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from git_genjob.errors import Conflict
+from git_genjob.lifecycle import Publisher, claim, end_attempt, record_sending, store_receipt
+from git_genjob.records import load_live
+from git_genjob.states import TRANSITIONS, Event, JobState, transition
+from git_genjob.store import Store
+from tests.conftest import refs, setup_worker, submit_key
+
+
+def test_the_table_is_spec_4() -> None:
+    moves = {(s.value, e.value): [t.value for t in ts] for (s, e), ts in TRANSITIONS.items()}
+    assert moves == {
+        ("queued", "claimed"): ["claimed"],
+        ("claimed", "sending"): ["sending"],
+        ("claimed", "renewed"): ["claimed"],
+        ("sending", "renewed"): ["sending"],
+        ("claimed", "receipt"): ["done"],
+        ("sending", "receipt"): ["done"],
+        ("sending", "failed"): ["queued"],
+        ("sending", "unknown"): ["unknown"],
+        ("claimed", "recovered"): ["queued"],
+        ("sending", "recovered"): ["unknown"],
+        ("unknown", "retried"): ["queued"],
+        ("done", "retried"): ["queued"],
+    }
+    assert transition("sending", "recovered", "unknown") is JobState.UNKNOWN
+    for state in JobState:
+        for event in Event:
+            for target in JobState:
+                if target not in TRANSITIONS.get((state, event), ()):
+                    with pytest.raises(Conflict):
+                        transition(state, event, target)
+
+
+def test_a_write_off_the_machine_is_refused_before_anything_moves(repo: Path) -> None:
+    """An out-of-order lifecycle call (a stale lease's late `sending`) writes nothing."""
+    setup_worker(repo)
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    store = Store.open(str(repo))
+    pub = Publisher(store)
+    record = load_live(store, k)
+    assert record is not None
+    lease = claim(pub, record, "w1", 60)
+    record_sending(pub, lease)
+    end_attempt(pub, lease, "unknown", "timed out")  # sending -> unknown
+    before = refs(repo)
+    with pytest.raises(Conflict, match="cannot take event receipt"):
+        store_receipt(pub, lease, b"{}", {}, [])  # unknown -> done is no move of the machine
+    assert refs(repo) == before
