@@ -13,14 +13,14 @@ from typing import Any
 import pygit2
 
 from git_genjob.config import read_config
-from git_genjob.errors import BadInput, Conflict, Refused
+from git_genjob.errors import BadInput, Conflict, Refused, StaleLock
 from git_genjob.faults import crash_point
 from git_genjob.lifecycle import Publisher, archive
 from git_genjob.notes import write_note
 from git_genjob.receipt import GeneratorInfo
 from git_genjob.records import JobRecord, find_job, parse_trailers
 from git_genjob.scratch import scratch_dir
-from git_genjob.store import ARCHIVE_REF, RefUpdate, StaleLock, Store, lookup
+from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, lookup
 from git_genjob.verify import Verdict, check_fresh, check_receipt, next_step, trust_from_tree, trust_from_worktree
 from git_genjob.worktree import (
     blocked_paths,

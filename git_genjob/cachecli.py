@@ -6,8 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from git_genjob.config import read_config
-from git_genjob.errors import BadInput, GenjobError, Unavailable
-from git_genjob.generators import GeneratorUnavailable
+from git_genjob.errors import BadInput, GeneratorUnavailable, GenjobError, Unavailable
 from git_genjob.replay import SENTINEL, Cache, call, fingerprint, normalize, request_doc
 from git_genjob.store import Store
 from git_genjob.userfiles import read_text, write_atomic

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from git_genjob.errors import EXIT_USAGE, GenjobError, format_error
+from git_genjob.states import LEASE_S, TIMEOUT_S
 
 F = TypeVar("F", bound=Callable[..., Any])
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -486,8 +487,10 @@ def trust_revoke(name: str, as_json: bool) -> None:
 @click.option("--max-jobs", type=click.IntRange(min=1), help="Work on at most N jobs.")
 @click.option("--wait", is_flag=True, help="Keep polling for new jobs instead of returning.")
 @click.option("--remote", help="Claim and publish through this remote (leased pushes).")
-@click.option("--lease", "lease", default="10m", show_default=True, help="Lease length; renewed every third.")
-@click.option("--timeout", "timeout", default="30m", show_default=True, help="Generator time limit.")
+@click.option(
+    "--lease", "lease", default=f"{LEASE_S / 60:g}m", show_default=True, help="Lease length; renewed every third."
+)
+@click.option("--timeout", "timeout", default=f"{TIMEOUT_S / 60:g}m", show_default=True, help="Generator time limit.")
 @click.option("--worker-id", help="Worker name in attempts and receipts (git config genjob.workerId).")
 @click.option("--pass-env", multiple=True, help="Pass this environment variable to an exec generator.")
 @click.option(

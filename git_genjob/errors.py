@@ -54,6 +54,54 @@ class Conflict(GenjobError):
     exit_code = EXIT_CONFLICT
 
 
+# Errors of one plane or another, defined here so every module and the hooks raise the same
+# types; each keeps the base class (and so the `except` clauses that catch it) it always had.
+
+
+class NoSuchJob(GenjobError):
+    """No live or archived job has that key (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class NotARepository(GenjobError):
+    """Not inside a git repository, or one pygit2 cannot open (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class StaleLock(Conflict):
+    """A ref lock whose holder is gone (exit 4, naming the file and how to clear it)."""
+
+
+class RemoteUnavailable(GenjobError):
+    """A remote could not be reached (exit 3)."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class GeneratorUnavailable(GenjobError):
+    """The generator could not answer. `sent` says whether the request may have reached it."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+    def __init__(self, message: str, *, sent: bool, hint: str | None = None):
+        super().__init__(message, hint)
+        self.sent = sent
+
+
+class HttpStatusError(GeneratorUnavailable):
+    """An HTTP endpoint answered with an error status (never recorded, never sent)."""
+
+    def __init__(self, status: int, body: str, url: str):
+        super().__init__(
+            f"{url} answered HTTP {status}: {body[:200]}",
+            sent=False,
+            hint="check the endpoint and model; nothing was recorded",
+        )
+        self.status, self.body = status, body
+
+
 def crash_log_path() -> str:
     import os
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pygit2
 
-from git_genjob.errors import Conflict
-from git_genjob.store import NOTES_REF, RefUpdate, StaleLock, Store, lookup
+from git_genjob.errors import Conflict, StaleLock
+from git_genjob.store import NOTES_REF, RefUpdate, Store, lookup
 
 
 def cat_sort_uniq(a: bytes, b: bytes) -> bytes:

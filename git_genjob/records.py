@@ -10,16 +10,12 @@ import pygit2
 
 from git_genjob.canonical import canonical_bytes, digest
 from git_genjob.documents import Attempt, Attempts, Meta, parse_attempts, parse_meta
-from git_genjob.errors import BadInput, GenjobError
+from git_genjob.errors import BadInput, NoSuchJob
 from git_genjob.gitdir import parse_trailers
 from git_genjob.job import Job
 from git_genjob.store import Store, job_ref, lookup
 
-__all__ = ["parse_trailers"]
-
-
-class NoSuchJob(GenjobError):
-    exit_code = 2
+__all__ = ["NoSuchJob", "parse_trailers"]
 
 
 @dataclass

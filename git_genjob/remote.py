@@ -9,14 +9,10 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from git_genjob.errors import BadInput, Conflict, GenjobError
+from git_genjob.errors import BadInput, Conflict, RemoteUnavailable
 from git_genjob.store import ARCHIVE_REF, JOBS_PREFIX, NOTES_REF, REPLAYS_REF, RefUpdate, Store
 
 TRACK = "refs/genjob-remotes/"
-
-
-class RemoteUnavailable(GenjobError):
-    exit_code = 3
 
 
 def fetch_refspecs(remote: str) -> list[str]:

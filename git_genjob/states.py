@@ -48,6 +48,9 @@ class Event(StrEnum):
     RETRIED = "retried"  # the owner's new attempt
 
 
+LEASE_S = 600.0  # a claim's lease (`work --lease`, `receipt`'s own claim), renewed every third
+TIMEOUT_S = 1800.0  # `work --timeout`: how long a generator may run
+
 LIVE_STATES = (JobState.QUEUED, JobState.CLAIMED, JobState.SENDING, JobState.UNKNOWN, JobState.DONE)
 ARCHIVED_STATES = (JobState.APPLIED, JobState.DROPPED)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pygit2
 
 from git_genjob import locks
-from git_genjob.errors import BadInput, Conflict, GenjobError
+from git_genjob.errors import BadInput, Conflict, NotARepository, StaleLock
 from git_genjob.faults import crash_point
 from git_genjob.paths import check_entry_name
 
@@ -87,14 +87,6 @@ def blocking_prefix(tree: pygit2.Tree | None, path: str) -> str | None:
 
 
 LOCK_WAIT_S = 3.0
-
-
-class StaleLock(Conflict):
-    """A ref lock whose holder is gone (exit 4, naming the file and how to clear it)."""
-
-
-class NotARepository(GenjobError):
-    exit_code = 2
 
 
 def open_repo(path: str | None = None) -> pygit2.Repository:

@@ -15,9 +15,9 @@ from typing import Any
 
 from git_genjob.canonical import digest, utc_now
 from git_genjob.config import Config, read_config
-from git_genjob.errors import Conflict, GenjobError
+from git_genjob.errors import Conflict, GeneratorUnavailable, GenjobError, StaleLock
 from git_genjob.faults import crash_point
-from git_genjob.generators import GenContext, Generator, GeneratorUnavailable, GenResult
+from git_genjob.generators import GenContext, Generator, GenResult
 from git_genjob.keys import SigningKey
 from git_genjob.lifecycle import Lease, Publisher, claim, end_attempt, record_sending, renew, store_receipt
 from git_genjob.queue import Head, archived_leftover, heads
@@ -25,7 +25,8 @@ from git_genjob.receipt import build_statement, sign_statement
 from git_genjob.records import JobRecord, bundle_inputs, load_live
 from git_genjob.scratch import clean_stale_scratch, scratch_dir
 from git_genjob.secretscan import find_secret, redact
-from git_genjob.store import StaleLock, Store
+from git_genjob.states import LEASE_S, TIMEOUT_S
+from git_genjob.store import Store
 
 Progress = Callable[[str], None]
 
@@ -73,11 +74,11 @@ class WorkerOptions:
     generator: Generator
     signing_key: SigningKey
     worker_id: str
-    lease_s: float = 600.0
+    lease_s: float = LEASE_S
     max_jobs: int | None = None
     wait: bool = False
     poll_s: float = 2.0
-    timeout_s: float = 1800.0
+    timeout_s: float = TIMEOUT_S
     pass_env: tuple[str, ...] = ()
     remote: str | None = None
     allow_secrets: bool = False
@@ -470,7 +471,7 @@ def receipt_out_of_band(
             raise BadInput(f"--delete {path}: not an allowed path of job {key}")
     if outputs_dir is not None and not os.path.isdir(outputs_dir):
         raise BadInput(f"--outputs {outputs_dir} is not a directory")
-    opts = WorkerOptions(OutOfBand(), signing_key, worker_id, lease_s=600)
+    opts = WorkerOptions(OutOfBand(), signing_key, worker_id)
     bundle_inputs(store, record)  # a damaged job is refused before the claim
     lease = claim(pub, record, worker_id, opts.lease_s)
     tmp = scratch_dir()

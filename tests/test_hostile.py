@@ -184,7 +184,7 @@ def test_aliased_output_path_fails_check5(ready: tuple[Path, Path]) -> None:
     _replace_tip(repo, k, {"receipt.json": sign_statement(st, read_signing_key(str(key)))})
     res = run_genjob("verify", k, "--json", cwd=repo)
     failed = [c["check"] for c in json.loads(res.out)["checks"] if not c["ok"]]
-    assert res.code == 1 and 5 in failed
+    assert res.code == 1 and failed == [5, 6], failed  # 6: the stored output blob is not in the receipt
 
 
 # -- 10: no value reaches a commit message or note unless it is one safe line ---------------------

@@ -6,18 +6,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from git_genjob.errors import BadInput, GenjobError
+from git_genjob.errors import BadInput
 from git_genjob.job import Job
-
-
-class GeneratorUnavailable(GenjobError):
-    """The generator could not answer. `sent` says whether the request may have reached it."""
-
-    exit_code = 3
-
-    def __init__(self, message: str, *, sent: bool, hint: str | None = None):
-        super().__init__(message, hint)
-        self.sent = sent
 
 
 @dataclass

@@ -6,9 +6,10 @@ import json
 import os
 from typing import Any
 
-from git_genjob.generators import GenContext, GeneratorUnavailable, GenResult, build_prompt
+from git_genjob.errors import GeneratorUnavailable, HttpStatusError
+from git_genjob.generators import GenContext, GenResult, build_prompt
 from git_genjob.generators.files import write_answer
-from git_genjob.generators.web import HttpStatusError, post_json
+from git_genjob.generators.web import post_json
 
 SYSTEM = (
     "You are a code generator. Follow the instruction. Answer with one JSON object whose keys are "

@@ -9,17 +9,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from git_genjob.generators import GeneratorUnavailable
-
-
-class HttpStatusError(GeneratorUnavailable):
-    def __init__(self, status: int, body: str, url: str):
-        super().__init__(
-            f"{url} answered HTTP {status}: {body[:200]}",
-            sent=False,
-            hint="check the endpoint and model; nothing was recorded",
-        )
-        self.status, self.body = status, body
+from git_genjob.errors import GeneratorUnavailable, HttpStatusError
 
 
 def post_json(url: str, doc: dict[str, Any], timeout: float, headers: dict[str, str] | None = None) -> str:
