@@ -35,7 +35,7 @@ def trusted_key(repo: str) -> str:
 
     init(Store.open(repo))
     key = generate("bench")
-    path = os.path.join(repo + "-keys", "bench")
+    path = os.path.join(repo, ".git", "bench-keys", "bench")  # removed with the repository
     write_key_files(key, path)
     with open(os.path.join(repo, ".genjob", "allowed_signers"), "a") as fh:
         fh.write(trust_line("bench", key.public, None) + "\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -28,7 +29,17 @@ from git_genjob.records import (
     parse_trailers,
 )
 from git_genjob.secretscan import find_secret
-from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, blocking_prefix, job_ref, lookup, parse_rows, shard
+from git_genjob.store import (
+    ARCHIVE_REF,
+    ROWS_TREE,
+    RefUpdate,
+    Store,
+    blocking_prefix,
+    job_ref,
+    lookup,
+    parse_rows,
+    shard,
+)
 
 _DIRTY = (
     pygit2.enums.FileStatus.INDEX_NEW
@@ -427,18 +438,31 @@ def archive_row(record: JobRecord) -> str:
     return f"{doc['created_at']}\t{doc['state']}\t{flat}\t{text}"
 
 
+def _vouched_rows(data: bytes | None, shard_tree: pygit2.Tree) -> list[StatusRow] | None:
+    """A shard's rows, if the blob was written for exactly this shard tree (its `#tree` line)
+    and has one well-formed line per entry; else None (each entry is then checked)."""
+    header = f"{ROWS_TREE}{shard_tree.id}\n".encode()
+    if data is None or not data.startswith(header):
+        return None
+    rows = []
+    for line in data[len(header) :].decode("utf-8", "replace").splitlines():
+        p = line.split("\t")  # JSON escapes tabs and the instruction column has none: 6 fields
+        if len(p) != 6:
+            return None
+        rows.append(StatusRow(p[0], p[1], p[3], p[4], p[5]))
+    return rows if len(rows) == len(shard_tree) else None
+
+
 def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     """Every archived job's row: from its shard's `_rows` line when that line names the entry's
     current tree, else (a merge kept the other side's rows, an older archive) from the job."""
     out = []
     for _, shard_tree, data in store.archive_shards():
-        vouched, lines = parse_rows(data)
-        if vouched == str(shard_tree.id) and len(lines) == len(shard_tree):  # written for exactly this shard
-            for _, line in lines.values():
-                sort_key, key, _, rest = line.split("\t", 3)
-                state, instruction, text = rest.split("\t", 2)
-                out.append(StatusRow(sort_key, key, state, instruction, text))
+        fast = _vouched_rows(data, shard_tree)
+        if fast is not None:
+            out += fast
             continue
+        _, lines = parse_rows(data)
         for entry in shard_tree:
             key, oid = str(entry.name), entry.id
             hint = lines.get(key)
@@ -457,10 +481,81 @@ def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     return out
 
 
+ROWS_CACHE_MAX = 64 * 1024 * 1024
+
+
+def _rows_cache_path(store: Store) -> str:
+    return os.path.join(store.common_dir, "genjob", "status-rows")
+
+
+def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
+    """Every live job's row. A row is a function of the tip commit alone (its tree holds every
+    document it shows), so rows are kept in a local cache keyed by tip id
+    (`.git/genjob/status-rows`, never shared, rewritten only when a tip changed): a job is read
+    whole only once per event, not on every `status`."""
+    path = _rows_cache_path(store)
+    cache: dict[str, str] = {}
+    try:
+        if os.path.getsize(path) <= ROWS_CACHE_MAX:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                cache = dict(line.rstrip("\n").split("\t", 1) for line in fh if "\t" in line)
+    except OSError:
+        pass
+    archive_tip = store.ref_target(ARCHIVE_REF)
+    archive = store.get_commit(archive_tip).tree if archive_tip is not None else None
+    shards: dict[str, pygit2.Tree | None] = {}
+    rows, seen = [], {}
+    for key in store.live_keys():
+        head_tip = store.ref_target(job_ref(key))
+        if head_tip is None:
+            continue
+        name = shard(key)
+        if name not in shards:
+            sub = lookup(archive, name)
+            shards[name] = sub if isinstance(sub, pygit2.Tree) else None
+        if (shard_tree := shards[name]) is not None and key in shard_tree:
+            continue  # archived; the live ref is the leftover of an interrupted move
+        tip = str(head_tip)
+        text = cache.get(tip)
+        try:
+            doc = json.loads(text) if text is not None else None
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict) or doc.get("key") != key:
+            try:
+                record = load_live(store, key)
+            except GenjobError as exc:
+                damaged[key] = exc.message
+                continue
+            if record is None or record.tip != head_tip:
+                continue  # moved or removed while we read: the next status shows it
+            doc = summarize(record)
+        row = StatusRow.of(doc)
+        rows.append(row)
+        seen[tip] = row.json
+    if seen != cache:
+        _write_rows_cache(path, seen)
+    return rows
+
+
+def _write_rows_cache(path: str, rows: dict[str, str]) -> None:
+    """A cache: written atomically, never fsynced, and a failure to write it is no failure."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write("".join(f"{tip}\t{text}\n" for tip, text in rows.items()))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
 def status(store: Store, state: str | None = None, include_archived: bool = False) -> list[StatusRow]:
-    """The queue, oldest first: live jobs read whole, archived ones from the per-shard rows."""
+    """The queue, oldest first: live jobs from their tips' cached rows, archived ones from the
+    per-shard rows; anything a row cannot vouch for is read from its documents."""
     damaged: dict[str, str] = {}
-    rows = [StatusRow.of(summarize(r)) for r in live_jobs(store, damaged)]
+    rows = _live_rows(store, damaged)
     if include_archived:
         rows += _archived_rows(store, damaged)
     rows.sort()

@@ -418,8 +418,19 @@ class Store:
             blob = rows[name] if isinstance(rows, pygit2.Tree) and name in rows else None
             # A hint, so an oversized one (a hostile push) is ignored, not read into memory.
             small = blob is not None and self.repo.odb.read_header(blob.id)[1] <= ROWS_MAX_BYTES
-            data = blob.data if isinstance(blob, pygit2.Blob) and small else None
+            data = self._hint_bytes(blob) if isinstance(blob, pygit2.Blob) and small else None
             yield name, shard_tree, data
+
+    @staticmethod
+    def _hint_bytes(blob: pygit2.Blob) -> bytes:
+        """A rows blob's bytes without libgit2's SHA-1 re-check (half the read time at 100k
+        rows): rows decide nothing, and each is checked against the tree ids it names."""
+        pygit2.settings.enable_strict_hash_verification(False)
+        try:
+            data = blob.data
+        finally:
+            pygit2.settings.enable_strict_hash_verification(True)
+        return data if isinstance(data, bytes) else bytes(data)
 
     def archive_entry(self, key: str) -> pygit2.Tree | None:
         """The archived final tree of job `key` (one tree lookup), or None."""

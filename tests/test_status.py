@@ -113,3 +113,21 @@ def test_an_oversized_rows_blob_is_ignored(repo: Path, monkeypatch) -> None:  # 
     assert [r["state"] for r in _all(repo)] == ["applied"]  # a row written for this tree is believed
     monkeypatch.setattr(git_genjob.store, "ROWS_MAX_BYTES", len(blob) - 1)
     assert [r["state"] for r in _all(repo)] == ["dropped"]  # too big: the documents are read instead
+
+
+def test_live_rows_are_cached_by_tip_and_follow_every_event(repo: Path) -> None:
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "one", "src/user.py")
+    assert [(r["key"], r["state"]) for r in _all(repo)] == [(k, "queued")]
+    cache = repo / ".git/genjob/status-rows"
+    tip = git(repo, "rev-parse", f"refs/genjob/jobs/{k}").strip()
+    assert cache.read_text().startswith(f"{tip}\t")
+    assert work(repo, key, "echo y > src/user.py", "--once").code == 0  # a new tip: read afresh
+    assert [(r["key"], r["state"], r["result"]) for r in _all(repo)] == [(k, "done", "ok")]
+    new_tip = git(repo, "rev-parse", f"refs/genjob/jobs/{k}").strip()
+    assert cache.read_text().split("\t")[0] == new_tip  # only current tips are kept
+    # a cache line that is not this job's row (garbage, another key) is not believed
+    cache.write_text(f"{new_tip}\t" + '{"key":"other","state":"dropped","instruction":"x"}\n')
+    assert [(r["key"], r["state"]) for r in _all(repo)] == [(k, "done")]
+    cache.write_text(f"{new_tip}\tnot json\n")
+    assert [(r["key"], r["state"]) for r in _all(repo)] == [(k, "done")]
