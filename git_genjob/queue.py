@@ -432,10 +432,9 @@ class StatusRow(NamedTuple):
 
 def archive_row(record: JobRecord) -> str:
     """The `_rows/<shard>` line of an archived job (the store adds its key and tree id)."""
-    doc = summarize(record)
-    flat = " ".join(str(doc["instruction"]).split())
-    text = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return f"{doc['created_at']}\t{doc['state']}\t{flat}\t{text}"
+    row = StatusRow.of(summarize(record))
+    flat = " ".join(row.instruction.split())  # the line's columns hold no tab
+    return f"{row.sort_key}\t{row.state}\t{flat}\t{row.json}"
 
 
 def _vouched_rows(data: bytes | None, shard_tree: pygit2.Tree) -> list[StatusRow] | None:
@@ -445,7 +444,7 @@ def _vouched_rows(data: bytes | None, shard_tree: pygit2.Tree) -> list[StatusRow
     if data is None or not data.startswith(header):
         return None
     rows = []
-    for line in data[len(header) :].decode("utf-8", "replace").splitlines():
+    for line in data[len(header) :].decode("utf-8", "replace").split("\n")[:-1]:  # not splitlines: U+2028
         p = line.split("\t")  # JSON escapes tabs and the instruction column has none: 6 fields
         if len(p) != 6:
             return None

@@ -44,7 +44,7 @@ def parse_rows(data: bytes | None) -> tuple[str | None, dict[str, tuple[str, str
         head, _, text = text.partition("\n")
         tree = head[len(ROWS_TREE) :]
     out: dict[str, tuple[str, str]] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines: a row's JSON may hold U+2028
         parts = line.split("\t", 3)
         if len(parts) == 4:
             out[parts[1]] = (parts[2], line)
