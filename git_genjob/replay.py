@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -299,11 +300,61 @@ def call(cache: Cache, doc: dict[str, Any], send: Sender, mode: str = "replay") 
     entry = cache.entry(fp)
     served = entry.served() if entry else None
     if served is not None and mode != "refresh":
-        assert entry is not None
-        cache.log_hit(fp, sha256_hex(canonical_bytes(doc)))
-        return CallResult(cache.answer(entry, served), fp, "replay")
+        return _replay(cache, doc, fp, entry)
     if mode == "offline":
         raise Unavailable(f"replay miss for {fp} in offline mode", "run once online (--mode replay) to record it")
+    if mode == "replay":
+        # Two processes of this repository missing the same fingerprint at once would both pay
+        # for the answer: the second waits for the first here, then replays what it recorded.
+        with _asking(cache.store, fp):
+            entry = cache.entry(fp)
+            if entry is not None and entry.served() is not None:
+                return _replay(cache, doc, fp, entry)
+            return _record(cache, doc, fp, send, entry, None)
+    return _record(cache, doc, fp, send, entry, served)
+
+
+def _replay(cache: Cache, doc: dict[str, Any], fp: str, entry: Entry | None) -> CallResult:
+    assert entry is not None
+    served = entry.served()
+    assert served is not None
+    cache.log_hit(fp, sha256_hex(canonical_bytes(doc)))
+    return CallResult(cache.answer(entry, served), fp, "replay")
+
+
+@contextlib.contextmanager
+def _asking(store: Store, fp: str) -> Iterator[None]:
+    """An flock on .git/genjob/asking/<fp> (released by the kernel if we die), removed when done.
+
+    A waiter may wake on a file the holder has just unlinked; it then takes the lock again on
+    whatever the path names now, so two holders never overlap and no lock file outlives its ask.
+    """
+    import fcntl
+
+    path = os.path.join(store.common_dir, "genjob", "asking", fp)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            now = os.stat(path)
+        except FileNotFoundError:
+            now = None
+        held = os.fstat(fd)
+        if now is not None and (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev):
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        os.close(fd)
+
+
+def _record(
+    cache: Cache, doc: dict[str, Any], fp: str, send: Sender, entry: Entry | None, served: str | None
+) -> CallResult:
     answer = send(doc["prompt"])
     sha = sha256_hex(answer.encode("utf-8"))
     if served is None:

@@ -14,6 +14,7 @@ class Stub:
         self.requests: list[dict[str, Any]] = []
         self.mode = "ok"  # ok | status:N | truncate | reject_json_schema | length
         self.answer = "hello\n"
+        self.delay = 0.0  # seconds before each answer
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -37,6 +38,10 @@ class Stub:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.count += 1
                 stub.requests.append(body)
+                if stub.delay:
+                    import time
+
+                    time.sleep(stub.delay)
                 if stub.mode.startswith("status:"):
                     return self._send(int(stub.mode.split(":")[1]), b'{"error":"nope"}')
                 if stub.mode == "reject_json_schema" and body.get("response_format", {}).get("type") == "json_schema":

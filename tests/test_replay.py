@@ -183,3 +183,22 @@ def test_ask_speaks_both_dialects_as_the_generators_name_them(repo: Path, stub: 
     assert res.code == 2 and "needs --model" in res.err
     res = run_genjob(*base, "--endpoint", "ftp:example", cwd=repo)
     assert res.code == 2 and "is not a URL" in res.err
+
+
+def test_two_processes_missing_one_fingerprint_ask_once(repo: Path, stub: Stub) -> None:
+    """The second waits for the first (an flock per fingerprint) and replays its answer."""
+    import subprocess
+    import sys
+
+    (repo / "p.txt").write_text("the same question\n")
+    stub.delay = 1.0
+    args = [sys.executable, "-m", "git_genjob", "ask", "--endpoint", f"{stub.url}/model", "--prompt-file", "p.txt"]
+    procs = [
+        subprocess.Popen([*args, "--out-file", f"o{n}.txt"], cwd=repo, stdout=subprocess.PIPE, text=True)
+        for n in range(2)
+    ]
+    outs = sorted(p.communicate(timeout=60)[0].split()[0] for p in procs)
+    assert [p.returncode for p in procs] == [0, 0]
+    assert stub.count == 1 and outs == ["fresh", "replay"]
+    assert (repo / "o0.txt").read_text() == (repo / "o1.txt").read_text() == "hello\n"
+    assert not list((repo / ".git/genjob/asking").iterdir())  # no lock file outlives its ask
