@@ -362,21 +362,6 @@ def live_jobs(
     return out
 
 
-def archived_jobs(store: Store, damaged: dict[str, str] | None = None) -> list[JobRecord]:
-    """Every readable archived job; a damaged entry is named in `damaged`, never fatal for the rest."""
-    out = []
-    for key, oid in store.archive_entries():
-        sub = store.repo.get(oid)
-        if isinstance(sub, pygit2.Tree):
-            try:
-                out.append(load_tree(store, key, sub, None, archived=True))
-            except GenjobError as exc:
-                if damaged is not None:
-                    damaged[key] = exc.message
-    out.sort(key=lambda r: (r.meta.created_at, r.key))
-    return out
-
-
 def summarize(record: JobRecord) -> dict[str, Any]:
     first = record.job.instruction.strip().splitlines()[0] if record.job.instruction.strip() else ""
     return {
