@@ -1,0 +1,97 @@
+"""Store's compare-and-swap (SPEC §3), as racing processes and leftover locks exercise it."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from git_genjob.errors import Conflict, StaleLock
+from git_genjob.store import RefUpdate, Store
+from tests.conftest import git, refs
+
+REF = "refs/genjob/jobs/race"
+
+
+def _blob_commit(store: Store, text: str) -> pygit2.Oid:
+    tb = store.repo.TreeBuilder()
+    tb.insert("f", store.blob(text.encode()), pygit2.enums.FileMode.BLOB)
+    return store.commit(tb.write(), [], f"{text}\n")
+
+
+def _create(path: str, n: int, start, results) -> None:  # type: ignore[no-untyped-def]
+    store = Store.open(path)
+    oid = _blob_commit(store, f"writer {n}")
+    start.wait()
+    try:
+        store.update_refs([RefUpdate(REF, None, oid)])
+        results.put((n, "won", str(oid)))
+    except Conflict:
+        results.put((n, "lost", str(oid)))
+
+
+def test_racing_create_only_updates_have_exactly_one_winner(repo: Path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    for _ in range(3):
+        git(repo, "update-ref", "-d", REF, check=False)
+        start, results = ctx.Barrier(6), ctx.Queue()
+        procs = [ctx.Process(target=_create, args=(str(repo), n, start, results)) for n in range(6)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        outcomes = [results.get(timeout=5) for _ in procs]
+        winners = [o for o in outcomes if o[1] == "won"]
+        assert len(winners) == 1, outcomes
+        assert refs(repo)[REF] == winners[0][2]  # the ref names the winner's commit
+
+
+def test_a_stale_expected_value_loses_and_changes_nothing(repo: Path) -> None:
+    store = Store.open(str(repo))
+    first, second, third = (_blob_commit(store, t) for t in ("one", "two", "three"))
+    store.update_refs([RefUpdate(REF, None, first)])
+    store.update_refs([RefUpdate(REF, first, second)])
+    before = refs(repo)
+    with pytest.raises(Conflict, match="moved: expected"):
+        store.update_refs([RefUpdate(REF, first, third)])  # read before the second write
+    with pytest.raises(Conflict):
+        store.update_refs([RefUpdate(REF, None, third)])  # create-only over an existing ref
+    assert refs(repo) == before
+    # several refs move together or not at all
+    other = "refs/genjob/jobs/other"
+    with pytest.raises(Conflict):
+        store.update_refs([RefUpdate(other, None, third), RefUpdate(REF, first, third)])
+    assert refs(repo) == before
+
+
+def test_a_lock_left_by_a_dead_writer_is_named_and_recover_clears_it(repo: Path) -> None:
+    """A `.lock` of a git-genjob writer that died (kill -9 between lock and rename)."""
+    from git_genjob import locks
+    from tests.conftest import run_genjob
+
+    store = Store.open(str(repo))
+    first, second = _blob_commit(store, "one"), _blob_commit(store, "two")
+    store.update_refs([RefUpdate(REF, None, first)])
+    ctx = multiprocessing.get_context("fork")
+
+    def die_holding_the_lock() -> None:
+        locks.announce(store.common_dir, [REF])
+        (repo / ".git" / f"{REF}.lock").write_text(f"{second}\n")
+        import os
+
+        os._exit(0)  # no release: as a SIGKILL leaves it
+
+    p = ctx.Process(target=die_holding_the_lock)
+    p.start()
+    p.join(10)
+    with pytest.raises(StaleLock, match=r"stale lock file .*race\.lock") as err:
+        store.update_refs([RefUpdate(REF, first, second)])
+    assert "git genjob recover" in (err.value.hint or "")
+    assert refs(repo)[REF] == str(first)
+    res = run_genjob("recover", "--json", cwd=repo)
+    assert res.code == 0 and any(path.endswith("race.lock") for path in json.loads(res.out)["locks"])
+    store.update_refs([RefUpdate(REF, first, second)])
+    assert refs(repo)[REF] == str(second)
