@@ -8,6 +8,7 @@ import json
 import os
 import tarfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -333,6 +334,23 @@ def archived_leftover(store: Store, key: str) -> bool:
     return store.archive_entry(key) is not None
 
 
+def archived_lookup(store: Store) -> Callable[[str], bool]:
+    """`is key in the archive?` for many keys: each shard tree is read once, not once per key."""
+    tip = store.ref_target(ARCHIVE_REF)
+    root = store.get_commit(tip).tree if tip is not None else None
+    shards: dict[str, pygit2.Tree | None] = {}
+
+    def archived(key: str) -> bool:
+        name = shard(key)
+        if name not in shards:
+            sub = lookup(root, name)
+            shards[name] = sub if isinstance(sub, pygit2.Tree) else None
+        tree = shards[name]
+        return tree is not None and key in tree
+
+    return archived
+
+
 def live_jobs(
     store: Store, damaged: dict[str, str] | None = None, states: tuple[str, ...] | None = None
 ) -> list[JobRecord]:
@@ -344,11 +362,10 @@ def live_jobs(
     its key and the reason go into `damaged` when given.
     """
     out = []
-    archive_tip = store.ref_target(ARCHIVE_REF)
-    archive = store.get_commit(archive_tip).tree if archive_tip is not None else None
+    archived = archived_lookup(store)
     for head in heads(store, states):
         key = head.key
-        if archive is not None and lookup(archive, f"{shard(key)}/{key}") is not None:
+        if archived(key):
             continue  # archived; the live ref is the leftover of an interrupted move (recover deletes it)
         try:
             record = load_live(store, key)
@@ -485,19 +502,13 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
                 cache = dict(line.rstrip("\n").split("\t", 1) for line in fh if "\t" in line)
     except OSError:
         pass
-    archive_tip = store.ref_target(ARCHIVE_REF)
-    archive = store.get_commit(archive_tip).tree if archive_tip is not None else None
-    shards: dict[str, pygit2.Tree | None] = {}
+    archived = archived_lookup(store)
     rows, seen = [], {}
     for key in store.live_keys():
         head_tip = store.ref_target(job_ref(key))
         if head_tip is None:
             continue
-        name = shard(key)
-        if name not in shards:
-            sub = lookup(archive, name)
-            shards[name] = sub if isinstance(sub, pygit2.Tree) else None
-        if (shard_tree := shards[name]) is not None and key in shard_tree:
+        if archived(key):
             continue  # archived; the live ref is the leftover of an interrupted move
         tip = str(head_tip)
         text = cache.get(tip)
