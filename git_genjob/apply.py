@@ -21,7 +21,7 @@ from git_genjob.receipt import GeneratorInfo
 from git_genjob.records import JobRecord, find_job, parse_trailers
 from git_genjob.scratch import scratch_dir
 from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, lookup
-from git_genjob.verify import Verdict, check_fresh, check_receipt, next_step, trust_from_tree, trust_from_worktree
+from git_genjob.verify import Verdict, check_for_target, check_fresh, next_step
 from git_genjob.worktree import (
     blocked_paths,
     checkout_outputs,
@@ -273,7 +273,7 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     head = store.ref_target(ref_name)
     tree = store.get_commit(head).tree if head is not None else None
     # 1. verify (checks 1-7), against the work tree's trust store and the one the commit will carry
-    verdict = check_receipt(store, record, trust_from_worktree(store), committed=trust_from_tree(store, tree))
+    verdict = check_for_target(store, record, tree)
     if not verdict.ok:
         raise Refused(f"receipt of job {key} does not verify", next_step(verdict), details=verdict.failures())
     assert verdict.envelope is not None

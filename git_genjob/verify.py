@@ -298,15 +298,24 @@ def verify(
     store: Store, key: str, branch: str | None = None, progress: Callable[[str], None] = lambda _: None
 ) -> Verdict:
     record = find_job(store, key)
-    applied = record.archived and record.state == "applied"
-    tree = None if applied else target_tree(store, branch)
-    committed = None if applied else trust_from_tree(store, tree)
-    verdict = check_receipt(store, record, trust_from_worktree(store), progress=progress, committed=committed)
-    if applied:
+    if record.archived and record.state == "applied":
+        verdict = check_receipt(store, record, trust_from_worktree(store), progress=progress)
         verdict.add(8, [], f"applied as {record.meta.final.commit if record.meta.final else '?'}")
         return verdict
+    tree = target_tree(store, branch)
+    verdict = check_for_target(store, record, tree, progress)
     verdict.add(8, check_fresh(store, record, tree), "inputs unchanged in the target")
     return verdict
+
+
+def check_for_target(
+    store: Store, record: JobRecord, tree: pygit2.Tree | None, progress: Callable[[str], None] = lambda _: None
+) -> Verdict:
+    """Checks 1-7 as `verify` and `apply` run them: against the work tree's trust store and the
+    one committed in `tree`, the target branch's, which the applied commit would carry."""
+    return check_receipt(
+        store, record, trust_from_worktree(store), progress=progress, committed=trust_from_tree(store, tree)
+    )
 
 
 def target_tree(store: Store, branch: str | None) -> pygit2.Tree | None:
