@@ -55,9 +55,17 @@ def json_option(f: F) -> F:
 
 
 def _store() -> Any:
+    """The repository around the working directory, opened once per command (a KEY argument's
+    prefix lookup and the command itself share it)."""
     from git_genjob.store import Store
 
-    return Store.open()
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return Store.open()
+    meta = ctx.find_root().meta
+    if "genjob.store" not in meta:
+        meta["genjob.store"] = Store.open()
+    return meta["genjob.store"]
 
 
 def _key(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -876,8 +884,9 @@ def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
             mark = paint("ok  ", "green") if c.ok else paint("FAIL", "red")
             click.echo(f"{mark} {c.n} {CHECKS[c.n]:<9} {c.detail}")
         click.echo(f"{key}: {'applyable' if verdict.ok else 'NOT applyable'}")
-        if not verdict.ok and not next_step(verdict).startswith("see: "):
-            click.echo(f"hint: {next_step(verdict)}", err=True)
+        hint = next_step(verdict) if not verdict.ok else ""
+        if hint and not hint.startswith("see: "):
+            click.echo(f"hint: {hint}", err=True)
 
     emit(verdict.to_json(), as_json, human)
     if not verdict.ok:
