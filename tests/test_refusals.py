@@ -69,6 +69,8 @@ def test_cache_refusals_write_nothing(repo: Path, stub: Stub) -> None:
         (2, "has no answer", ["cache", "accept", fp, "0" * 64]),
         (2, "is not a fingerprint", ["cache", "show", "xyz"]),
         (2, "no cache entry", ["cache", "drift", "1" * 64]),
+        (2, "no fingerprint's prefix", ["cache", "accept", ("0" if fp[0] != "0" else "1") * 6, served[:8]]),
+        (2, "has no answer", ["cache", "accept", fp[:8], "f00d" * 4]),  # a prefix of no answer
         (
             2,
             "cannot read prompt file",
