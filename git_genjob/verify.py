@@ -206,19 +206,30 @@ def _check_blobs(store: Store, record: JobRecord, pred: Predicate, progress: Cal
 def _rehash_outputs(store: Store, record: JobRecord, pred: Predicate, progress: Callable[[str], None]) -> list[str]:
     stored = record.output_oids()
     problems = []
-    hashed = 0
-    for n, (path, want) in enumerate(pred.outputs.items(), 1):
+    want_blobs = {}
+    for path, want in pred.outputs.items():
         if want is None:
             if path in stored:
                 problems.append(f"{path} is declared deleted but an output blob is stored")
-            continue
-        if path not in stored:
+        elif path not in stored:
             problems.append(f"{path}: no output blob stored")
-            continue
-        have, size = store.blob_digest(stored[path])
-        hashed += size
-        if hashed > 8 * 1024 * 1024:
-            progress(f"verify: {n}/{len(pred.outputs)} outputs, {hashed // (1024 * 1024)} MiB hashed")
+        else:
+            try:
+                store.blob_size(stored[path])
+                want_blobs[path] = want
+            except (BadInput, KeyError) as exc:
+                problems.append(f"{path}: the stored output cannot be read as a blob ({exc})")
+    hashed = [0, 0]
+
+    def done(size: int) -> None:
+        hashed[0] += 1
+        hashed[1] += size
+        if hashed[1] > 8 * 1024 * 1024:
+            progress(f"verify: {hashed[0]}/{len(want_blobs)} outputs, {hashed[1] // (1024 * 1024)} MiB hashed")
+
+    digests = store.blob_digests({stored[path] for path in want_blobs}, done)
+    for path, want in want_blobs.items():
+        have = digests[stored[path]][0]
         if have != want:
             problems.append(f"{path}: stored blob hashes to {have}, receipt says {want}")
     for path in stored:

@@ -187,6 +187,34 @@ def test_aliased_output_path_fails_check5(ready: tuple[Path, Path]) -> None:
     assert res.code == 1 and failed == [5, 6], failed  # 6: the stored output blob is not in the receipt
 
 
+def test_an_output_entry_naming_a_tree_fails_check6(ready: tuple[Path, Path]) -> None:
+    """A hostile remote's job tree may give outputs/<path> a blob mode over a tree object (git
+    fsck would object; a push with fsck off takes it): check 6 fails, naming the path; no crash."""
+    repo, key = ready
+    k = _queued_job(repo)
+    assert work(repo, key, GOOD, "--once").code == 0
+    store = Store.open(str(repo))
+    tip = store.ref_target(job_ref(k))
+    assert tip is not None
+    commit = store.get_commit(tip)
+    empty = store.repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
+    src = _raw_tree(store, [("user.py", b"100644", empty)])
+    outputs = _raw_tree(store, [("src", b"40000", src)])
+    top = [(str(e.name), b"40000" if e.type_str == "tree" else b"100644", e.id) for e in commit.tree]
+    top = [t for t in top if t[0] != "outputs"] + [("outputs", b"40000", outputs)]
+    new = store.repo.create_commit(
+        None, commit.author, commit.committer, commit.message, _raw_tree(store, top), list(commit.parent_ids)
+    )
+    store.update_refs([RefUpdate(job_ref(k), tip, new)])
+    before = snapshot(repo), refs(repo)
+    res = run_genjob("verify", k, "--json", cwd=repo)
+    checks = json.loads(res.out)["checks"]
+    assert res.code == 1 and [c["check"] for c in checks if not c["ok"]] == [6], res.out
+    assert "src/user.py: the stored output cannot be read as a blob" in checks[5]["detail"]
+    assert run_genjob("apply", k, cwd=repo).code == 1
+    assert (snapshot(repo), refs(repo)) == before
+
+
 # -- 10: no value reaches a commit message or note unless it is one safe line ---------------------
 
 

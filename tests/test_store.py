@@ -95,3 +95,32 @@ def test_a_lock_left_by_a_dead_writer_is_named_and_recover_clears_it(repo: Path)
     assert res.code == 0 and any(path.endswith("race.lock") for path in json.loads(res.out)["locks"])
     store.update_refs([RefUpdate(REF, first, second)])
     assert refs(repo)[REF] == str(second)
+
+
+def test_blob_digests_match_sha256_of_git_s_own_copy_for_small_and_streamed_blobs(repo: Path) -> None:
+    """Three blobs above STREAM_ABOVE go two at a time through `git cat-file`; each digest and
+    size must equal sha256 of the bytes `git cat-file` prints, and `done` sees every blob once."""
+    import hashlib
+    import os
+    import subprocess
+
+    store = Store.open(str(repo))
+    datas = [os.urandom(Store.STREAM_ABOVE + 1 + i * 70_001) for i in range(3)] + [b"small\n", b""]
+    oids = [store.blob(d) for d in datas]
+    seen: list[int] = []
+    got = store.blob_digests(oids, seen.append)
+    for oid in oids:
+        printed = subprocess.run(["git", "-C", str(repo), "cat-file", "blob", str(oid)], capture_output=True).stdout
+        assert got[oid] == ("sha256:" + hashlib.sha256(printed).hexdigest(), len(printed))
+    assert sorted(seen) == sorted(len(d) for d in datas)
+
+
+def test_blob_digests_of_a_tree_or_a_missing_object_is_refused(repo: Path) -> None:
+    from git_genjob.errors import BadInput
+
+    store = Store.open(str(repo))
+    tree = store.repo.head.peel(pygit2.Commit).tree_id
+    with pytest.raises(BadInput, match="is not a blob"):
+        store.blob_digests([tree])
+    with pytest.raises(KeyError):
+        store.blob_digests([pygit2.Oid(hex="1" * 40)])
