@@ -123,14 +123,36 @@ def event_message(event: str, key: str, state: str, epoch: int, extra: dict[str,
     return "\n".join(lines) + "\n"
 
 
+_PARSED_JOBS: dict[pygit2.Oid, tuple[Job, bytes]] = {}  # job.json by blob id: a blob never changes meaning
+_PARSED_JOBS_MAX = 20_000
+
+
+def _job_at(store: Store, tree: pygit2.Tree) -> tuple[Job, bytes] | None:
+    """job.json of a stored tree, parsed and validated once per blob (every event repeats it)."""
+    try:
+        entry = tree["job.json"]
+    except KeyError:
+        return None
+    if entry.type_str != "blob":
+        return None
+    hit = _PARSED_JOBS.get(entry.id)
+    if hit is None:
+        data = store.read(entry.id)
+        hit = (Job.from_bytes(data), data)
+        if len(_PARSED_JOBS) >= _PARSED_JOBS_MAX:
+            _PARSED_JOBS.clear()
+        _PARSED_JOBS[entry.id] = hit
+    return hit
+
+
 def load_tree(store: Store, key: str, tree: pygit2.Tree, tip: pygit2.Oid | None, archived: bool) -> JobRecord:
-    job_bytes = store.file_at(tree, "job.json")
+    parsed = _job_at(store, tree)
     meta_bytes = store.file_at(tree, "meta.json")
-    if job_bytes is None or meta_bytes is None:
+    if parsed is None or meta_bytes is None:
         raise BadInput(
             f"job {key}: stored tree lacks job.json or meta.json", "the ref is damaged; inspect it with git show"
         )
-    job = Job.from_bytes(job_bytes)
+    job, job_bytes = parsed
     if job.key != key:
         raise BadInput(f"job ref {key} holds a job whose key is {job.key}", "the ref is damaged or was renamed")
     try:

@@ -26,7 +26,7 @@ from git_genjob.records import JobRecord, bundle_inputs, load_live
 from git_genjob.scratch import clean_stale_scratch, scratch_dir
 from git_genjob.secretscan import find_secret, redact
 from git_genjob.states import LEASE_S, TIMEOUT_S
-from git_genjob.store import Store
+from git_genjob.store import Store, job_ref
 
 Progress = Callable[[str], None]
 
@@ -147,6 +147,8 @@ def _claim_next(
         head = picker.next()  # the hint, or one fresh scan when it ran out or is old
         if head is None:
             break
+        if store.ref_target(job_ref(head.key)) != head.tip:
+            continue  # an event since the hint was read: claimed elsewhere (the next scan sees a requeue)
         if archived_leftover(store, head.key):
             continue
         try:
