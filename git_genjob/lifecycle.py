@@ -70,12 +70,20 @@ def _advance(
 ) -> JobRecord:
     """Write one event on top of record.tip and move the ref by compare-and-swap."""
     store = pub.store
-    if pub.remote is None:  # a stale read loses before writing any object
-        store.check_expected([RefUpdate(job_ref(record.key), record.tip, None)])
     files = files if files is not None else _files(record)
     state = transition(record.state, event, "done" if "receipt.json" in files else attempts["state"])
-    commit = write_event(store, record, event, files, attempts, state, extra)
-    pub.move([RefUpdate(job_ref(record.key), record.tip, commit)], f"genjob: {event} {record.key}")
+    message = f"genjob: {event} {record.key}"
+    if pub.remote is None:  # the ref is locked before the event's objects are written: a loser writes none
+        store.update_ref_built(
+            job_ref(record.key),
+            record.tip,
+            lambda: write_event(store, record, event, files, attempts, state, extra),
+            message,
+            wait=event != "claimed",
+        )
+    else:
+        commit = write_event(store, record, event, files, attempts, state, extra)
+        pub.move([RefUpdate(job_ref(record.key), record.tip, commit)], message)
     new = load_live(store, record.key)
     assert new is not None
     return new

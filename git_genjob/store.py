@@ -388,7 +388,35 @@ class Store:
         finally:
             locks.release(self.common_dir)
 
-    def _locked_update(self, updates: list[RefUpdate], message: str) -> None:
+    def update_ref_built(
+        self, name: str, expected: pygit2.Oid | None, build: Callable[[], pygit2.Oid], message: str, wait: bool = True
+    ) -> pygit2.Oid:
+        """Lock `name`, check that it still holds `expected`, and only then write the new value
+        `build()` returns (its objects) and move the ref: a writer that loses the race writes
+        nothing. With wait=False a lock held by a live writer is a conflict at once, so a worker
+        picks another job instead of waiting on the one being claimed.
+        """
+        built: list[pygit2.Oid] = []
+
+        def new_value() -> pygit2.Oid:
+            built.append(build())
+            return built[-1]
+
+        locks.announce(self.common_dir, [name])
+        try:
+            self._locked_update([RefUpdate(name, expected, None)], message, new_value, wait)
+        finally:
+            locks.release(self.common_dir)
+        return built[-1]
+
+    def _locked_update(
+        self,
+        updates: list[RefUpdate],
+        message: str,
+        build: Callable[[], pygit2.Oid] | None = None,
+        wait: bool = True,
+    ) -> None:
+        """The CAS. With `build`, the one update's new value is made once its ref is locked."""
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
             self.check_expected(updates)  # cheap pre-check: a stale writer loses without locking
@@ -398,6 +426,9 @@ class Store:
                         txn.lock_ref(u.name)
                     crash_point("ref-locked")
                     self.check_expected(updates)
+                    if build is not None:
+                        updates = [RefUpdate(updates[0].name, updates[0].expected, build())]
+                        build = None  # a retry after a failed commit reuses the objects made
                     for u in updates:
                         if u.new is None:
                             txn.remove(u.name)
@@ -406,6 +437,11 @@ class Store:
                 return
             except pygit2.GitError as exc:
                 self._raise_if_stale(updates)
+                if not wait:
+                    raise Conflict(
+                        f"{', '.join(u.name for u in updates)} is locked by another writer ({exc})",
+                        "another writer is updating it; pick another",
+                    ) from None
                 if time.monotonic() > deadline:
                     raise Conflict(
                         f"could not lock {', '.join(u.name for u in updates)}: {exc}",

@@ -124,3 +124,31 @@ def test_blob_digests_of_a_tree_or_a_missing_object_is_refused(repo: Path) -> No
         store.blob_digests([tree])
     with pytest.raises(KeyError):
         store.blob_digests([pygit2.Oid(hex="1" * 40)])
+
+
+def test_a_built_update_that_loses_writes_no_object(repo: Path) -> None:
+    """update_ref_built checks the expected value under the lock before it builds: a stale
+    expected value, or (wait=False) a lock held by a live writer, is a conflict and build never
+    runs, so a lost claim leaves no unreachable objects behind."""
+    store = Store.open(str(repo))
+    first = _blob_commit(store, "first")
+    store.update_refs([RefUpdate(REF, None, first)])
+    calls: list[str] = []
+
+    def build() -> pygit2.Oid:
+        calls.append("built")
+        return _blob_commit(store, "second")
+
+    with pytest.raises(Conflict, match="moved"):
+        store.update_ref_built(REF, None, build, "stale")
+    holder = pygit2.Repository(str(repo))
+    with holder.transaction() as txn:  # another writer, mid-update (a git process, say)
+        txn.lock_ref(REF)
+        with pytest.raises(Conflict, match="is locked by another writer"):
+            store.update_ref_built(REF, first, build, "busy", wait=False)
+        txn.set_target(REF, first, message="holder")
+    assert calls == []
+    assert store.ref_target(REF) == first
+    new = store.update_ref_built(REF, first, build, "wins")
+    assert calls == ["built"] and store.ref_target(REF) == new
+    assert store.get_commit(new).message == "second\n"
