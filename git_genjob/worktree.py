@@ -74,9 +74,28 @@ def blocked_paths(store: Store, paths: list[str]) -> list[str]:
     return problems
 
 
+def _no_skip_worktree_bits(store: Store) -> bool:
+    """Whether no index entry can carry the skip-worktree bit, from the index header alone.
+
+    The bit is an extended flag, and git writes an index that holds one as version 3 or later:
+    a version 2 index (git's default) holds none. A split index keeps entries in another file,
+    so any `sharedindex.*` means: ask git.
+    """
+    try:
+        with open(os.path.join(store.gitdir, "index"), "rb") as fh:
+            header = fh.read(8)
+        if any(name.startswith("sharedindex.") for name in os.listdir(store.gitdir)):
+            return False
+    except FileNotFoundError:
+        return True  # no index yet: no entries, no bits
+    except OSError:
+        return False
+    return header == b"DIRC\0\0\0\x02"
+
+
 def sparse_paths(store: Store, paths: list[str]) -> set[str]:
     """Index entries with the skip-worktree bit (outside a sparse checkout's cone)."""
-    if not paths:
+    if not paths or _no_skip_worktree_bits(store):
         return set()
     out = _git(store, "ls-files", "-t", "-z", "--", *paths)
     return {rec[2:].decode("utf-8", "surrogateescape") for rec in out.split(b"\0") if rec.startswith(b"S ")}

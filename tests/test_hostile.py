@@ -595,6 +595,27 @@ def test_apply_in_a_sparse_checkout_outside_the_cone(ready: tuple[Path, Path]) -
     assert "S tests/test_user.py" in git(repo, "ls-files", "-t", "tests/test_user.py")
 
 
+@pytest.mark.parametrize(
+    "setup",
+    [[], ["--index-version", "4"], ["--split-index"]],
+    ids=["plain", "index-v4", "split-index"],
+)
+def test_a_skip_worktree_bit_set_by_hand_is_kept_by_apply(ready: tuple[Path, Path], setup: list[str]) -> None:
+    """No sparse checkout configured, only `git update-index --skip-worktree` (what some tools do):
+    apply must still see the bit, whatever the index version or a split index, and keep it."""
+    repo, key = ready
+    k = submit_key(repo, "-m", "Touch tests", "tests/test_user.py")
+    assert work(repo, key, "echo 'def test_more(): pass' >> tests/test_user.py", "--once").code == 0
+    if setup:
+        git(repo, "update-index", *setup)
+    git(repo, "update-index", "--skip-worktree", "tests/test_user.py")
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 0, res.err
+    assert "test_more" in git(repo, "show", "HEAD:tests/test_user.py")
+    assert "test_more" not in (repo / "tests/test_user.py").read_text()  # skip-worktree: not written
+    assert "S tests/test_user.py" in git(repo, "ls-files", "-t", "tests/test_user.py")
+
+
 # -- 5: stale locks ------------------------------------------------------------------------------
 
 
