@@ -1,4 +1,4 @@
-"""The replay cache commands' work (ask, ls, show, explain), kept out of cli.py."""
+"""The replay cache commands' work (ask, ls, show, explain), kept out of the cli package."""
 
 from __future__ import annotations
 

@@ -1,0 +1,167 @@
+"""ask and cache ls/show/drift/accept/reject/explain/import: the replay cache (SPEC §7)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from git_genjob.cli.common import (
+    CONTEXT,
+    emit,
+    json_option,
+    main,
+    open_store,
+    parse_duration,
+)
+
+
+@main.command(context_settings=CONTEXT)
+@click.option(
+    "--endpoint",
+    required=True,
+    help="http:URL or a bare URL (POST {prompt, format: text}, the body is the answer), or "
+    "openai:BASE_URL (chat completions at BASE_URL/chat/completions).",
+)
+@click.option("--model", help="Model name (required with openai:; recorded in the fingerprint).")
+@click.option("--prompt-file", required=True, type=click.Path(dir_okay=False, allow_dash=True), help="The prompt.")
+@click.option("--out-file", required=True, type=click.Path(dir_okay=False), help="Where the answer is written.")
+@click.option(
+    "--mode",
+    type=click.Choice(["replay", "offline", "refresh"]),
+    default="replay",
+    show_default=True,
+    help="replay: serve or ask and record; offline: never ask (a miss is exit 3); refresh: ask again.",
+)
+@click.option("--key", help="Scope the answer to this operation.")
+@click.option("--timeout", default="120s", show_default=True, help="How long to wait for the endpoint.")
+@json_option
+def ask(
+    endpoint: str,
+    model: str | None,
+    prompt_file: str,
+    out_file: str,
+    mode: str,
+    key: str | None,
+    timeout: str,
+    as_json: bool,
+) -> None:
+    """One cached model call: replay what was asked before, else ask and record.
+
+    Dialects as the generators name them: `--endpoint http://127.0.0.1:8080/model` (or
+    http:URL) is the plain one, `--endpoint openai:http://127.0.0.1:8080/v1 --model M` chat
+    completions.
+    """
+    from git_genjob.cachecli import ask as do_ask
+
+    doc = do_ask(open_store(), endpoint, model, prompt_file, out_file, mode, key, parse_duration(timeout))
+    emit(doc, as_json, lambda: click.echo(f"{doc['source']} {doc['fingerprint']}"))
+
+
+@main.group(context_settings=CONTEXT)
+def cache() -> None:
+    """The replay cache in refs/genjob/replays."""
+
+
+@cache.command("ls", context_settings=CONTEXT)
+@json_option
+def cache_ls(as_json: bool) -> None:
+    """Every fingerprint, its served answer and pending drift."""
+    from git_genjob.cachecli import ls
+
+    rows = ls(open_store())
+
+    def human() -> None:
+        for r in rows:
+            click.echo(f"{r['fingerprint']} {(r['served'] or '-')[:12]} {'DRIFT' if r['pending'] else ''}".rstrip())
+
+    emit(rows, as_json, human)
+
+
+@cache.command("show", context_settings=CONTEXT)
+@click.argument("fp")
+@json_option
+def cache_show(fp: str, as_json: bool) -> None:
+    """One fingerprint: request, events and answers."""
+    from git_genjob.cachecli import show as do_show
+
+    doc = do_show(open_store(), fp)
+    emit(doc, as_json, lambda: click.echo(json.dumps(doc, indent=2, ensure_ascii=False)))
+
+
+@cache.command("drift", context_settings=CONTEXT)
+@click.argument("fp")
+@json_option
+def cache_drift(fp: str, as_json: bool) -> None:
+    """Exit 1 while a drift of FP awaits review."""
+    from git_genjob.cachecli import show as do_show
+
+    doc = do_show(open_store(), fp)
+    fp = doc["fingerprint"]
+    emit(
+        {"fingerprint": fp, "served": doc["served"], "pending": doc["pending"]},
+        as_json,
+        lambda: click.echo(f"drift {fp}: " + ", ".join(doc["pending"]) if doc["pending"] else f"no drift {fp}"),
+    )
+    if doc["pending"]:
+        raise SystemExit(1)
+
+
+@cache.command("accept", context_settings=CONTEXT)
+@click.argument("fp")
+@click.argument("sha")
+def cache_accept(fp: str, sha: str) -> None:
+    """Serve answer SHA for FP from now on."""
+    from git_genjob.replay import Cache, accept
+
+    cache = Cache(open_store())
+    sha = accept(cache, fp, sha)
+    click.echo(f"accepted {sha[:19]} for {cache.resolve(fp)}")
+
+
+@cache.command("reject", context_settings=CONTEXT)
+@click.argument("fp")
+@click.argument("sha")
+def cache_reject(fp: str, sha: str) -> None:
+    """Reject candidate answer SHA for FP (the served answer stays)."""
+    from git_genjob.replay import Cache, reject
+
+    cache = Cache(open_store())
+    sha = reject(cache, fp, sha)
+    click.echo(f"rejected {sha[:19]} for {cache.resolve(fp)}")
+
+
+@cache.command("explain", context_settings=CONTEXT)
+@click.option("--prompt-file", required=True, type=click.Path(dir_okay=False, allow_dash=True), help="The prompt.")
+@click.option("--endpoint", required=True, help="As for ask: http:URL or a bare URL, or openai:BASE_URL.")
+@click.option("--model", help="Model name (required with openai:).")
+@click.option("--key", help="Operation scope.")
+@json_option
+def cache_explain(prompt_file: str, endpoint: str, model: str | None, key: str | None, as_json: bool) -> None:
+    """Print every fingerprint component and every rewrite of the prompt."""
+    from git_genjob.cachecli import explain
+
+    doc = explain(open_store(), prompt_file, endpoint, model, key)
+
+    def human() -> None:
+        click.echo(f"fingerprint {doc['fingerprint']}")
+        for k in ("endpoint", "model", "key"):
+            click.echo(f"{k:<9} {doc['request'].get(k)}")
+        click.echo(f"params    {json.dumps(doc['request']['params'], sort_keys=True)}")
+        for r in doc["rewrites"]:
+            click.echo(f"rewrite   {r}")
+        click.echo("prompt (normalized):")
+        click.echo(doc["request"]["prompt"])
+
+    emit(doc, as_json, human)
+
+
+@cache.command("import", context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@json_option
+def cache_import(directory: str, as_json: bool) -> None:
+    """Import <fingerprint>.jsonl replay logs from DIRECTORY."""
+    from git_genjob.replay import Cache, import_dir
+
+    fps = import_dir(Cache(open_store()), directory)
+    emit({"imported": fps}, as_json, lambda: click.echo(f"imported {len(fps)} fingerprint(s)"))

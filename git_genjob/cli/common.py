@@ -1,0 +1,155 @@
+"""What every command shares: the `main` group, output (--json, -q, colour), the store opened
+once per command, KEY prefixes, durations, and the worker options `work` and `receipt` both take."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def emit(doc: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
+    """One JSON document with --json; else the human text, unless `git genjob -q`."""
+    if as_json:
+        click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+    elif human is not None and not quiet_mode():
+        human()
+
+
+def quiet_mode() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.find_root().params.get("quiet"))
+
+
+STATE_COLOURS = {
+    "queued": "cyan",
+    "claimed": "yellow",
+    "sending": "yellow",
+    "unknown": "red",
+    "done": "green",
+    "applied": "blue",
+    "dropped": "white",
+    "damaged": "red",
+}
+
+
+def paint(text: str, fg: str, stream_is_err: bool = False) -> str:
+    """Colour only on a terminal, and never with NO_COLOR set."""
+    stream = sys.stderr if stream_is_err else sys.stdout
+    if os.environ.get("NO_COLOR") or not stream.isatty():
+        return text
+    return click.style(text, fg=fg)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(f)
+
+
+def open_store() -> Any:
+    """The repository around the working directory, opened once per command (a KEY argument's
+    prefix lookup and the command itself share it)."""
+    from git_genjob.store import Store
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return Store.open()
+    meta = ctx.find_root().meta
+    if "genjob.store" not in meta:
+        meta["genjob.store"] = Store.open()
+    return meta["genjob.store"]
+
+
+def key_arg(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A KEY argument: the full key, or a unique prefix of one (as `status` and `log` print)."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    from git_genjob.records import resolve_key
+
+    return resolve_key(open_store(), value)
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(package_name="git-genjob", prog_name="git genjob")
+@click.option("-q", "--quiet", is_flag=True, help="No human output (errors and --json still print).")
+def main(quiet: bool) -> None:
+    """Model calls as keyed, replayable, signed writes recorded in git.
+
+    A planner mints an immutable job (submit), a worker claims it and returns outputs
+    with a signed receipt (work), and apply lands them as one commit with provenance.
+    """
+
+
+def remote_name(store: Any, remote: str | None) -> str:
+    from git_genjob.remote import check_remote, default_remote
+
+    return str(check_remote(store, remote) if remote else default_remote(store))
+
+
+def parse_duration(text: str) -> float:
+    from git_genjob.errors import BadInput
+
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    for suffix in ("ms", "s", "m", "h"):
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * units[suffix]
+    if text.replace(".", "", 1).isdigit():
+        return float(text)
+    raise BadInput(f"duration {text!r} is malformed", "use e.g. 90s, 10m, 1h")
+
+
+def git_config(store: Any, name: str) -> str | None:
+    try:
+        return str(store.repo.config[name])
+    except KeyError:
+        return None
+
+
+def worker_id_of(store: Any, given: str | None) -> str:
+    """The worker name that goes into attempts, receipts and the Genjob-Worker trailer: one safe line."""
+    import socket
+
+    from git_genjob.documents import check_label
+
+    return check_label(given or git_config(store, "genjob.workerId") or socket.gethostname(), "--worker-id")
+
+
+def progress_printer(quiet: bool) -> Callable[[str], None]:
+    """Progress lines on a terminal's stderr only."""
+    if quiet or quiet_mode() or not sys.stderr.isatty():
+        return lambda _: None
+    return lambda msg: click.echo(msg, err=True)
+
+
+# -- the options `work` and `receipt` share, with one default and one help each -----------------
+
+
+def signing_key_option(f: F) -> F:
+    return click.option(
+        "--signing-key", "key_file", type=click.Path(dir_okay=False), help="Private key (git config genjob.signingKey)."
+    )(f)
+
+
+def worker_id_option(f: F) -> F:
+    return click.option("--worker-id", help="Worker name in attempts and receipts (git config genjob.workerId).")(f)
+
+
+def remote_option(f: F) -> F:
+    return click.option("--remote", help="Claim and publish through this remote (leased pushes).")(f)
+
+
+def signing_key_of(store: Any, given: str | None, command: str) -> Any:
+    """The signing key from --signing-key, else git config genjob.signingKey."""
+    from git_genjob.errors import BadInput
+    from git_genjob.keys import read_signing_key
+
+    path = given or git_config(store, "genjob.signingKey")
+    if not path:
+        raise BadInput(f"{command} needs --signing-key", "or set git config genjob.signingKey")
+    return read_signing_key(os.path.expanduser(path))

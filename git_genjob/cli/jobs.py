@@ -1,0 +1,327 @@
+"""Commands on jobs as their owner sees them (SPEC §2, §4): init, submit, status, show, bundle,
+recover, retry, drop."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from git_genjob.cli.common import (
+    CONTEXT,
+    STATE_COLOURS,
+    emit,
+    json_option,
+    key_arg,
+    main,
+    open_store,
+    quiet_mode,
+    remote_name,
+)
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--hooks", is_flag=True, help="Also install the git hooks (an existing hook is chained, run first).")
+@click.option("--force", is_flag=True, help="With --hooks: proceed even if a chained hook already exists.")
+@json_option
+def init(hooks: bool, force: bool, as_json: bool) -> None:
+    """Create .genjob/, the notes display and the remote refspecs."""
+    from git_genjob.initrepo import init as do_init
+
+    store = open_store()
+    report = do_init(store)
+    if hooks:
+        from git_genjob.hooks import install_hooks
+
+        report.hooks = install_hooks(store, force=force)
+
+    def human() -> None:
+        for path in report.created:
+            click.echo(f"created {path}")
+        for item in report.config:
+            click.echo(f"config  {item}")
+        for item in report.hooks:
+            click.echo(f"hook    {item}")
+        if not (report.created or report.config or report.hooks):
+            click.echo("already initialized")
+        click.echo("next: git genjob keygen, git genjob trust add NAME KEY.pub, then commit .genjob/")
+
+    emit(report.to_json(), as_json, human)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("paths", nargs=-1)
+@click.option("-m", "--message", "messages", multiple=True, help="The instruction (repeat for paragraphs).")
+@click.option(
+    "-F",
+    "--file",
+    "message_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Read the instruction from FILE (- for stdin).",
+)
+@click.option("--create", "creates", multiple=True, help="A path the job may create (repeatable).")
+@click.option("--key", help="Idempotency key naming this operation (default: derived from the work order).")
+@click.option("--rev", help="Mint from this commit instead of the work tree.")
+@click.option("--allow-secrets", is_flag=True, help="Store an instruction or input that looks like a credential.")
+@click.option(
+    "--push",
+    "push_remote",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[REMOTE]",
+    help="Push the job to REMOTE afterwards.",
+)
+@json_option
+def submit(
+    paths: tuple[str, ...],
+    messages: tuple[str, ...],
+    message_file: str | None,
+    creates: tuple[str, ...],
+    key: str | None,
+    rev: str | None,
+    allow_secrets: bool,
+    push_remote: str | None,
+    as_json: bool,
+) -> None:
+    """Mint a job for PATH... and store it under refs/genjob/jobs/KEY."""
+    from git_genjob.errors import BadInput
+    from git_genjob.paths import from_cli
+    from git_genjob.queue import submit as do_submit
+
+    instruction = _instruction(messages, message_file)
+    store = open_store()
+    root = store.workdir or ""
+    cwd = os.getcwd() if store.workdir else root
+    rel = [from_cli(p, cwd, root) if store.workdir else _bare_path(p) for p in paths]
+    rel_create = [from_cli(p, cwd, root) if store.workdir else _bare_path(p) for p in creates]
+    if not rel and not rel_create:
+        raise BadInput("no paths given", "name the files the job may change: git genjob submit -m TEXT PATH...")
+    remote = remote_name(store, push_remote or None) if push_remote is not None else None  # before any write
+    result = do_submit(store, instruction, rel, rel_create, key=key, rev=rev, allow_secrets=allow_secrets)
+    doc = result.to_json()
+    if remote is not None:
+        from git_genjob.remote import push
+
+        doc["pushed"] = push(store, remote).pushed
+
+    def human() -> None:
+        verb = "created" if result.created else ("exists (archived)" if result.archived else "exists")
+        click.echo(f"{verb} {result.key} {result.digest} state={result.state}")
+        for w in result.warnings:
+            click.echo(f"warning: {w}", err=True)
+
+    emit(doc, as_json, human)
+
+
+def _bare_path(p: str) -> str:
+    from git_genjob.paths import check_path
+
+    return check_path(p)
+
+
+def _instruction(messages: tuple[str, ...], message_file: str | None) -> str:
+    from git_genjob.errors import BadInput
+
+    if messages and message_file:
+        raise BadInput("give -m or -F, not both")
+    if message_file:
+        from git_genjob.userfiles import read_text
+
+        return read_text(message_file, "instruction file")
+    if not messages:
+        raise BadInput("no instruction given", "pass -m TEXT or -F FILE")
+    return "\n\n".join(messages)
+
+
+def _state_choice() -> click.Choice[str]:
+    from git_genjob.states import JobState
+
+    return click.Choice([*(str(s) for s in JobState), "damaged"])
+
+
+STATE_CHOICE = _state_choice()
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("key", required=False, callback=key_arg)
+@click.option("--state", type=STATE_CHOICE, help="Only jobs in this state.")
+@click.option("--all", "include_all", is_flag=True, help="Include archived (applied or dropped) jobs.")
+@json_option
+def status(key: str | None, state: str | None, include_all: bool, as_json: bool) -> None:
+    """The queue: one line per job (or one job's state)."""
+    from git_genjob.queue import StatusRow, summarize
+    from git_genjob.queue import status as do_status
+    from git_genjob.records import find_job
+
+    store = open_store()
+    if key:
+        doc = summarize(find_job(store, key))
+        emit(doc, as_json, lambda: _status_line(StatusRow.of(doc)))
+        return
+    rows = do_status(store, state, include_all or state in ("applied", "dropped"))
+    if as_json:  # one document, written in blocks of rows: 100,000 rows are never one string
+        _write_blocks(
+            ["[\n" if rows else "[]\n"]
+            + [r.json + (",\n" if n + 1 < len(rows) else "\n") for n, r in enumerate(rows)]
+            + (["]\n"] if rows else [])
+        )
+    elif not quiet_mode():
+        if not rows:
+            click.echo("no jobs" + (f" in state {state}" if state else ""))
+        colour = not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+        _write_blocks([_status_text(r, colour) for r in rows])
+
+
+def _write_blocks(lines: list[str], block: int = 2000) -> None:
+    for start in range(0, len(lines), block):
+        sys.stdout.write("".join(lines[start : start + block]))
+    sys.stdout.flush()
+
+
+def _status_text(r: Any, colour: bool) -> str:
+    label = r.state if r.result in (None, "ok") else str(r.result)
+    shown = f"{label:<8}"
+    if colour:
+        shown = click.style(shown, fg="red" if label != r.state else STATE_COLOURS.get(r.state, "white"))
+    return f"{r.key:<34} {shown} {r.instruction[:60]}\n"
+
+
+def _status_line(r: Any) -> None:
+    colour = not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+    click.echo(_status_text(r, colour), nl=False)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("key", callback=key_arg)
+@json_option
+def show(key: str, as_json: bool) -> None:
+    """One job: its work order, events, attempts and receipt."""
+    from git_genjob.queue import show as do_show
+
+    doc = do_show(open_store(), key)
+
+    def human() -> None:
+        click.echo(f"job      {doc['key']}  ({doc['state']}{', archived' if doc['archived'] else ''})")
+        click.echo(f"digest   {doc['digest']}")
+        click.echo(f"created  {doc['meta'].get('created_at')} by {doc['meta'].get('submitter')}")
+        click.echo(f"base     {doc['meta'].get('base')}")
+        click.echo(
+            "paths    " + ", ".join(f"{p}{' (create)' if v is None else ''}" for p, v in doc["job"]["inputs"].items())
+        )
+        click.echo("instruction:")
+        for line in doc["job"]["instruction"].splitlines():
+            click.echo(f"    {line}")
+        click.echo("events:")
+        for e in doc["events"]:
+            click.echo(f"    {e['commit'][:12]} {e['event']:<10} -> {e['state']} (epoch {e['epoch']})")
+        for a in doc["attempt_records"]:
+            click.echo(f"attempt {a.get('n')}: {a.get('state')} worker={a.get('worker')} epoch={a.get('epoch')}")
+        if doc["receipt"]:
+            click.echo(f"receipt  present; outputs: {', '.join(doc['outputs']) or '(none)'}")
+
+    emit(doc, as_json, human)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("key", callback=key_arg)
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    required=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Write the tar here (- for stdout).",
+)
+@json_option
+def bundle(key: str, out: str, as_json: bool) -> None:
+    """Write the exact, byte-identical bundle of job KEY as a tar."""
+    from git_genjob.canonical import digest
+    from git_genjob.queue import bundle_bytes
+
+    data = bundle_bytes(open_store(), key)
+    if out == "-":
+        sys.stdout.buffer.write(data)
+        return
+    from git_genjob.userfiles import write_atomic
+
+    write_atomic(out, data)
+    emit(
+        {"key": key, "file": out, "bytes": len(data), "digest": digest(data)},
+        as_json,
+        lambda: click.echo(f"wrote {out} ({len(data)} bytes, {digest(data)})"),
+    )
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--remote", help="Recover jobs on this remote (leased pushes).")
+@json_option
+def recover(remote: str | None, as_json: bool) -> None:
+    """Fence expired claims: requeue lapsed claims, hold lapsed sends as unknown."""
+    from git_genjob.lifecycle import Publisher
+    from git_genjob.lifecycle import recover as do_recover
+
+    report = do_recover(Publisher(open_store(), remote))
+
+    def human() -> None:
+        for k in report.requeued:
+            click.echo(f"requeued {k} (lease lapsed before sending)")
+        for k in report.unknown:
+            click.echo(f"unknown  {k} (lease lapsed while sending; owner decides: retry or drop)")
+        for k in report.archived:
+            click.echo(f"archived {k} (finished an interrupted archive move)")
+        for path in report.locks:
+            click.echo(f"cleared  {path} (stale lock of a writer that is gone)")
+        if not (report.requeued or report.unknown or report.archived or report.locks):
+            click.echo("no expired claims")
+
+    emit(report.to_json(), as_json, human)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("key", callback=key_arg)
+@click.option("--remote", help="Publish through this remote.")
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="Ask the model afresh instead of replaying the answer this job recorded (a different "
+    "answer is recorded as a drift candidate).",
+)
+@json_option
+def retry(key: str, remote: str | None, refresh: bool, as_json: bool) -> None:
+    """The owner starts a new attempt of job KEY (same key, same digest).
+
+    A model generator replays the answer this job already paid for unless --refresh is given.
+    """
+    from git_genjob.lifecycle import Publisher
+    from git_genjob.lifecycle import retry as do_retry
+
+    record = do_retry(Publisher(open_store(), remote), key, refresh)
+
+    def human() -> None:
+        how = (
+            "a model will be asked afresh"
+            if refresh
+            else "a model answer it recorded is replayed; --refresh asks afresh"
+        )
+        click.echo(f"queued {key} again (epoch {record.epoch}; {how})")
+
+    emit({"key": key, "state": record.state, "epoch": record.epoch, "refresh": refresh}, as_json, human)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("key", callback=key_arg)
+@click.option("--why", required=True, help="Why the job ends (kept in the archive).")
+@click.option("--remote", help="Publish through this remote.")
+@json_option
+def drop(key: str, why: str, remote: str | None, as_json: bool) -> None:
+    """The owner ends job KEY: it moves to refs/genjob/archive."""
+    from git_genjob.lifecycle import Publisher
+    from git_genjob.lifecycle import drop as do_drop
+
+    store = open_store()
+    sig = store.signature()
+    record = do_drop(Publisher(store, remote), key, why, f"{sig.name} <{sig.email}>")
+    emit({"key": key, "state": record.state}, as_json, lambda: click.echo(f"dropped {key} ({record.state})"))

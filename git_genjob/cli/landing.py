@@ -1,0 +1,114 @@
+"""verify, apply, log and audit: landing outputs and reading provenance (SPEC §6, §10)."""
+
+from __future__ import annotations
+
+import click
+
+from git_genjob.cli.common import (
+    CONTEXT,
+    emit,
+    json_option,
+    key_arg,
+    main,
+    open_store,
+    paint,
+    progress_printer,
+)
+
+
+@main.command("verify", context_settings=CONTEXT)
+@click.argument("key", callback=key_arg)
+@click.option("--branch", help="Check freshness against this branch (default: HEAD).")
+@json_option
+def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
+    """Every check of the receipt of KEY; exit 0 only if applyable."""
+    from git_genjob.verify import CHECKS, next_step, verify
+
+    verdict = verify(open_store(), key, branch, progress=progress_printer(False))
+
+    def human() -> None:
+        for c in verdict.checks:
+            mark = paint("ok  ", "green") if c.ok else paint("FAIL", "red")
+            click.echo(f"{mark} {c.n} {CHECKS[c.n]:<9} {c.detail}")
+        click.echo(f"{key}: {'applyable' if verdict.ok else 'NOT applyable'}")
+        hint = next_step(verdict) if not verdict.ok else ""
+        if hint and not hint.startswith("see: "):
+            click.echo(f"hint: {hint}", err=True)
+
+    emit(verdict.to_json(), as_json, human)
+    if not verdict.ok:
+        raise SystemExit(1)
+
+
+@main.command("apply", context_settings=CONTEXT)
+@click.argument("key", callback=key_arg)
+@click.option("--branch", help="Commit onto this branch (default: the checked-out one).")
+@json_option
+def apply_cmd(key: str, branch: str | None, as_json: bool) -> None:
+    """Verify, run the pre-apply hook, and commit the outputs of KEY."""
+    from git_genjob.apply import apply
+
+    result = apply(open_store(), key, branch)
+
+    def human() -> None:
+        if result.already:
+            click.echo(f"already applied: {key} as {result.commit[:12]} on {result.branch}")
+        else:
+            click.echo(f"applied {key} as {result.commit[:12]} on {result.branch}")
+        for path in result.kept:
+            click.echo(f"warning: kept your local changes at {path} (the commit holds the job's output)", err=True)
+
+    emit(result.to_json(), as_json, human)
+
+
+@main.command("log", context_settings=CONTEXT)
+@click.argument("range_", metavar="[RANGE]", required=False)
+@json_option
+def log_cmd(range_: str | None, as_json: bool) -> None:
+    """Provenance of genjob commits in RANGE, and whether each receipt still verifies."""
+    from git_genjob.audit import audit
+
+    rows = [a.to_json() for a in audit(open_store(), range_)]
+
+    def human() -> None:
+        if not rows:
+            click.echo("no genjob commits")
+        for r in rows:
+            mark = r["provenance"] if r["ok"] else f"{r['provenance']}, FAILS: " + "; ".join(r["problems"])
+            click.echo(f"{r['commit'][:12]} {r['key']} worker={r['worker']} signer={r['signer']} {mark}")
+            for fact in r["facts"]:
+                click.echo(f"             {fact}")
+
+    emit(rows, as_json, human)
+
+
+@main.command("audit", context_settings=CONTEXT)
+@click.argument("range_", metavar="[RANGE]", required=False)
+@click.option("-q", "--quiet", is_flag=True, help="Print only failing commits and the total.")
+@click.option(
+    "--trust-from",
+    metavar="REV",
+    help="Check signers against .genjob/ at REV instead of each commit's own (repairs history "
+    "applied before the trust store was committed).",
+)
+@json_option
+def audit_cmd(range_: str | None, quiet: bool, trust_from: str | None, as_json: bool) -> None:
+    """Re-verify every commit with Genjob-* trailers in RANGE (for CI); exit 1 on any failure."""
+    from git_genjob.audit import audit
+
+    results = audit(open_store(), range_, progress_printer(quiet), trust_from)
+    bad = [a for a in results if not a.ok]
+
+    def human() -> None:
+        for a in results:
+            if quiet and a.ok:
+                continue
+            mark = paint("ok  ", "green") if a.ok else paint("FAIL", "red")
+            click.echo(f"{mark} {a.commit[:12]} {a.provenance:<22} {a.subject}")
+            for line in a.facts + a.problems:
+                click.echo(f"       {line}")
+        click.echo(f"{len(results)} genjob commit(s), {len(bad)} failing")
+
+    emit({"commits": [a.to_json() for a in results], "failing": len(bad)}, as_json, human)
+    if bad:
+        raise SystemExit(1)

@@ -1,0 +1,50 @@
+"""push and fetch: refs/genjob/* and the notes through a remote (SPEC §9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from git_genjob.cli.common import (
+    CONTEXT,
+    emit,
+    json_option,
+    main,
+    open_store,
+    remote_name,
+)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("remote", required=False)
+@json_option
+def push(remote: str | None, as_json: bool) -> None:
+    """Fast-forward from REMOTE, then push refs/genjob/* and the notes with leases."""
+    from git_genjob.remote import push as do_push
+
+    store = open_store()
+    remote = remote_name(store, remote)
+    report = do_push(store, remote)
+    emit(report.to_json(), as_json, lambda: _sync_human(report, f"pushed {len(report.pushed)} ref(s) to {remote}"))
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("remote", required=False)
+@json_option
+def fetch(remote: str | None, as_json: bool) -> None:
+    """Fetch refs/genjob/* and the notes from REMOTE and reconcile them."""
+    from git_genjob.remote import fetch as do_fetch
+
+    store = open_store()
+    remote = remote_name(store, remote)
+    report = do_fetch(store, remote)
+    emit(report.to_json(), as_json, lambda: _sync_human(report, f"fetched from {remote}"))
+
+
+def _sync_human(report: Any, headline: str) -> None:
+    click.echo(headline)
+    for label in ("created", "updated", "merged", "dropped", "pushed"):
+        items = getattr(report, label)
+        if items:
+            click.echo(f"  {label}: {', '.join(items)}")

@@ -1,0 +1,69 @@
+"""demo, hook and the hidden man: what is not about one job."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from git_genjob.cli.common import (
+    CONTEXT,
+    emit,
+    json_option,
+    main,
+)
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--keep", is_flag=True, help="Keep the temporary repository and print its path.")
+@click.option(
+    "--model", metavar="BASE_URL#MODEL", help="Use an OpenAI-compatible server instead of the built-in generator."
+)
+@json_option
+def demo(keep: bool, model: str | None, as_json: bool) -> None:
+    """A full round trip in a temporary repository, with nothing to configure."""
+    from git_genjob.demo import run_demo
+
+    result = run_demo(keep, model, (lambda _: None) if as_json else click.echo)
+    doc = {
+        "repository": result.path if keep else None,
+        "key": result.key,
+        "commit": result.commit,
+        "verify": result.verify,
+        "log": result.log,
+    }
+    emit(doc, as_json, lambda: click.echo(f"\nkept the demo repository: {result.path}" if keep else "\ndone."))
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("name", type=click.Choice(["pre-commit", "commit-msg", "pre-push", "pre-apply"]))
+@click.argument("args", nargs=-1)
+def hook(name: str, args: tuple[str, ...]) -> None:
+    """What the installed hook scripts call (git genjob hook NAME ARGS...)."""
+    from git_genjob.hooks import run_hook
+
+    code = run_hook(name, list(args))
+    if code:
+        raise SystemExit(code)
+
+
+@main.command(hidden=True, context_settings=CONTEXT)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write git-genjob.1 into this directory.")
+@click.option("--markdown", is_flag=True, help="Print docs/cli.md instead.")
+def man(out_dir: str | None, markdown: bool) -> None:
+    """Generate the man page (or docs/cli.md) from these commands."""
+    from git_genjob import __version__
+    from git_genjob.docgen import manpage
+    from git_genjob.docgen import markdown as to_markdown
+
+    if markdown:
+        click.echo(to_markdown(main), nl=False)
+        return
+    text = manpage(main, __version__)
+    if out_dir is None:
+        click.echo(text, nl=False)
+        return
+    from git_genjob.userfiles import write_atomic
+
+    write_atomic(os.path.join(out_dir, "git-genjob.1"), text)
+    click.echo(os.path.join(out_dir, "git-genjob.1"))

@@ -1,0 +1,171 @@
+"""work and receipt: the worker side (SPEC §4, §5)."""
+
+from __future__ import annotations
+
+import click
+
+from git_genjob.cli.common import (
+    CONTEXT,
+    emit,
+    git_config,
+    json_option,
+    key_arg,
+    main,
+    open_store,
+    paint,
+    parse_duration,
+    progress_printer,
+    remote_option,
+    signing_key_of,
+    signing_key_option,
+    worker_id_of,
+    worker_id_option,
+)
+from git_genjob.states import LEASE_S, TIMEOUT_S
+
+
+@main.command(context_settings=CONTEXT)
+@click.option(
+    "--generator", "spec", help="exec:COMMAND, http:URL or openai:BASE_URL#MODEL (git config genjob.generator)."
+)
+@signing_key_option
+@click.option("--once", is_flag=True, help="Work on at most one job.")
+@click.option("--max-jobs", type=click.IntRange(min=1), help="Work on at most N jobs.")
+@click.option("--wait", is_flag=True, help="Keep polling for new jobs instead of returning.")
+@remote_option
+@click.option(
+    "--lease", "lease", default=f"{LEASE_S / 60:g}m", show_default=True, help="Lease length; renewed every third."
+)
+@click.option("--timeout", "timeout", default=f"{TIMEOUT_S / 60:g}m", show_default=True, help="Generator time limit.")
+@worker_id_option
+@click.option("--pass-env", multiple=True, help="Pass this environment variable to an exec generator.")
+@click.option(
+    "--allow-secrets", is_flag=True, help="Sign outputs that look like credentials (this worker's decision alone)."
+)
+@click.option("--strict", is_flag=True, help="Exit 1 if a stored receipt is rejected or aborted (default: exit 0).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
+@json_option
+def work(
+    spec: str | None,
+    key_file: str | None,
+    once: bool,
+    max_jobs: int | None,
+    wait: bool,
+    remote: str | None,
+    lease: str,
+    timeout: str,
+    worker_id: str | None,
+    pass_env: tuple[str, ...],
+    allow_secrets: bool,
+    strict: bool,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """The worker loop: claim, record sending, generate, sign, store.
+
+    Exit 0 when every receipt was stored (whatever its status) or nothing was queued; a
+    rejected or aborted receipt is named on stderr, and is exit 1 with --strict. Exit 3: a
+    generator was unavailable; exit 4: this worker was fenced.
+    """
+    from git_genjob.errors import BadInput
+    from git_genjob.generators import parse_spec
+    from git_genjob.worker import WorkerOptions
+    from git_genjob.worker import work as do_work
+
+    store = open_store()
+    spec = spec or git_config(store, "genjob.generator")
+    if not spec or not (key_file or git_config(store, "genjob.signingKey")):
+        raise BadInput(
+            "work needs --generator and --signing-key", "or set git config genjob.generator / genjob.signingKey"
+        )
+    if once and max_jobs:
+        raise BadInput("give --once or --max-jobs, not both")
+    timeout_s = parse_duration(timeout)
+    opts = WorkerOptions(
+        generator=parse_spec(spec, timeout_s),
+        signing_key=signing_key_of(store, key_file, "work"),
+        worker_id=worker_id_of(store, worker_id),
+        lease_s=parse_duration(lease),
+        max_jobs=1 if once else max_jobs,
+        wait=wait,
+        timeout_s=timeout_s,
+        pass_env=pass_env,
+        remote=remote,
+        allow_secrets=allow_secrets,
+        strict=strict,
+    )
+    report = do_work(store, opts, progress_printer(quiet))
+
+    def human() -> None:
+        if not report.outcomes:
+            click.echo("nothing to do: no queued job")
+        for o in report.outcomes:
+            shown = paint(o.result, "green" if o.result == "ok" else "red")
+            click.echo(f"{o.key:<34} {shown}" + (f": {o.reason}" if o.reason else ""))
+            if o.replayed:
+                click.echo(
+                    f"{'':<34} replay of the answer recorded for this job ({o.replayed[0][:12]}); "
+                    f"git genjob retry {o.key} --refresh asks afresh"
+                )
+
+    emit(report.to_json(), as_json, human)
+    for o in report.not_ok:
+        click.echo(
+            f"warning: job {o.key}: its receipt is {o.result}, nothing to apply; "
+            f"see git genjob show {o.key}, then git genjob retry {o.key} or git genjob drop {o.key} --why TEXT",
+            err=True,
+        )
+    if report.exit_code:
+        raise SystemExit(report.exit_code)
+
+
+@main.command("receipt", context_settings=CONTEXT)
+@click.argument("key", callback=key_arg)
+@click.option("--outputs", "outputs_dir", type=click.Path(file_okay=False), help="Directory holding new file contents.")
+@click.option("--delete", "deletes", multiple=True, help="Delete this allowed path (repeatable).")
+@signing_key_option
+@click.option(
+    "--status",
+    "status_",
+    type=click.Choice(["ok", "rejected", "aborted"]),
+    default="ok",
+    show_default=True,
+    help="The receipt's status (a generator that failed out of band: rejected or aborted).",
+)
+@click.option("--reason", default="", help="Why, for a status other than ok.")
+@worker_id_option
+@remote_option
+@json_option
+def receipt_cmd(
+    key: str,
+    outputs_dir: str | None,
+    deletes: tuple[str, ...],
+    key_file: str | None,
+    status_: str,
+    reason: str,
+    worker_id: str | None,
+    remote: str | None,
+    as_json: bool,
+) -> None:
+    """Sign and store a receipt for outputs produced out of band (claims the job itself)."""
+    from git_genjob.errors import BadInput
+    from git_genjob.worker import receipt_out_of_band
+
+    store = open_store()
+    signing_key = signing_key_of(store, key_file, "receipt")
+    if outputs_dir is None and not deletes and status_ == "ok":
+        raise BadInput("no outputs given", "pass --outputs DIR and/or --delete PATH")
+    outcome = receipt_out_of_band(
+        store,
+        key,
+        outputs_dir,
+        list(deletes),
+        signing_key,
+        worker_id_of(store, worker_id),
+        status_,
+        reason,
+        remote,
+    )
+    emit(outcome.to_json(), as_json, lambda: click.echo(f"receipt {key} {outcome.result} {outcome.reason}".rstrip()))
+    if outcome.result == "fenced":
+        raise SystemExit(4)
