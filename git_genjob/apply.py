@@ -299,10 +299,10 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     run_pre_apply(store, record, outputs)
     # 5. the commit from the verified blob ids, branch moved by CAS
     cfg = read_config(store)
-    new_tree = _tree_with(store, tree, outputs)
+    new_tree = store.outputs_tree(tree, outputs)
     sig = _person(store)
     message = commit_message(record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate.generator))
-    commit = store.repo.create_commit(None, sig, sig, message, new_tree, [head] if head else [])
+    commit = store.commit(new_tree, [head] if head else [], message, person=sig)
     write_intent(store, key, Intent(str(commit), verdict.envelope.digest, ref_name))
     try:
         store.update_refs([RefUpdate(ref_name, head, commit)], message=f"genjob: apply {key}")
@@ -389,25 +389,8 @@ def _outputs(store: Store, record: JobRecord, verdict: Verdict) -> dict[str, pyg
 def _person(store: Store) -> pygit2.Signature:
     name = os.environ.get("GIT_AUTHOR_NAME")
     email = os.environ.get("GIT_AUTHOR_EMAIL")
-    try:
-        name = name or str(store.repo.config["user.name"])
-        email = email or str(store.repo.config["user.email"])
-    except KeyError:
-        raise BadInput("no git identity", 'set one: git config user.name "…"; git config user.email …') from None
+    name = name or store.config_get("user.name")
+    email = email or store.config_get("user.email")
+    if not name or not email:
+        raise BadInput("no git identity", 'set one: git config user.name "…"; git config user.email …')
     return pygit2.Signature(name, email)
-
-
-def _tree_with(store: Store, base: pygit2.Tree | None, outputs: dict[str, pygit2.Oid | None]) -> pygit2.Oid:
-    index = pygit2.Index()
-    if base is not None:
-        index.read_tree(base)
-    for path, oid in outputs.items():
-        if oid is None:
-            if path in index:
-                index.remove(path)
-            continue
-        mode = pygit2.enums.FileMode.BLOB
-        if path in index and index[path].mode == pygit2.enums.FileMode.BLOB_EXECUTABLE:
-            mode = pygit2.enums.FileMode.BLOB_EXECUTABLE
-        index.add(pygit2.IndexEntry(path, oid, mode))
-    return index.write_tree(store.repo)

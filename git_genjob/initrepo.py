@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-import pygit2
-
 from git_genjob.config import TEMPLATE
 from git_genjob.errors import BadInput
 from git_genjob.remote import fetch_refspecs
@@ -33,21 +31,6 @@ class InitReport:
 DISPLAY_GLOB = NOTES_REF[:-1] + "[" + NOTES_REF[-1] + "]"  # refs/notes/genjo[b]
 
 
-def _values(cfg: pygit2.Config, name: str) -> list[str]:
-    try:
-        return [str(v) for v in cfg.get_multivar(name)]
-    except (KeyError, pygit2.GitError):
-        return []
-
-
-def _add_multivar(cfg: pygit2.Config, name: str, value: str) -> bool:
-    existing = _values(cfg, name)
-    if value in existing:
-        return False
-    cfg.set_multivar(name, "^$", value)  # "^$" matches nothing: appends
-    return True
-
-
 def init(store: Store) -> InitReport:
     report = InitReport()
     if store.workdir is None:
@@ -64,24 +47,19 @@ def init(store: Store) -> InitReport:
             with open(path, "x", encoding="utf-8") as fh:
                 fh.write(text)
             report.created.append(f".genjob/{name}")
-    cfg = store.repo.config
     # A glob matching exactly refs/notes/genjob: git warns "notes ref ... is invalid" on every
     # `git show` while a plain displayRef names a ref that does not exist yet; a glob never does.
-    if NOTES_REF in _values(cfg, "notes.displayRef"):
-        cfg.delete_multivar("notes.displayRef", "^refs/notes/genjob$")
-    if _add_multivar(cfg, "notes.displayRef", DISPLAY_GLOB):
+    if NOTES_REF in store.config_values("notes.displayRef"):
+        store.config_delete("notes.displayRef", "^refs/notes/genjob$")
+    if store.config_add("notes.displayRef", DISPLAY_GLOB):
         report.config.append(f"notes.displayRef={DISPLAY_GLOB}")
-    if _add_multivar(cfg, "notes.rewriteRef", NOTES_REF):
+    if store.config_add("notes.rewriteRef", NOTES_REF):
         report.config.append(f"notes.rewriteRef={NOTES_REF}")
-    try:
-        current = cfg["notes.genjob.mergeStrategy"]
-    except KeyError:
-        current = None
-    if current != "cat_sort_uniq":
-        cfg["notes.genjob.mergeStrategy"] = "cat_sort_uniq"
+    if store.config_get("notes.genjob.mergeStrategy") != "cat_sort_uniq":
+        store.config_set("notes.genjob.mergeStrategy", "cat_sort_uniq")
         report.config.append("notes.genjob.mergeStrategy=cat_sort_uniq")
-    for remote in (str(n) for n in store.repo.remotes.names()):
+    for remote in store.remote_names():
         for spec in fetch_refspecs(remote):
-            if _add_multivar(cfg, f"remote.{remote}.fetch", spec):
+            if store.config_add(f"remote.{remote}.fetch", spec):
                 report.config.append(f"remote.{remote}.fetch={spec}")
     return report

@@ -129,6 +129,11 @@ def lock_state(common: str, ref: str, records: list[tuple[int, bool, set[str]]] 
     return LockState(path, age > UNKNOWN_STALE_S, f"an unknown writer ({age:.0f}s ago)")
 
 
+def held_by_another_writer(common: str, ref: str) -> bool:
+    """Whether a running git-genjob process other than this one recorded that it is locking `ref`."""
+    return any(alive and pid != os.getpid() and ref in refs for pid, alive, refs in _records(common))
+
+
 def clear_stale(common: str) -> list[str]:
     """Remove stale ref locks; returns their paths.
 

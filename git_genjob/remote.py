@@ -91,7 +91,7 @@ def git(store: Store, *args: str, check: bool = True) -> subprocess.CompletedPro
 
 
 def default_remote(store: Store) -> str:
-    names = [str(n) for n in store.repo.remotes.names()]
+    names = store.remote_names()
     if "origin" in names:
         return "origin"
     if len(names) == 1:
@@ -100,7 +100,7 @@ def default_remote(store: Store) -> str:
 
 
 def check_remote(store: Store, remote: str) -> str:
-    if remote in store.repo.remotes.names() or "/" in remote or remote.startswith("."):
+    if remote in store.remote_names() or "/" in remote or remote.startswith("."):
         return remote
     raise BadInput(f"no remote named {remote!r}", "add it with git remote add, or give a URL or path")
 

@@ -18,7 +18,7 @@ from git_genjob.config import Config
 from git_genjob.errors import BadInput, Conflict, Refused, Unavailable
 from git_genjob.faults import crash_point
 from git_genjob.secretscan import find_secret
-from git_genjob.store import REPLAYS_REF, RefUpdate, Store
+from git_genjob.store import REPLAYS_REF, TREE_MODE, RefUpdate, Store, lookup
 
 SENTINEL = "model_unavailable"
 MODES = ("replay", "offline", "refresh")
@@ -252,26 +252,12 @@ class Cache:
         raise Conflict("refs/genjob/replays kept moving; gave up after 50 tries", "try again")
 
     def _with(self, tree: pygit2.Tree | None, fp: str, additions: dict[str, pygit2.Oid]) -> pygit2.Oid:
-        repo = self.store.repo
         existing: dict[str, pygit2.Oid] = {}
-        if tree is not None:
-            try:
-                node = repo.get(tree[_base(fp)].id)
-                if isinstance(node, pygit2.Tree):
-                    existing = self.store.tree_files(node)
-            except KeyError:
-                pass
+        node = lookup(tree, _base(fp))
+        if isinstance(node, pygit2.Tree):
+            existing = self.store.tree_files(node)
         existing.update(additions)
-        fp_tree = self.store.build_tree(existing)
-        root = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
-        shard_tree = None
-        if tree is not None and fp[:2] in tree:
-            obj = repo.get(tree[fp[:2]].id)
-            shard_tree = obj if isinstance(obj, pygit2.Tree) else None
-        shard = repo.TreeBuilder(shard_tree) if shard_tree is not None else repo.TreeBuilder()
-        shard.insert(fp, fp_tree, pygit2.enums.FileMode.TREE)
-        root.insert(fp[:2], shard.write(), pygit2.enums.FileMode.TREE)
-        return root.write()
+        return self.store.tree_with(tree, _base(fp), self.store.build_tree(existing), TREE_MODE)
 
     def log_hit(self, fp: str, request_hash: str) -> None:
         common = self.store.repo.path

@@ -348,9 +348,81 @@ class Store:
                 out[path] = entry.id
         return out
 
-    def commit(self, tree: pygit2.Oid, parents: list[pygit2.Oid], message: str) -> pygit2.Oid:
-        sig = self.signature()
+    def commit(
+        self, tree: pygit2.Oid, parents: list[pygit2.Oid], message: str, person: pygit2.Signature | None = None
+    ) -> pygit2.Oid:
+        """A commit object (no ref moves); `person` is author and committer (default: signature())."""
+        sig = person or self.signature()
         return self.repo.create_commit(None, sig, sig, message, tree, parents)
+
+    def outputs_tree(self, base: pygit2.Tree | None, outputs: dict[str, pygit2.Oid | None]) -> pygit2.Oid:
+        """`base` with each output path set to its blob (None: removed), through an in-memory
+        index so that every new directory is made; an executable file stays executable."""
+        index = pygit2.Index()
+        if base is not None:
+            index.read_tree(base)
+        for path, oid in outputs.items():
+            if oid is None:
+                if path in index:
+                    index.remove(path)
+                continue
+            mode = pygit2.enums.FileMode.BLOB
+            if path in index and index[path].mode == pygit2.enums.FileMode.BLOB_EXECUTABLE:
+                mode = pygit2.enums.FileMode.BLOB_EXECUTABLE
+            index.add(pygit2.IndexEntry(path, oid, mode))
+        return index.write_tree(self.repo)
+
+    def union_tree(self, a: pygit2.Tree, b: pygit2.Tree, path: str = "") -> pygit2.Oid:
+        """Every entry of either tree, recursively (the shared ledgers' merge): for one name with
+        two blobs, ours, except the archive's status rows, whose lines are unioned."""
+        tb = self.repo.TreeBuilder(a)
+        for entry in b:
+            name = str(entry.name)
+            if name not in a:
+                tb.insert(name, entry.id, entry.filemode)
+                continue
+            mine = a[name]
+            if mine.id == entry.id:
+                continue
+            ta, tb_ = self.repo.get(mine.id), self.repo.get(entry.id)
+            if isinstance(ta, pygit2.Tree) and isinstance(tb_, pygit2.Tree):
+                tb.insert(name, self.union_tree(ta, tb_, f"{path}{name}/"), TREE_MODE)
+            elif path == f"{ROWS_DIR}/" and isinstance(ta, pygit2.Blob) and isinstance(tb_, pygit2.Blob):
+                # The archive's status rows of one shard: both sides' lines (ours for a key both
+                # have); a line that names another tree than the merged entry is ignored by readers.
+                lines = {**parse_rows(tb_.data)[1], **parse_rows(ta.data)[1]}
+                tb.insert(name, self.blob(rows_blob(lines, None)), entry.filemode)  # vouches for no tree
+            # Same name, different blobs: content-named files never differ; keep ours.
+        return tb.write()
+
+    # -- git config ------------------------------------------------------
+    def config_get(self, name: str) -> str | None:
+        try:
+            return str(self.repo.config[name])
+        except KeyError:
+            return None
+
+    def config_values(self, name: str) -> list[str]:
+        try:
+            return [str(v) for v in self.repo.config.get_multivar(name)]
+        except (KeyError, pygit2.GitError):
+            return []
+
+    def config_add(self, name: str, value: str) -> bool:
+        """Append `value` to a multi-valued key unless it is there already; whether it was added."""
+        if value in self.config_values(name):
+            return False
+        self.repo.config.set_multivar(name, "^$", value)  # "^$" matches nothing: appends
+        return True
+
+    def config_set(self, name: str, value: str) -> None:
+        self.repo.config[name] = value
+
+    def config_delete(self, name: str, regex: str) -> None:
+        self.repo.config.delete_multivar(name, regex)
+
+    def remote_names(self) -> list[str]:
+        return [str(n) for n in self.repo.remotes.names()]
 
     def get_commit(self, oid: pygit2.Oid | str) -> pygit2.Commit:
         obj = self.repo.get(oid)
@@ -393,8 +465,9 @@ class Store:
     ) -> pygit2.Oid:
         """Lock `name`, check that it still holds `expected`, and only then write the new value
         `build()` returns (its objects) and move the ref: a writer that loses the race writes
-        nothing. With wait=False a lock held by a live writer is a conflict at once, so a worker
-        picks another job instead of waiting on the one being claimed.
+        nothing. With wait=False a lock that another running git-genjob process recorded is a
+        conflict at once, so a worker picks another job instead of waiting on the one being
+        claimed; any other lock (a git command's, or a dead writer's) is waited on as usual.
         """
         built: list[pygit2.Oid] = []
 
@@ -437,7 +510,7 @@ class Store:
                 return
             except pygit2.GitError as exc:
                 self._raise_if_stale(updates)
-                if not wait:
+                if not wait and any(locks.held_by_another_writer(self.common_dir, u.name) for u in updates):
                     raise Conflict(
                         f"{', '.join(u.name for u in updates)} is locked by another writer ({exc})",
                         "another writer is updating it; pick another",

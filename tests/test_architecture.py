@@ -115,3 +115,44 @@ def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
     assert found == [("git_genjob.store", ["Store"], 1), ("git_genjob.apply", ["_x"], 2)]
     assert _plane("store") not in ALLOWED["documents"]
 
+
+LIBGIT2_WRITES = {
+    "create_blob",
+    "create_blob_fromdisk",
+    "create_blob_fromworkdir",
+    "create_commit",
+    "create_reference",
+    "create_tag",
+    "TreeBuilder",
+    "write_tree",
+    "set_multivar",
+    "delete_multivar",
+    "transaction",
+}
+
+
+def _libgit2_writes(path: Path) -> list[str]:
+    """Calls of libgit2's object, ref and config writers, and `X.config[...] = …` assignments."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in LIBGIT2_WRITES:
+            found.append(f"{node.lineno}: {node.func.attr}")
+        if isinstance(node, ast.Assign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) and t.value.attr == "config":
+                    found.append(f"{node.lineno}: config[...] =")
+    return found
+
+
+def test_store_is_the_only_libgit2_writer() -> None:
+    """Objects, refs and git config are written through Store's methods (one CAS, one fsync
+    policy, one identity), never by another module on the raw repository."""
+    bad = [f"{module}:{w}" for module, path in _modules() if module != "store" for w in _libgit2_writes(path)]
+    assert bad == []
+
+
+def test_the_writer_check_sees_a_raw_write(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f(store):\n    store.repo.create_commit(None)\n    store.repo.config['a.b'] = 'c'\n")
+    assert sorted(_libgit2_writes(planted)) == ["2: create_commit", "3: config[...] ="]

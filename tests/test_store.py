@@ -126,10 +126,23 @@ def test_blob_digests_of_a_tree_or_a_missing_object_is_refused(repo: Path) -> No
         store.blob_digests([pygit2.Oid(hex="1" * 40)])
 
 
+def _hold_lock(path: str, value: pygit2.Oid, locked, finish) -> None:  # type: ignore[no-untyped-def]
+    from git_genjob import locks
+
+    store = Store.open(path)
+    locks.announce(store.common_dir, [REF])
+    with store.repo.transaction() as txn:
+        txn.lock_ref(REF)
+        locked.set()
+        finish.wait(10)
+        txn.set_target(REF, value, message="holder")
+    locks.release(store.common_dir)
+
+
 def test_a_built_update_that_loses_writes_no_object(repo: Path) -> None:
     """update_ref_built checks the expected value under the lock before it builds: a stale
-    expected value, or (wait=False) a lock held by a live writer, is a conflict and build never
-    runs, so a lost claim leaves no unreachable objects behind."""
+    expected value, or (wait=False) a lock another running git-genjob process holds, is a
+    conflict and build never runs, so a lost claim leaves no unreachable objects behind."""
     store = Store.open(str(repo))
     first = _blob_commit(store, "first")
     store.update_refs([RefUpdate(REF, None, first)])
@@ -141,12 +154,17 @@ def test_a_built_update_that_loses_writes_no_object(repo: Path) -> None:
 
     with pytest.raises(Conflict, match="moved"):
         store.update_ref_built(REF, None, build, "stale")
-    holder = pygit2.Repository(str(repo))
-    with holder.transaction() as txn:  # another writer, mid-update (a git process, say)
-        txn.lock_ref(REF)
+    ctx = multiprocessing.get_context("fork")
+    locked, finish = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_lock, args=(str(repo), first, locked, finish))
+    holder.start()  # another git-genjob process, mid-update of REF
+    try:
+        assert locked.wait(10)
         with pytest.raises(Conflict, match="is locked by another writer"):
             store.update_ref_built(REF, first, build, "busy", wait=False)
-        txn.set_target(REF, first, message="holder")
+    finally:
+        finish.set()
+        holder.join(10)
     assert calls == []
     assert store.ref_target(REF) == first
     new = store.update_ref_built(REF, first, build, "wins")

@@ -105,10 +105,7 @@ def parse_duration(text: str) -> float:
 
 
 def git_config(store: Any, name: str) -> str | None:
-    try:
-        return str(store.repo.config[name])
-    except KeyError:
-        return None
+    return store.config_get(name)  # type: ignore[no-any-return]
 
 
 def worker_id_of(store: Any, given: str | None) -> str:
