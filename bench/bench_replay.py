@@ -23,7 +23,7 @@ def fill(repo: str, n: int) -> None:
     from git_genjob.store import REPLAYS_REF, RefUpdate, Store
 
     store = Store.open(repo)
-    r = store.repo
+    r = pygit2.Repository(store.gitdir)
     answer = r.create_blob(b"hello\n")
     sha = sha256_hex(b"hello\n")
     shards: dict[str, pygit2.TreeBuilder] = {}
@@ -76,7 +76,7 @@ def main() -> None:
                 "git_genjob",
                 "ask",
                 "--endpoint",
-                "http://127.0.0.1:9/v1",
+                "openai:http://127.0.0.1:9/v1",  # the dialect request_doc above fingerprints
                 "--model",
                 "m",
                 "--prompt-file",

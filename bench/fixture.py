@@ -131,16 +131,17 @@ def add_rows(repo: str) -> None:
     store = Store.open(repo)
     tip = store.ref_target(ARCHIVE_REF)
     assert tip is not None
-    rows = store.repo.TreeBuilder()
+    raw = pygit2.Repository(store.gitdir)
+    rows = raw.TreeBuilder()
     for name, shard_tree, _ in store.archive_shards():
         lines = {}
         for entry in shard_tree:
-            sub = store.repo.get(entry.id)
+            sub = store.get(entry.id)
             assert isinstance(sub, pygit2.Tree)
             sort_key, rest = archive_row(load_tree(store, entry.name, sub, None, archived=True)).split("\t", 1)
             lines[entry.name] = (str(entry.id), f"{sort_key}\t{entry.name}\t{entry.id}\t{rest}")
         rows.insert(name, store.blob(rows_blob(lines, shard_tree.id)), pygit2.enums.FileMode.BLOB)
-    root = store.repo.TreeBuilder(store.get_commit(tip).tree)
+    root = raw.TreeBuilder(raw[tip].peel(pygit2.Commit).tree)  # a builder takes its own repository's tree
     root.insert(ROWS_DIR, rows.write(), pygit2.enums.FileMode.TREE)
     new = store.commit(root.write(), [tip], "genjob archive rows (fixture)\n")
     store.update_refs([RefUpdate(ARCHIVE_REF, tip, new)], message="fixture rows")

@@ -49,15 +49,13 @@ class Applied:
 
 def _branch(store: Store, branch: str | None) -> tuple[str, bool]:
     """(full ref name, whether it is checked out in this work tree)."""
-    repo = store.repo
-    head = repo.references.get("HEAD")
-    current = head.target if head is not None and head.type == pygit2.enums.ReferenceType.SYMBOLIC else None
+    current = store.head_branch()
     if branch is None:
         if current is None:
             raise BadInput("HEAD is detached", "check out a branch or pass --branch B")
-        return str(current), store.workdir is not None
+        return current, store.workdir is not None
     name = branch if branch.startswith("refs/heads/") else f"refs/heads/{branch}"
-    if repo.references.get(name) is None:
+    if store.ref_target(name) is None:
         raise BadInput(f"no branch {branch}", "create it first (git branch B)")
     return name, name == current and store.workdir is not None
 
@@ -120,8 +118,7 @@ def find_applied(store: Store, head: pygit2.Oid, receipt_digest: str, key: str, 
     Only the rare path reads history: an intent whose commit is no longer reachable (the branch
     was rewritten after a crash). The normal path is `landed`.
     """
-    walker = store.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL)
-    for n, commit in enumerate(walker):
+    for n, commit in enumerate(store.walk(head)):
         if n >= limit:
             break
         t = parse_trailers(commit.message)
@@ -184,7 +181,7 @@ def landed(store: Store, head: pygit2.Oid | None, key: str, receipt_digest: str)
         return None
     try:
         commit = pygit2.Oid(hex=intent.commit)
-        if commit == head or store.repo.descendant_of(head, commit):
+        if commit == head or store.descendant_of(head, commit):
             return commit
     except (ValueError, KeyError, pygit2.GitError):
         pass

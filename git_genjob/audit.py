@@ -63,17 +63,13 @@ class CommitAudit:
 
 def commits_in(store: Store, spec: str | None) -> list[pygit2.Commit]:
     """Commits of RANGE (`A..B` or a rev; default HEAD's history), newest first."""
-    repo = store.repo
     spec = spec or "HEAD"
     try:
         if ".." in spec:
             a, b = spec.split("..", 1)
-            walker = repo.walk(
-                repo.revparse_single(b or "HEAD").peel(pygit2.Commit).id, pygit2.enums.SortMode.TOPOLOGICAL
-            )
-            walker.hide(repo.revparse_single(a).peel(pygit2.Commit).id)
+            walker = store.walk(store.revparse_commit(b or "HEAD").id, [store.revparse_commit(a).id])
         else:
-            walker = repo.walk(repo.revparse_single(spec).peel(pygit2.Commit).id, pygit2.enums.SortMode.TOPOLOGICAL)
+            walker = store.walk(store.revparse_commit(spec).id)
     except (KeyError, ValueError, pygit2.GitError):
         raise BadInput(f"{spec!r} is not a revision range", "give A..B or a branch") from None
     return list(walker)
@@ -144,7 +140,7 @@ def _copy_hint(store: Store, commit: pygit2.Commit, t: dict[str, str]) -> str:
     """A cherry-pick (or a rebase without notes.rewriteRef) leaves the note on the original."""
     record = load_archived(store, t.get("Genjob-Key", "")) if t.get("Genjob-Key") else None
     final = record.meta.final if record is not None else None
-    if final is None or final.commit is None or final.commit == str(commit.id) or final.commit not in store.repo:
+    if final is None or final.commit is None or final.commit == str(commit.id) or not store.has(final.commit):
         return ""
     return (
         f"; job {record.key if record else ''} was applied as {final.commit[:12]}: if this commit is its "
@@ -299,7 +295,7 @@ def audit(
     fixed = None
     if trust_from is not None:
         try:
-            fixed = trust_from_tree(store, store.repo.revparse_single(trust_from).peel(pygit2.Commit).tree)
+            fixed = trust_from_tree(store, store.revparse_commit(trust_from).tree)
         except (KeyError, ValueError, pygit2.GitError):
             raise BadInput(f"--trust-from {trust_from!r} is not a commit", "give a branch, tag or commit") from None
     out = []

@@ -95,13 +95,16 @@ def _pre_commit(args: list[str]) -> int:
     from git_genjob.store import lookup
 
     store = _store()
-    repo = store.repo
     # `git commit -a`, `git commit PATH` and `--only` commit a temporary index that git names
     # in GIT_INDEX_FILE: that one, not .git/index, is what this commit will hold.
     index_file = os.environ.get("GIT_INDEX_FILE")
-    index = pygit2.Index(os.path.abspath(index_file)) if index_file else repo.index
-    index.read()
-    tree = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit).tree
+    if index_file:
+        index = pygit2.Index(os.path.abspath(index_file))
+        index.read()
+    else:
+        index = store.index()
+    head = store.head_commit()
+    tree = head.tree if head is not None else None
 
     def staged(path: str) -> bool:
         entry = index[path] if path in index else None  # noqa: SIM401 (pygit2.Index has no get)
@@ -210,7 +213,7 @@ class _RemoteNotes:
             ["git", "ls-remote", self.remote, NOTES_REF], capture_output=True, text=True, env=clean_env()
         )
         oid = proc.stdout.split()[0] if proc.returncode == 0 and proc.stdout.strip() else None
-        if oid is None or oid not in self.store.repo:
+        if oid is None or not self.store.has(oid):
             return set()
         return set(all_notes(self.store, self.store.get_commit(oid).tree))
 
@@ -240,13 +243,10 @@ def _new_commits(store: Store, remote: str, local_sha: str, remote_sha: str) -> 
     """Commits the push sends: reachable from local_sha, not from what the remote already has."""
     import pygit2
 
-    repo = store.repo
-    walker = repo.walk(pygit2.Oid(hex=local_sha), pygit2.enums.SortMode.TOPOLOGICAL)
-    if set(remote_sha) != {"0"} and remote_sha in repo:
-        walker.hide(pygit2.Oid(hex=remote_sha))
-    for _name, oid in store.iter_refs(f"refs/remotes/{remote}/"):
-        walker.hide(oid)
-    yield from walker
+    hide = [oid for _name, oid in store.iter_refs(f"refs/remotes/{remote}/")]
+    if set(remote_sha) != {"0"} and store.has(remote_sha):
+        hide.append(pygit2.Oid(hex=remote_sha))
+    yield from store.walk(pygit2.Oid(hex=local_sha), hide)
 
 
 def _pre_apply(args: list[str]) -> int:

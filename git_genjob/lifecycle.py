@@ -276,7 +276,7 @@ def archive(pub: Publisher, record: JobRecord, final: dict[str, Any]) -> None:
     tree = store.build_tree(files)
     state = final["state"]
     msg = f"genjob: archive {record.key} ({state})\n\nGenjob-Key: {record.key}\nGenjob-State: {state}\n"
-    final_tree = store.repo.get(tree)
+    final_tree = store.get(tree)
     assert isinstance(final_tree, pygit2.Tree)
     row = archive_row(load_tree(store, record.key, final_tree, None, archived=True))
     if pub.remote is None:

@@ -77,15 +77,12 @@ class SubmitResult:
 
 
 def _resolve_base(store: Store, rev: str | None) -> pygit2.Commit | None:
-    repo = store.repo
     if rev is None:
-        if repo.is_bare:
+        if store.is_bare:
             raise BadInput("a bare repository has no work tree to read", "pass --rev REV")
-        if repo.head_is_unborn:
-            return None
-        return repo.head.peel(pygit2.Commit)
+        return store.head_commit()
     try:
-        return repo.revparse_single(rev).peel(pygit2.Commit)
+        return store.revparse_commit(rev)
     except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
         raise BadInput(f"--rev {rev!r} does not name a commit", "give a branch, tag or commit id") from None
 
@@ -110,7 +107,7 @@ def _read_inputs(
             raise BadInput(f"{path} is a submodule", "a job may only change regular files")
         if mode == pygit2.enums.FileMode.LINK:
             raise BadInput(f"{path} is a symlink", "a job may only change regular files")
-        blob = store.repo.get(entry.id)
+        blob = store.get(entry.id)
         assert isinstance(blob, pygit2.Blob)
         if blob.size > cfg.limits.file_bytes:
             raise BadInput(
@@ -134,7 +131,7 @@ def _refuse_dirty(store: Store, paths: list[str]) -> None:
     dirty = []
     for path in paths:
         try:
-            flags = store.repo.status_file(path)
+            flags = store.status_file(path)
         except (KeyError, pygit2.GitError):
             flags = 0
         if flags & _DIRTY or os.path.islink(os.path.join(store.workdir or "", path)):
@@ -472,7 +469,7 @@ def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
                 sort_key, _, _, state, instruction, text = parts
                 out.append(StatusRow(sort_key, key, state, instruction, text))
                 continue
-            sub = store.repo.get(oid)
+            sub = store.get(oid)
             try:
                 if not isinstance(sub, pygit2.Tree):
                     raise BadInput(f"archive entry {key} is not a tree")

@@ -89,7 +89,7 @@ def bundle_inputs(store: Store, record: JobRecord) -> dict[str, bytes]:
     inputs_entry = lookup(record.tree, "inputs")
     stored: dict[str, pygit2.Oid] = {}
     if inputs_entry is not None:
-        sub = store.repo.get(inputs_entry.id)
+        sub = store.get(inputs_entry.id)
         if not isinstance(sub, pygit2.Tree):
             raise BadInput(f"{where}: inputs is not a directory")
         stored = store.tree_files(sub)

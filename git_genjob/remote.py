@@ -175,9 +175,9 @@ def _relation(store: Store, local: pygit2.Oid | None, remote: pygit2.Oid) -> str
         return "absent"
     if local == remote:
         return "same"
-    if store.repo.descendant_of(remote, local):
+    if store.descendant_of(remote, local):
         return "behind"
-    if store.repo.descendant_of(local, remote):
+    if store.descendant_of(local, remote):
         return "ahead"
     return "diverged"
 
@@ -233,7 +233,7 @@ def _drop_archived_live(store: Store, report: SyncReport) -> None:
         tip = store.ref_target(JOBS_PREFIX + key)
         if tip is None or store.archive_entry(key) is None:
             continue
-        if tip == archive or store.repo.descendant_of(archive, tip):
+        if tip == archive or store.descendant_of(archive, tip):
             store.update_refs([RefUpdate(JOBS_PREFIX + key, tip, None)], message="genjob: archived elsewhere")
             report.dropped.append(key)
 

@@ -167,7 +167,7 @@ class Cache:
         if tree is None:
             return None
         try:
-            node = self.store.repo.get(tree[_base(fp)].id)
+            node = self.store.get(tree[_base(fp)].id)
         except KeyError:
             return None
         assert isinstance(node, pygit2.Tree)
@@ -189,7 +189,7 @@ class Cache:
         if len(text) == 64 or not re.fullmatch(r"[0-9a-f]{4,63}", text):
             return check_fp(text)
         tree = self._tree()
-        shard = self.store.repo.get(tree[text[:2]].id) if tree is not None and text[:2] in tree else None
+        shard = self.store.get(tree[text[:2]].id) if tree is not None and text[:2] in tree else None
         matches = [str(e.name) for e in shard if str(e.name).startswith(text)] if isinstance(shard, pygit2.Tree) else []
         if len(matches) != 1:
             found = f"the prefix of {len(matches)} fingerprints" if matches else "no fingerprint's prefix"
@@ -215,7 +215,7 @@ class Cache:
             return []
         out = []
         for shard in tree:
-            sub = self.store.repo.get(shard.id)
+            sub = self.store.get(shard.id)
             if isinstance(sub, pygit2.Tree):
                 out += [str(e.name) for e in sub]
         return sorted(out)
@@ -260,7 +260,7 @@ class Cache:
         return self.store.tree_with(tree, _base(fp), self.store.build_tree(existing), TREE_MODE)
 
     def log_hit(self, fp: str, request_hash: str) -> None:
-        common = self.store.repo.path
+        common = self.store.gitdir
         path = os.path.join(str(common), "genjob")
         os.makedirs(path, exist_ok=True)
         with open(os.path.join(path, "hits.log"), "a", encoding="utf-8") as fh:

@@ -154,7 +154,7 @@ class Store:
     """All reads and writes of genjob's objects and refs in one repository."""
 
     def __init__(self, repo: pygit2.Repository):
-        self.repo = repo
+        self._repo = repo
 
     @classmethod
     def open(cls, path: str | None = None) -> Store:
@@ -162,11 +162,11 @@ class Store:
 
     @property
     def gitdir(self) -> str:
-        return str(self.repo.path)
+        return str(self._repo.path)
 
     @property
     def workdir(self) -> str | None:
-        wd = self.repo.workdir
+        wd = self._repo.workdir
         return str(wd).rstrip("/") if wd else None
 
     # -- objects ---------------------------------------------------------
@@ -174,7 +174,7 @@ class Store:
         name = os.environ.get("GIT_COMMITTER_NAME")
         email = os.environ.get("GIT_COMMITTER_EMAIL")
         try:
-            cfg = self.repo.config
+            cfg = self._repo.config
             name = name or cfg["user.name"]
             email = email or cfg["user.email"]
         except (KeyError, pygit2.GitError):
@@ -182,10 +182,10 @@ class Store:
         return pygit2.Signature(name or "git-genjob", email or "genjob@localhost")
 
     def blob(self, data: bytes) -> pygit2.Oid:
-        return self.repo.create_blob(data)
+        return self._repo.create_blob(data)
 
     def read(self, oid: pygit2.Oid | str) -> bytes:
-        obj = self.repo.get(oid)
+        obj = self._repo.get(oid)
         if not isinstance(obj, pygit2.Blob):
             raise BadInput(f"object {oid} is not a blob")
         data = obj.data  # already bytes: no second copy
@@ -194,7 +194,7 @@ class Store:
     def hooks_dir(self) -> str:
         """git's hooks directory: core.hooksPath (relative to the work tree), else the common dir's."""
         try:
-            path = str(self.repo.config["core.hooksPath"])
+            path = str(self._repo.config["core.hooksPath"])
         except KeyError:
             return os.path.join(self.common_dir, "hooks")
         return (
@@ -207,7 +207,7 @@ class Store:
 
     def blob_size(self, oid: pygit2.Oid) -> int:
         """A blob's size from its object header, read without inflating the object."""
-        kind, size = self.repo.odb.read_header(oid)
+        kind, size = self._repo.odb.read_header(oid)
         if kind != pygit2.enums.ObjectType.BLOB:
             raise BadInput(f"object {oid} is not a blob")
         return int(size)
@@ -304,7 +304,7 @@ class Store:
         return self._write_tree(nested)
 
     def _write_tree(self, node: dict[str, object]) -> pygit2.Oid:
-        tb = self.repo.TreeBuilder()
+        tb = self._repo.TreeBuilder()
         for name, value in node.items():
             if isinstance(value, dict):
                 tb.insert(name, self._write_tree(value), TREE_MODE)
@@ -319,7 +319,7 @@ class Store:
         """`base` with the entry at `path` set to `oid` (None: removed), rewriting only the trees on
         that path: the cost is its depth, not the size of `base` (sharded inserts, notes)."""
         head, _, rest = path.partition("/")
-        tb = self.repo.TreeBuilder(base) if base is not None else self.repo.TreeBuilder()
+        tb = self._repo.TreeBuilder(base) if base is not None else self._repo.TreeBuilder()
         if not rest:
             if oid is not None:
                 tb.insert(head, oid, mode)
@@ -328,7 +328,7 @@ class Store:
             return tb.write()
         sub = lookup(base, head)
         child = self.tree_with(sub if isinstance(sub, pygit2.Tree) else None, rest, oid, mode)
-        if oid is None and len(self.repo[child]) == 0:  # type: ignore[arg-type]
+        if oid is None and len(self._repo[child]) == 0:  # type: ignore[arg-type]
             if tb.get(head) is not None:
                 tb.remove(head)
         else:
@@ -341,7 +341,7 @@ class Store:
         for entry in tree:
             path = prefix + check_entry_name(str(entry.name), f"tree {tree.id}")
             if entry.type_str == "tree":
-                sub = self.repo.get(entry.id)
+                sub = self._repo.get(entry.id)
                 assert isinstance(sub, pygit2.Tree)
                 out.update(self.tree_files(sub, path + "/"))
             elif entry.type_str == "blob":
@@ -353,7 +353,7 @@ class Store:
     ) -> pygit2.Oid:
         """A commit object (no ref moves); `person` is author and committer (default: signature())."""
         sig = person or self.signature()
-        return self.repo.create_commit(None, sig, sig, message, tree, parents)
+        return self._repo.create_commit(None, sig, sig, message, tree, parents)
 
     def outputs_tree(self, base: pygit2.Tree | None, outputs: dict[str, pygit2.Oid | None]) -> pygit2.Oid:
         """`base` with each output path set to its blob (None: removed), through an in-memory
@@ -370,12 +370,12 @@ class Store:
             if path in index and index[path].mode == pygit2.enums.FileMode.BLOB_EXECUTABLE:
                 mode = pygit2.enums.FileMode.BLOB_EXECUTABLE
             index.add(pygit2.IndexEntry(path, oid, mode))
-        return index.write_tree(self.repo)
+        return index.write_tree(self._repo)
 
     def union_tree(self, a: pygit2.Tree, b: pygit2.Tree, path: str = "") -> pygit2.Oid:
         """Every entry of either tree, recursively (the shared ledgers' merge): for one name with
         two blobs, ours, except the archive's status rows, whose lines are unioned."""
-        tb = self.repo.TreeBuilder(a)
+        tb = self._repo.TreeBuilder(a)
         for entry in b:
             name = str(entry.name)
             if name not in a:
@@ -384,7 +384,7 @@ class Store:
             mine = a[name]
             if mine.id == entry.id:
                 continue
-            ta, tb_ = self.repo.get(mine.id), self.repo.get(entry.id)
+            ta, tb_ = self._repo.get(mine.id), self._repo.get(entry.id)
             if isinstance(ta, pygit2.Tree) and isinstance(tb_, pygit2.Tree):
                 tb.insert(name, self.union_tree(ta, tb_, f"{path}{name}/"), TREE_MODE)
             elif path == f"{ROWS_DIR}/" and isinstance(ta, pygit2.Blob) and isinstance(tb_, pygit2.Blob):
@@ -395,16 +395,62 @@ class Store:
             # Same name, different blobs: content-named files never differ; keep ours.
         return tb.write()
 
+    # -- reads other planes need (they never touch the repository itself) --
+    def get(self, oid: pygit2.Oid | str) -> pygit2.Object | None:
+        """Any object, or None when it is not in the object database."""
+        return self._repo.get(oid)
+
+    def has(self, oid: pygit2.Oid | str) -> bool:
+        return oid in self._repo
+
+    def descendant_of(self, oid: pygit2.Oid, ancestor: pygit2.Oid) -> bool:
+        return bool(self._repo.descendant_of(oid, ancestor))
+
+    @property
+    def is_bare(self) -> bool:
+        return bool(self._repo.is_bare)
+
+    def head_commit(self) -> pygit2.Commit | None:
+        """HEAD's commit, or None on an unborn branch."""
+        if self._repo.head_is_unborn:
+            return None
+        return self._repo.head.peel(pygit2.Commit)
+
+    def head_branch(self) -> str | None:
+        """The ref HEAD points at (`refs/heads/…`), or None when HEAD is detached."""
+        head = self._repo.references.get("HEAD")
+        return str(head.target) if head is not None and head.type == pygit2.enums.ReferenceType.SYMBOLIC else None
+
+    def revparse_commit(self, rev: str) -> pygit2.Commit:
+        """The commit `rev` names; KeyError, ValueError or pygit2.GitError when it names none."""
+        return self._repo.revparse_single(rev).peel(pygit2.Commit)
+
+    def walk(self, tip: pygit2.Oid, hide: Iterable[pygit2.Oid] = ()) -> Iterator[pygit2.Commit]:
+        """Commits reachable from `tip` and not from any of `hide`, children before parents."""
+        walker = self._repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL)
+        for oid in hide:
+            walker.hide(oid)
+        return iter(walker)
+
+    def index(self) -> pygit2.Index:
+        """The work tree's index, read from disk now."""
+        index: pygit2.Index = self._repo.index
+        index.read()
+        return index
+
+    def status_file(self, path: str) -> int:
+        return int(self._repo.status_file(path))
+
     # -- git config ------------------------------------------------------
     def config_get(self, name: str) -> str | None:
         try:
-            return str(self.repo.config[name])
+            return str(self._repo.config[name])
         except KeyError:
             return None
 
     def config_values(self, name: str) -> list[str]:
         try:
-            return [str(v) for v in self.repo.config.get_multivar(name)]
+            return [str(v) for v in self._repo.config.get_multivar(name)]
         except (KeyError, pygit2.GitError):
             return []
 
@@ -412,20 +458,20 @@ class Store:
         """Append `value` to a multi-valued key unless it is there already; whether it was added."""
         if value in self.config_values(name):
             return False
-        self.repo.config.set_multivar(name, "^$", value)  # "^$" matches nothing: appends
+        self._repo.config.set_multivar(name, "^$", value)  # "^$" matches nothing: appends
         return True
 
     def config_set(self, name: str, value: str) -> None:
-        self.repo.config[name] = value
+        self._repo.config[name] = value
 
     def config_delete(self, name: str, regex: str) -> None:
-        self.repo.config.delete_multivar(name, regex)
+        self._repo.config.delete_multivar(name, regex)
 
     def remote_names(self) -> list[str]:
-        return [str(n) for n in self.repo.remotes.names()]
+        return [str(n) for n in self._repo.remotes.names()]
 
     def get_commit(self, oid: pygit2.Oid | str) -> pygit2.Commit:
-        obj = self.repo.get(oid)
+        obj = self._repo.get(oid)
         if not isinstance(obj, pygit2.Commit):
             raise BadInput(f"object {oid} is not a commit")
         return obj
@@ -441,7 +487,7 @@ class Store:
 
     # -- refs ------------------------------------------------------------
     def ref_target(self, name: str) -> pygit2.Oid | None:
-        ref = self.repo.references.get(name)
+        ref = self._repo.references.get(name)
         if ref is None:
             return None
         target = ref.resolve().target
@@ -494,7 +540,7 @@ class Store:
         while True:
             self.check_expected(updates)  # cheap pre-check: a stale writer loses without locking
             try:
-                with self.repo.transaction() as txn:
+                with self._repo.transaction() as txn:
                     for u in updates:
                         txn.lock_ref(u.name)
                     crash_point("ref-locked")
@@ -554,7 +600,7 @@ class Store:
         return live_keys(self.common_dir)
 
     def iter_refs(self, prefix: str) -> Iterator[tuple[str, pygit2.Oid]]:
-        for name in self.repo.listall_references():
+        for name in self._repo.listall_references():
             if name.startswith(prefix):
                 target = self.ref_target(name)
                 if target is not None:
@@ -577,12 +623,12 @@ class Store:
             name = str(shard_entry.name)
             if not is_shard(name):
                 continue
-            shard_tree = self.repo.get(shard_entry.id)
+            shard_tree = self._repo.get(shard_entry.id)
             if not isinstance(shard_tree, pygit2.Tree):
                 continue
             blob = rows[name] if isinstance(rows, pygit2.Tree) and name in rows else None
             # A hint, so an oversized one (a hostile push) is ignored, not read into memory.
-            small = blob is not None and self.repo.odb.read_header(blob.id)[1] <= ROWS_MAX_BYTES
+            small = blob is not None and self._repo.odb.read_header(blob.id)[1] <= ROWS_MAX_BYTES
             data = self._hint_bytes(blob) if isinstance(blob, pygit2.Blob) and small else None
             yield name, shard_tree, data
 
@@ -607,7 +653,7 @@ class Store:
             entry = tree[f"{shard(key)}/{key}"]
         except KeyError:
             return None
-        obj = self.repo.get(entry.id)
+        obj = self._repo.get(entry.id)
         return obj if isinstance(obj, pygit2.Tree) else None
 
     def archive_tree_with(
@@ -625,7 +671,7 @@ class Store:
         old_tree, lines = parse_rows(old.data if isinstance(old, pygit2.Blob) else None)
         old_shard = lookup(base, shard(key))
         lines[key] = (str(job_tree), f"{sort_key}\t{key}\t{job_tree}\t{rest}")
-        built = self.repo.get(tree)
+        built = self._repo.get(tree)
         assert isinstance(built, pygit2.Tree)
         # Vouch for the whole new shard only if the old rows covered the whole old shard.
         complete = old_shard is None or (old_tree is not None and old_tree == str(old_shard.id))
@@ -639,7 +685,7 @@ class Store:
         """The next archive commit holding `final_tree` at <shard>/<key> (no ref move)."""
         archive_tip = self.ref_target(ARCHIVE_REF)
         if archive_tip is None:
-            base_parent = self.commit(self.repo.TreeBuilder().write(), [], "genjob archive\n")
+            base_parent = self.commit(self._repo.TreeBuilder().write(), [], "genjob archive\n")
             base_tree = None
         else:
             base_parent = archive_tip

@@ -82,7 +82,7 @@ class TrustStore:
 def trust_from_worktree(store: Store) -> TrustStore:
     """`.genjob/` of the apply host's work tree (HEAD's tree in a bare repository)."""
     if store.workdir is None:
-        head = store.repo.head.peel(pygit2.Commit) if not store.repo.head_is_unborn else None
+        head = store.head_commit()
         return trust_from_tree(store, head.tree if head else None)
 
     def read(name: str) -> str:
@@ -331,13 +331,12 @@ def check_for_target(
 
 def target_tree(store: Store, branch: str | None) -> pygit2.Tree | None:
     if branch is None:
-        if store.repo.head_is_unborn:
-            return None
-        return store.repo.head.peel(pygit2.Commit).tree
-    ref = store.repo.references.get(f"refs/heads/{branch}")
-    if ref is None:
+        head = store.head_commit()
+        return head.tree if head is not None else None
+    tip = store.ref_target(f"refs/heads/{branch}")
+    if tip is None:
         raise BadInput(f"no branch {branch}", "create it first, or omit --branch")
-    return ref.peel(pygit2.Commit).tree
+    return store.get_commit(tip).tree
 
 
 def note_envelope(note: bytes) -> tuple[str, bytes] | None:

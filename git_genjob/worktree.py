@@ -114,8 +114,7 @@ def worktree_oids(store: Store, paths: list[str]) -> dict[str, pygit2.Oid | None
 
 
 def index_oids(store: Store, paths: list[str]) -> dict[str, pygit2.Oid | None]:
-    index = store.repo.index
-    index.read()
+    index = store.index()
     return {p: (index[p].id if p in index else None) for p in paths}
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -263,3 +264,16 @@ def live(repo: Path, key: str):  # type: ignore[no-untyped-def]
     record = load_live(store, key)
     assert record is not None, key
     return store, record
+
+
+_RAW: dict[str, pygit2.Repository] = {}
+
+
+def raw_repo(store: Any) -> pygit2.Repository:
+    """A libgit2 handle of the test's own on a store's repository, for objects written by hand
+    (hostile trees, forged commits): Store keeps its repository private. Kept alive here, since a
+    TreeBuilder outlives nothing of the Repository it came from."""
+    gitdir = str(store.gitdir)
+    if gitdir not in _RAW:
+        _RAW[gitdir] = pygit2.Repository(gitdir)
+    return _RAW[gitdir]

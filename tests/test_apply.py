@@ -18,7 +18,7 @@ from git_genjob.lifecycle import Publisher, claim, record_sending, recover
 from git_genjob.receipt import build_statement, sign_statement, subjects_for
 from git_genjob.records import load_live, write_event
 from git_genjob.store import RefUpdate, Store, job_ref
-from tests.conftest import git, live, refs, run_genjob, setup_worker, submit_key, work
+from tests.conftest import git, live, raw_repo, refs, run_genjob, setup_worker, submit_key, work
 
 GOOD = "echo 'def fetch_user(uid, timeout=1):\n    return uid' > src/user.py"
 
@@ -47,7 +47,7 @@ def _replace_tip(repo: Path, k: str, files: dict[str, bytes | None]) -> None:
             tree_files.pop(path, None)
         else:
             tree_files[path] = store.blob(data)
-    new = store.repo.create_commit(
+    new = raw_repo(store).create_commit(
         None, commit.author, commit.committer, commit.message, store.build_tree(tree_files), list(commit.parent_ids)
     )
     store.update_refs([RefUpdate(job_ref(k), tip, new)])

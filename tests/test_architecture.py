@@ -156,3 +156,15 @@ def test_the_writer_check_sees_a_raw_write(tmp_path: Path) -> None:
     planted = tmp_path / "planted.py"
     planted.write_text("def f(store):\n    store.repo.create_commit(None)\n    store.repo.config['a.b'] = 'c'\n")
     assert sorted(_libgit2_writes(planted)) == ["2: create_commit", "3: config[...] ="]
+
+
+def test_no_module_reaches_into_the_store_s_repository() -> None:
+    """`Store._repo` is private: every other module goes through Store's methods."""
+    bad = [
+        f"{module}:{node.lineno}"
+        for module, path in _modules()
+        if module != "store"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr in ("_repo", "repo")
+    ]
+    assert bad == []

@@ -19,14 +19,14 @@ from git_genjob.canonical import canonical_bytes, digest
 from git_genjob.keys import read_signing_key
 from git_genjob.receipt import sign_statement, subjects_for
 from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, job_ref
-from tests.conftest import git, live, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
+from tests.conftest import git, live, raw_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
 from tests.test_apply import GOOD, _replace_tip, _statement, snapshot
 
 
 def _raw_tree(store: Store, entries: list[tuple[str, bytes, pygit2.Oid]]) -> pygit2.Oid:
     """A tree object written byte by byte, so names libgit2's builder refuses ('..', '.git') can exist."""
     body = b"".join(mode + b" " + name.encode() + b"\0" + oid.raw for name, mode, oid in sorted(entries))
-    return store.repo.odb.write(pygit2.enums.ObjectType.TREE, body)
+    return raw_repo(store).odb.write(pygit2.enums.ObjectType.TREE, body)
 
 
 def _retree(repo: Path, key: str, inputs_entries: list[tuple[str, bytes, pygit2.Oid]]) -> None:
@@ -37,7 +37,7 @@ def _retree(repo: Path, key: str, inputs_entries: list[tuple[str, bytes, pygit2.
     commit = store.get_commit(tip)
     top = [(str(e.name), b"40000" if e.type_str == "tree" else b"100644", e.id) for e in commit.tree]
     top = [t for t in top if t[0] != "inputs"] + [("inputs", b"40000", _raw_tree(store, inputs_entries))]
-    new = store.repo.create_commit(
+    new = raw_repo(store).create_commit(
         None, commit.author, commit.committer, commit.message, _raw_tree(store, top), list(commit.parent_ids)
     )
     store.update_refs([RefUpdate(job_ref(key), tip, new)])
@@ -197,12 +197,12 @@ def test_an_output_entry_naming_a_tree_fails_check6(ready: tuple[Path, Path]) ->
     tip = store.ref_target(job_ref(k))
     assert tip is not None
     commit = store.get_commit(tip)
-    empty = store.repo.odb.write(pygit2.enums.ObjectType.TREE, b"")
+    empty = raw_repo(store).odb.write(pygit2.enums.ObjectType.TREE, b"")
     src = _raw_tree(store, [("user.py", b"100644", empty)])
     outputs = _raw_tree(store, [("src", b"40000", src)])
     top = [(str(e.name), b"40000" if e.type_str == "tree" else b"100644", e.id) for e in commit.tree]
     top = [t for t in top if t[0] != "outputs"] + [("outputs", b"40000", outputs)]
-    new = store.repo.create_commit(
+    new = raw_repo(store).create_commit(
         None, commit.author, commit.committer, commit.message, _raw_tree(store, top), list(commit.parent_ids)
     )
     store.update_refs([RefUpdate(job_ref(k), tip, new)])
@@ -694,7 +694,7 @@ def test_a_damaged_archive_entry_is_one_damaged_row(ready: tuple[Path, Path]) ->
     tip = store.ref_target(ARCHIVE_REF)
     assert tip is not None
     bad = store.tree_with(None, "meta.json", store.blob(b'{"key":"x"}'))
-    bad = store.tree_with(store.repo.get(bad), "job.json", store.blob(b"{}"))  # type: ignore[arg-type]
+    bad = store.tree_with(store.get(bad), "job.json", store.blob(b"{}"))  # type: ignore[arg-type]
     tree = store.archive_tree_with(store.get_commit(tip).tree, "evil", bad)
     store.update_refs([RefUpdate(ARCHIVE_REF, tip, store.commit(tree, [tip], "hostile\n"))])
     res = run_genjob("status", "--all", "--json", cwd=repo)

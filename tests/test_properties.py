@@ -24,7 +24,7 @@ from git_genjob.receipt import PAYLOAD_TYPE, pae, parse_envelope
 from git_genjob.records import JobRecord, load_live
 from git_genjob.store import Store
 from git_genjob.verify import check_receipt, trust_from_worktree
-from tests.conftest import make_repo, run_genjob, setup_worker, submit_key, work
+from tests.conftest import make_repo, raw_repo, run_genjob, setup_worker, submit_key, work
 
 EXAMPLES = int(os.environ.get("GENJOB_HYPOTHESIS_EXAMPLES", "1000"))
 PROPERTY = settings(
@@ -183,7 +183,7 @@ def test_tree_entry_names_are_checked_when_read(done_job: tuple[Store, JobRecord
     blob = store.blob(b"x")
     entries = sorted((n.encode("utf-8", "surrogatepass"), blob) for n in names)
     body = b"".join(b"100644 " + n + b"\0" + oid.raw for n, oid in entries)
-    tree = store.repo.get(store.repo.odb.write(pygit2.enums.ObjectType.TREE, body))
+    tree = store.get(raw_repo(store).odb.write(pygit2.enums.ObjectType.TREE, body))
     assert isinstance(tree, pygit2.Tree)
     try:
         files = store.tree_files(tree)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pygit2
 
 from git_genjob.store import ARCHIVE_REF, ROWS_DIR, RefUpdate, Store, shard
-from tests.conftest import git, repo_with_remote, run_genjob, setup_worker, submit_key, work
+from tests.conftest import git, raw_repo, repo_with_remote, run_genjob, setup_worker, submit_key, work
 
 
 def _all(repo: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -22,7 +22,8 @@ def _rewrite_archive(repo: Path, change) -> None:  # type: ignore[no-untyped-def
     store = Store.open(str(repo))
     tip = store.ref_target(ARCHIVE_REF)
     assert tip is not None
-    root = store.repo.TreeBuilder(store.get_commit(tip).tree)
+    raw = raw_repo(store)
+    root = raw.TreeBuilder(raw[tip].peel(pygit2.Commit).tree)  # a builder takes its own repository's tree
     change(root, store)
     new = store.commit(root.write(), [tip], "rewritten\n")
     store.update_refs([RefUpdate(ARCHIVE_REF, tip, new)], message="test")
@@ -59,7 +60,7 @@ def test_a_row_that_names_another_tree_is_not_believed(repo: Path) -> None:
     for blob in (f"#tree {'0' * 40}\n{stale}\n", f"{stale}\n"):  # for another shard tree, or for none
 
         def change(root: pygit2.TreeBuilder, store: Store, blob: str = blob) -> None:
-            rows = store.repo.TreeBuilder()
+            rows = raw_repo(store).TreeBuilder()
             rows.insert(shard(k), store.blob(blob.encode()), pygit2.enums.FileMode.BLOB)
             root.insert(ROWS_DIR, rows.write(), pygit2.enums.FileMode.TREE)
 
@@ -105,7 +106,7 @@ def test_an_oversized_rows_blob_is_ignored(repo: Path, monkeypatch) -> None:  # 
     blob = git(repo, "show", f"{ARCHIVE_REF}:{ROWS_DIR}/{shard(k)}").replace("dropped", "applied")
 
     def change(root: pygit2.TreeBuilder, store: Store) -> None:  # same shard tree, same entry ids
-        rows = store.repo.TreeBuilder()
+        rows = raw_repo(store).TreeBuilder()
         rows.insert(shard(k), store.blob(blob.encode()), pygit2.enums.FileMode.BLOB)
         root.insert(ROWS_DIR, rows.write(), pygit2.enums.FileMode.TREE)
 

@@ -11,13 +11,13 @@ import pytest
 
 from git_genjob.errors import Conflict, StaleLock
 from git_genjob.store import RefUpdate, Store
-from tests.conftest import git, refs
+from tests.conftest import git, raw_repo, refs
 
 REF = "refs/genjob/jobs/race"
 
 
 def _blob_commit(store: Store, text: str) -> pygit2.Oid:
-    tb = store.repo.TreeBuilder()
+    tb = raw_repo(store).TreeBuilder()
     tb.insert("f", store.blob(text.encode()), pygit2.enums.FileMode.BLOB)
     return store.commit(tb.write(), [], f"{text}\n")
 
@@ -119,7 +119,7 @@ def test_blob_digests_of_a_tree_or_a_missing_object_is_refused(repo: Path) -> No
     from git_genjob.errors import BadInput
 
     store = Store.open(str(repo))
-    tree = store.repo.head.peel(pygit2.Commit).tree_id
+    tree = raw_repo(store).head.peel(pygit2.Commit).tree_id
     with pytest.raises(BadInput, match="is not a blob"):
         store.blob_digests([tree])
     with pytest.raises(KeyError):
@@ -131,7 +131,8 @@ def _hold_lock(path: str, value: pygit2.Oid, locked, finish) -> None:  # type: i
 
     store = Store.open(path)
     locks.announce(store.common_dir, [REF])
-    with store.repo.transaction() as txn:
+    own = pygit2.Repository(path)  # this process's own handle (a forked one is not)
+    with own.transaction() as txn:
         txn.lock_ref(REF)
         locked.set()
         finish.wait(10)
