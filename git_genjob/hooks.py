@@ -7,6 +7,8 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from git_genjob.errors import EXIT_CONFLICT, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+
 if TYPE_CHECKING:
     import pygit2
 
@@ -68,7 +70,7 @@ def run_hook(name: str, args: list[str]) -> int:
     handlers = {"pre-commit": _pre_commit, "commit-msg": _commit_msg, "pre-push": _pre_push, "pre-apply": _pre_apply}
     if name not in handlers:
         print(f"git genjob hook: unknown hook {name!r} (one of {', '.join(HOOKS)})", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         return handlers[name](args)
     except GenjobError as err:
@@ -88,7 +90,7 @@ def _pre_commit(args: list[str]) -> int:
 
     common = common_dir()
     if common is not None and not live_keys(common):
-        return 0  # no live job holds any path: nothing to check, and no libgit2 to load
+        return EXIT_OK  # no live job holds any path: nothing to check, and no libgit2 to load
     import pygit2
 
     from git_genjob.queue import allowed_paths_of
@@ -124,8 +126,8 @@ def _pre_commit(args: list[str]) -> int:
             "or commit with --no-verify",
             file=sys.stderr,
         )
-        return 4
-    return 0
+        return EXIT_CONFLICT
+    return EXIT_OK
 
 
 def _commit_msg(args: list[str]) -> int:
@@ -136,7 +138,7 @@ def _commit_msg(args: list[str]) -> int:
         message = "\n".join(line for line in fh.read().splitlines() if not line.startswith("#"))
     trailers = {k: v for k, v in parse_trailers(message).items() if k.startswith("Genjob-")}
     if not trailers:
-        return 0
+        return EXIT_OK
     from git_genjob.errors import GenjobError
     from git_genjob.records import find_job
     from git_genjob.verify import check_receipt, trust_from_worktree
@@ -164,8 +166,8 @@ def _commit_msg(args: list[str]) -> int:
         for p in problems:
             print(f"  - {p}", file=sys.stderr)
         print("hint: genjob commits are made by git genjob apply; remove the trailers", file=sys.stderr)
-        return 1
-    return 0
+        return EXIT_REFUSED
+    return EXIT_OK
 
 
 def _pre_push(args: list[str]) -> int:
@@ -186,8 +188,8 @@ def _pre_push(args: list[str]) -> int:
         print("git-genjob pre-push: refusing to push genjob commits that fail audit:", file=sys.stderr)
         for p in problems:
             print(f"  - {p}", file=sys.stderr)
-        return 1
-    return 0
+        return EXIT_REFUSED
+    return EXIT_OK
 
 
 class _RemoteNotes:
@@ -258,5 +260,5 @@ def _pre_apply(args: list[str]) -> int:
     store = _store()
     command = read_config(store).pre_apply
     if not command:
-        return 0
+        return EXIT_OK
     return subprocess.run(["sh", "-c", command], cwd=store.workdir or store.gitdir).returncode

@@ -27,6 +27,14 @@ class InitReport:
     def to_json(self) -> dict[str, list[str]]:
         return dict(self.__dict__)
 
+    def lines(self) -> list[str]:
+        """The human report."""
+        out = [f"created {p}" for p in self.created] + [f"config  {c}" for c in self.config]
+        out += [f"hook    {h}" for h in self.hooks]
+        if not out:
+            out.append("already initialized")
+        return [*out, "next: git genjob keygen, git genjob trust add NAME KEY.pub, then commit .genjob/"]
+
 
 DISPLAY_GLOB = NOTES_REF[:-1] + "[" + NOTES_REF[-1] + "]"  # refs/notes/genjo[b]
 

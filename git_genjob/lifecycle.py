@@ -188,6 +188,14 @@ class RecoverReport:
     def to_json(self) -> dict[str, list[str]]:
         return dict(self.__dict__)
 
+    def lines(self) -> list[str]:
+        """The human report."""
+        out = [f"requeued {k} (lease lapsed before sending)" for k in self.requeued]
+        out += [f"unknown  {k} (lease lapsed while sending; owner decides: retry or drop)" for k in self.unknown]
+        out += [f"archived {k} (finished an interrupted archive move)" for k in self.archived]
+        out += [f"cleared  {p} (stale lock of a writer that is gone)" for p in self.locks]
+        return out or ["no expired claims"]
+
 
 def recover(pub: Publisher, now: float | None = None) -> RecoverReport:
     """Fence expired claims: lapsed `claimed` -> failed_before_send (requeued), lapsed `sending` -> unknown."""

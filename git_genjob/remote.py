@@ -169,6 +169,13 @@ class SyncReport:
     def to_json(self) -> dict[str, list[str]]:
         return dict(self.__dict__)
 
+    def lines(self, headline: str) -> list[str]:
+        """The human report under `headline`."""
+        labels = ("created", "updated", "merged", "dropped", "pushed")
+        return [headline] + [
+            f"  {label}: {', '.join(getattr(self, label))}" for label in labels if getattr(self, label)
+        ]
+
 
 def _relation(store: Store, local: pygit2.Oid | None, remote: pygit2.Oid) -> str:
     if local is None:

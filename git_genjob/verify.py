@@ -11,7 +11,7 @@ from typing import Any
 import pygit2
 
 from git_genjob.canonical import digest, parse_strict
-from git_genjob.errors import BadInput, GenjobError, Refused
+from git_genjob.errors import EXIT_OK, EXIT_REFUSED, BadInput, GenjobError, Refused
 from git_genjob.keys import TrustedKey, parse_revoked, read_allowed_signers
 from git_genjob.receipt import Envelope, Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.records import JobRecord, find_job, parse_trailers
@@ -50,6 +50,11 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return all(c.ok for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        """`verify`'s exit: 0 only if applyable (SPEC §5)."""
+        return EXIT_OK if self.ok else EXIT_REFUSED
 
     def failures(self) -> list[str]:
         return [f"check {c.n} ({CHECKS[c.n]}): {c.detail}" for c in self.checks if not c.ok]

@@ -15,7 +15,16 @@ from typing import Any
 
 from git_genjob.canonical import digest, utc_now
 from git_genjob.config import Config, read_config
-from git_genjob.errors import Conflict, GeneratorUnavailable, GenjobError, StaleLock
+from git_genjob.errors import (
+    EXIT_CONFLICT,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNAVAILABLE,
+    Conflict,
+    GeneratorUnavailable,
+    GenjobError,
+    StaleLock,
+)
 from git_genjob.faults import crash_point
 from git_genjob.generators import GenContext, Generator, GenResult
 from git_genjob.keys import SigningKey
@@ -53,12 +62,12 @@ class WorkReport:
     def exit_code(self) -> int:
         results = {o.result for o in self.outcomes}
         if "fenced" in results:
-            return 4
+            return EXIT_CONFLICT
         if results & {"failed_before_send", "unknown"}:
-            return 3
+            return EXIT_UNAVAILABLE
         if self.strict and self.not_ok:
-            return 1
-        return 0
+            return EXIT_REFUSED
+        return EXIT_OK
 
     @property
     def not_ok(self) -> list[JobOutcome]:

@@ -143,3 +143,26 @@ def test_documented_json_shapes_match_the_output(repo: Path, tmp_path: Path) -> 
         seen[name] = json.loads(res.out)
     for name, doc in seen.items():
         assert _keys(doc) == _keys(JSON_SHAPES[name]), name
+
+
+def test_reports_print_their_own_lines(tmp_path: Path) -> None:
+    """init, recover, push and fetch print what their reports say, in the words users read."""
+    import time
+
+    from git_genjob.lifecycle import Publisher, claim
+    from tests.conftest import live, repo_with_remote, setup_worker, submit_key
+
+    _, repo = repo_with_remote(tmp_path)
+    setup_worker(repo)  # runs init
+    assert run_genjob("init", cwd=repo).out.splitlines()[0] == "already initialized"
+    assert run_genjob("recover", cwd=repo).out == "no expired claims\n"
+    lapsed = submit_key(repo, "-m", "Lapses", "README.md")
+    store, record = live(repo, lapsed)
+    claim(Publisher(store), record, "w1", 0.05)
+    time.sleep(0.1)
+    assert run_genjob("recover", cwd=repo).out == f"requeued {lapsed} (lease lapsed before sending)\n"
+    k = submit_key(repo, "-m", "Add a timeout", "src/user.py")
+    pushed = run_genjob("push", cwd=repo).out.splitlines()
+    assert pushed[0].startswith("pushed ") and pushed[0].endswith(" ref(s) to origin")
+    assert any(line.startswith("  pushed: ") and k in line for line in pushed[1:]), pushed
+    assert run_genjob("fetch", cwd=repo).out.splitlines()[0] == "fetched from origin"

@@ -14,6 +14,7 @@ from git_genjob.cli.common import (
     open_store,
     parse_duration,
 )
+from git_genjob.errors import EXIT_REFUSED
 
 
 @main.command(context_settings=CONTEXT)
@@ -104,7 +105,7 @@ def cache_drift(fp: str, as_json: bool) -> None:
         lambda: click.echo(f"drift {fp}: " + ", ".join(doc["pending"]) if doc["pending"] else f"no drift {fp}"),
     )
     if doc["pending"]:
-        raise SystemExit(1)
+        raise SystemExit(EXIT_REFUSED)
 
 
 @cache.command("accept", context_settings=CONTEXT)

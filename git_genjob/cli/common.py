@@ -23,6 +23,12 @@ def emit(doc: Any, as_json: bool, human: Callable[[], None] | None = None) -> No
         human()
 
 
+def echo_lines(lines: list[str]) -> None:
+    """A report's own human lines, printed."""
+    for line in lines:
+        click.echo(line)
+
+
 def quiet_mode() -> bool:
     ctx = click.get_current_context(silent=True)
     return bool(ctx and ctx.find_root().params.get("quiet"))

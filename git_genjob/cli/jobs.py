@@ -12,6 +12,7 @@ import click
 from git_genjob.cli.common import (
     CONTEXT,
     STATE_COLOURS,
+    echo_lines,
     emit,
     json_option,
     key_arg,
@@ -37,18 +38,7 @@ def init(hooks: bool, force: bool, as_json: bool) -> None:
 
         report.hooks = install_hooks(store, force=force)
 
-    def human() -> None:
-        for path in report.created:
-            click.echo(f"created {path}")
-        for item in report.config:
-            click.echo(f"config  {item}")
-        for item in report.hooks:
-            click.echo(f"hook    {item}")
-        if not (report.created or report.config or report.hooks):
-            click.echo("already initialized")
-        click.echo("next: git genjob keygen, git genjob trust add NAME KEY.pub, then commit .genjob/")
-
-    emit(report.to_json(), as_json, human)
+    emit(report.to_json(), as_json, lambda: echo_lines(report.lines()))
 
 
 @main.command(context_settings=CONTEXT)
@@ -265,19 +255,7 @@ def recover(remote: str | None, as_json: bool) -> None:
 
     report = do_recover(Publisher(open_store(), remote))
 
-    def human() -> None:
-        for k in report.requeued:
-            click.echo(f"requeued {k} (lease lapsed before sending)")
-        for k in report.unknown:
-            click.echo(f"unknown  {k} (lease lapsed while sending; owner decides: retry or drop)")
-        for k in report.archived:
-            click.echo(f"archived {k} (finished an interrupted archive move)")
-        for path in report.locks:
-            click.echo(f"cleared  {path} (stale lock of a writer that is gone)")
-        if not (report.requeued or report.unknown or report.archived or report.locks):
-            click.echo("no expired claims")
-
-    emit(report.to_json(), as_json, human)
+    emit(report.to_json(), as_json, lambda: echo_lines(report.lines()))
 
 
 @main.command(context_settings=CONTEXT)

@@ -14,6 +14,7 @@ from git_genjob.cli.common import (
     paint,
     progress_printer,
 )
+from git_genjob.errors import EXIT_REFUSED
 
 
 @main.command("verify", context_settings=CONTEXT)
@@ -36,8 +37,8 @@ def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
             click.echo(f"hint: {hint}", err=True)
 
     emit(verdict.to_json(), as_json, human)
-    if not verdict.ok:
-        raise SystemExit(1)
+    if verdict.exit_code:
+        raise SystemExit(verdict.exit_code)
 
 
 @main.command("apply", context_settings=CONTEXT)
@@ -111,4 +112,4 @@ def audit_cmd(range_: str | None, quiet: bool, trust_from: str | None, as_json: 
 
     emit({"commits": [a.to_json() for a in results], "failing": len(bad)}, as_json, human)
     if bad:
-        raise SystemExit(1)
+        raise SystemExit(EXIT_REFUSED)

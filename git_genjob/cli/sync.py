@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from git_genjob.cli.common import (
     CONTEXT,
+    echo_lines,
     emit,
     json_option,
     main,
@@ -26,7 +25,7 @@ def push(remote: str | None, as_json: bool) -> None:
     store = open_store()
     remote = remote_name(store, remote)
     report = do_push(store, remote)
-    emit(report.to_json(), as_json, lambda: _sync_human(report, f"pushed {len(report.pushed)} ref(s) to {remote}"))
+    emit(report.to_json(), as_json, lambda: echo_lines(report.lines(f"pushed {len(report.pushed)} ref(s) to {remote}")))
 
 
 @main.command(context_settings=CONTEXT)
@@ -39,12 +38,4 @@ def fetch(remote: str | None, as_json: bool) -> None:
     store = open_store()
     remote = remote_name(store, remote)
     report = do_fetch(store, remote)
-    emit(report.to_json(), as_json, lambda: _sync_human(report, f"fetched from {remote}"))
-
-
-def _sync_human(report: Any, headline: str) -> None:
-    click.echo(headline)
-    for label in ("created", "updated", "merged", "dropped", "pushed"):
-        items = getattr(report, label)
-        if items:
-            click.echo(f"  {label}: {', '.join(items)}")
+    emit(report.to_json(), as_json, lambda: echo_lines(report.lines(f"fetched from {remote}")))

@@ -21,6 +21,7 @@ from git_genjob.cli.common import (
     worker_id_of,
     worker_id_option,
 )
+from git_genjob.errors import EXIT_CONFLICT
 from git_genjob.states import LEASE_S, TIMEOUT_S
 
 
@@ -168,4 +169,4 @@ def receipt_cmd(
     )
     emit(outcome.to_json(), as_json, lambda: click.echo(f"receipt {key} {outcome.result} {outcome.reason}".rstrip()))
     if outcome.result == "fenced":
-        raise SystemExit(4)
+        raise SystemExit(EXIT_CONFLICT)
