@@ -131,6 +131,14 @@ class RefUpdate:
     new: pygit2.Oid | None
 
 
+class _BuildFailed(Exception):
+    """The new value of a ref could not be built (an object write failed), inside its lock."""
+
+    def __init__(self, error: pygit2.GitError):
+        super().__init__(str(error))
+        self.error = error
+
+
 def _widen_pipe(fd: int, size: int) -> None:
     """Let a pipe hold `size` bytes (Linux F_SETPIPE_SZ), so a writer is not woken every 64 KiB."""
     try:
@@ -546,7 +554,11 @@ class Store:
                     crash_point("ref-locked")
                     self.check_expected(updates)
                     if build is not None:
-                        updates = [RefUpdate(updates[0].name, updates[0].expected, build())]
+                        try:
+                            value = build()
+                        except pygit2.GitError as exc:
+                            raise _BuildFailed(exc) from exc  # an object write failed: no lock to wait for
+                        updates = [RefUpdate(updates[0].name, updates[0].expected, value)]
                         build = None  # a retry after a failed commit reuses the objects made
                     for u in updates:
                         if u.new is None:
@@ -554,6 +566,8 @@ class Store:
                         else:
                             txn.set_target(u.name, u.new, message=message)
                 return
+            except _BuildFailed as failed:
+                raise failed.error from None
             except pygit2.GitError as exc:
                 self._raise_if_stale(updates)
                 if not wait and any(locks.held_by_another_writer(self.common_dir, u.name) for u in updates):

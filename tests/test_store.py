@@ -171,3 +171,19 @@ def test_a_built_update_that_loses_writes_no_object(repo: Path) -> None:
     new = store.update_ref_built(REF, first, build, "wins")
     assert calls == ["built"] and store.ref_target(REF) == new
     assert store.get_commit(new).message == "second\n"
+
+
+def test_a_failed_object_write_inside_the_lock_is_not_taken_for_a_held_lock(repo: Path) -> None:
+    """build() failing with a libgit2 error surfaces that error at once (not a 'could not lock'
+    conflict after waiting), releases the lock and leaves the ref as it was."""
+    store = Store.open(str(repo))
+    first = _blob_commit(store, "first")
+    store.update_refs([RefUpdate(REF, None, first)])
+
+    def build() -> pygit2.Oid:
+        raise pygit2.GitError("disk full (planted)")
+
+    with pytest.raises(pygit2.GitError, match="disk full"):
+        store.update_ref_built(REF, first, build, "fails")
+    assert store.ref_target(REF) == first
+    assert not (repo / ".git" / f"{REF}.lock").exists()
