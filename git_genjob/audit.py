@@ -11,7 +11,7 @@ import pygit2
 
 from git_genjob.apply import TRAILERS
 from git_genjob.canonical import digest
-from git_genjob.errors import BadInput, GenjobError
+from git_genjob.errors import BadInput, GenjobError, Painter, plain
 from git_genjob.job import check_key
 from git_genjob.notes import read_note
 from git_genjob.receipt import Predicate, check_output_paths, check_signature, parse_envelope
@@ -59,6 +59,19 @@ class CommitAudit:
             "facts": self.facts,
             "jobs": self.jobs or ([self.trailers["Genjob-Key"]] if "Genjob-Key" in self.trailers else []),
         }
+
+
+def audit_lines(results: list[CommitAudit], quiet: bool = False, paint: Painter = plain) -> list[str]:
+    """The human report of `audit`: each commit (failing ones only with `quiet`), then a count."""
+    out = []
+    for a in results:
+        if quiet and a.ok:
+            continue
+        mark = paint("ok  ", "green") if a.ok else paint("FAIL", "red")
+        out.append(f"{mark} {a.commit[:12]} {a.provenance:<22} {a.subject}")
+        out += [f"       {line}" for line in a.facts + a.problems]
+    failing = sum(1 for a in results if not a.ok)
+    return [*out, f"{len(results)} genjob commit(s), {failing} failing"]
 
 
 def commits_in(store: Store, spec: str | None) -> list[pygit2.Commit]:

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+Painter = Callable[[str, str], str]  # (text, colour) -> text: the cli colours, everything else is plain
+
+
+def plain(text: str, colour: str) -> str:
+    return text
+
+
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2

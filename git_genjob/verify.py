@@ -11,7 +11,7 @@ from typing import Any
 import pygit2
 
 from git_genjob.canonical import digest, parse_strict
-from git_genjob.errors import EXIT_OK, EXIT_REFUSED, BadInput, GenjobError, Refused
+from git_genjob.errors import EXIT_OK, EXIT_REFUSED, BadInput, GenjobError, Painter, Refused, plain
 from git_genjob.keys import TrustedKey, parse_revoked, read_allowed_signers
 from git_genjob.receipt import Envelope, Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.records import JobRecord, find_job, parse_trailers
@@ -50,6 +50,14 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return all(c.ok for c in self.checks)
+
+    def lines(self, paint: Painter = plain) -> list[str]:
+        """The human report: every check, then whether the job is applyable."""
+        out = []
+        for c in self.checks:
+            mark = paint("ok  ", "green") if c.ok else paint("FAIL", "red")
+            out.append(f"{mark} {c.n} {CHECKS[c.n]:<9} {c.detail}")
+        return [*out, f"{self.key}: {'applyable' if self.ok else 'NOT applyable'}"]
 
     @property
     def exit_code(self) -> int:

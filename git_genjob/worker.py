@@ -23,7 +23,9 @@ from git_genjob.errors import (
     Conflict,
     GeneratorUnavailable,
     GenjobError,
+    Painter,
     StaleLock,
+    plain,
 )
 from git_genjob.faults import crash_point
 from git_genjob.generators import GenContext, Generator, GenResult
@@ -57,6 +59,29 @@ class WorkReport:
     outcomes: list[JobOutcome] = field(default_factory=list)
 
     strict: bool = False  # `work --strict`: a receipt that is not ok is exit 1
+
+    def lines(self, paint: Painter = plain) -> list[str]:
+        """The human report: one line per job, and how to ask afresh after a replay."""
+        if not self.outcomes:
+            return ["nothing to do: no queued job"]
+        out = []
+        for o in self.outcomes:
+            shown = paint(o.result, "green" if o.result == "ok" else "red")
+            out.append(f"{o.key:<34} {shown}" + (f": {o.reason}" if o.reason else ""))
+            if o.replayed:
+                out.append(
+                    f"{'':<34} replay of the answer recorded for this job ({o.replayed[0][:12]}); "
+                    f"git genjob retry {o.key} --refresh asks afresh"
+                )
+        return out
+
+    def warnings(self) -> list[str]:
+        """One line per stored receipt that is not ok (for stderr: `work` itself succeeded)."""
+        return [
+            f"warning: job {o.key}: its receipt is {o.result}, nothing to apply; "
+            f"see git genjob show {o.key}, then git genjob retry {o.key} or git genjob drop {o.key} --why TEXT"
+            for o in self.not_ok
+        ]
 
     @property
     def exit_code(self) -> int:

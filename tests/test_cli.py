@@ -166,3 +166,37 @@ def test_reports_print_their_own_lines(tmp_path: Path) -> None:
     assert pushed[0].startswith("pushed ") and pushed[0].endswith(" ref(s) to origin")
     assert any(line.startswith("  pushed: ") and k in line for line in pushed[1:]), pushed
     assert run_genjob("fetch", cwd=repo).out.splitlines()[0] == "fetched from origin"
+
+
+def test_coloured_reports_render_through_the_painter_they_are_given(tmp_path: Path) -> None:
+    """verify, audit and work build their own lines; colour comes only from the cli's painter."""
+    from git_genjob.audit import audit, audit_lines
+    from git_genjob.store import Store
+    from git_genjob.verify import verify
+    from git_genjob.worker import JobOutcome, WorkReport
+    from tests.conftest import make_repo, setup_worker, submit_key, work
+
+    def mark(text: str, colour: str) -> str:
+        return f"<{colour}>{text}</{colour}>"
+
+    repo = make_repo(tmp_path / "r")
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "Add a timeout", "src/user.py")
+    assert work(repo, key, "echo 'x = 1' >> src/user.py", "--once").code == 0
+    verdict = verify(Store.open(str(repo)), k)
+    lines = verdict.lines(mark)
+    assert lines[0].startswith("<green>ok  </green> 1 envelope") and lines[-1] == f"{k}: applyable"
+    assert verdict.lines()[0].startswith("ok   1 envelope")  # plain without a painter
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    results = audit(Store.open(str(repo)), None, lambda _: None)
+    assert audit_lines(results, paint=mark)[0].startswith("<green>ok  </green> ")
+    assert audit_lines(results, quiet=True) == ["1 genjob commit(s), 0 failing"]
+    report = WorkReport([JobOutcome("k1", "ok", replayed=["f" * 64]), JobOutcome("k2", "rejected", "unchanged")])
+    assert report.lines(mark)[0] == f"{'k1':<34} <green>ok</green>"
+    assert "git genjob retry k1 --refresh asks afresh" in report.lines()[1]
+    assert report.lines()[2] == f"{'k2':<34} rejected: unchanged"
+    assert report.warnings() == [
+        "warning: job k2: its receipt is rejected, nothing to apply; see git genjob show k2, "
+        "then git genjob retry k2 or git genjob drop k2 --why TEXT"
+    ]
+    assert WorkReport().lines() == ["nothing to do: no queued job"]

@@ -6,6 +6,7 @@ import click
 
 from git_genjob.cli.common import (
     CONTEXT,
+    echo_lines,
     emit,
     json_option,
     key_arg,
@@ -23,15 +24,12 @@ from git_genjob.errors import EXIT_REFUSED
 @json_option
 def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
     """Every check of the receipt of KEY; exit 0 only if applyable."""
-    from git_genjob.verify import CHECKS, next_step, verify
+    from git_genjob.verify import next_step, verify
 
     verdict = verify(open_store(), key, branch, progress=progress_printer(False))
 
     def human() -> None:
-        for c in verdict.checks:
-            mark = paint("ok  ", "green") if c.ok else paint("FAIL", "red")
-            click.echo(f"{mark} {c.n} {CHECKS[c.n]:<9} {c.detail}")
-        click.echo(f"{key}: {'applyable' if verdict.ok else 'NOT applyable'}")
+        echo_lines(verdict.lines(paint))
         hint = next_step(verdict) if not verdict.ok else ""
         if hint and not hint.startswith("see: "):
             click.echo(f"hint: {hint}", err=True)
@@ -95,21 +93,15 @@ def log_cmd(range_: str | None, as_json: bool) -> None:
 @json_option
 def audit_cmd(range_: str | None, quiet: bool, trust_from: str | None, as_json: bool) -> None:
     """Re-verify every commit with Genjob-* trailers in RANGE (for CI); exit 1 on any failure."""
-    from git_genjob.audit import audit
+    from git_genjob.audit import audit, audit_lines
 
     results = audit(open_store(), range_, progress_printer(quiet), trust_from)
     bad = [a for a in results if not a.ok]
 
-    def human() -> None:
-        for a in results:
-            if quiet and a.ok:
-                continue
-            mark = paint("ok  ", "green") if a.ok else paint("FAIL", "red")
-            click.echo(f"{mark} {a.commit[:12]} {a.provenance:<22} {a.subject}")
-            for line in a.facts + a.problems:
-                click.echo(f"       {line}")
-        click.echo(f"{len(results)} genjob commit(s), {len(bad)} failing")
-
-    emit({"commits": [a.to_json() for a in results], "failing": len(bad)}, as_json, human)
+    emit(
+        {"commits": [a.to_json() for a in results], "failing": len(bad)},
+        as_json,
+        lambda: echo_lines(audit_lines(results, quiet, paint)),
+    )
     if bad:
         raise SystemExit(EXIT_REFUSED)

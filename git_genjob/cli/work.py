@@ -6,6 +6,7 @@ import click
 
 from git_genjob.cli.common import (
     CONTEXT,
+    echo_lines,
     emit,
     git_config,
     json_option,
@@ -97,25 +98,9 @@ def work(
     )
     report = do_work(store, opts, progress_printer(quiet))
 
-    def human() -> None:
-        if not report.outcomes:
-            click.echo("nothing to do: no queued job")
-        for o in report.outcomes:
-            shown = paint(o.result, "green" if o.result == "ok" else "red")
-            click.echo(f"{o.key:<34} {shown}" + (f": {o.reason}" if o.reason else ""))
-            if o.replayed:
-                click.echo(
-                    f"{'':<34} replay of the answer recorded for this job ({o.replayed[0][:12]}); "
-                    f"git genjob retry {o.key} --refresh asks afresh"
-                )
-
-    emit(report.to_json(), as_json, human)
-    for o in report.not_ok:
-        click.echo(
-            f"warning: job {o.key}: its receipt is {o.result}, nothing to apply; "
-            f"see git genjob show {o.key}, then git genjob retry {o.key} or git genjob drop {o.key} --why TEXT",
-            err=True,
-        )
+    emit(report.to_json(), as_json, lambda: echo_lines(report.lines(paint)))
+    for line in report.warnings():
+        click.echo(line, err=True)
     if report.exit_code:
         raise SystemExit(report.exit_code)
 
