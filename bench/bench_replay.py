@@ -19,8 +19,8 @@ from common import make_repo  # noqa: E402
 
 def fill(repo: str, n: int) -> None:
     """N recorded entries written in bulk (one commit), the same layout Cache.add writes."""
-    from git_genjob.canonical import canonical_bytes, sha256_hex
-    from git_genjob.store import REPLAYS_REF, RefUpdate, Store
+    from git_genjob.documents.canonical import canonical_bytes, sha256_hex
+    from git_genjob.storage.store import REPLAYS_REF, RefUpdate, Store
 
     store = Store.open(repo)
     r = pygit2.Repository(store.gitdir)
@@ -47,8 +47,8 @@ def fill(repo: str, n: int) -> None:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100000
-    from git_genjob.replay import Cache, call, request_doc
-    from git_genjob.store import Store
+    from git_genjob.replay.cache import Cache, call, request_doc
+    from git_genjob.storage.store import Store
 
     repo = make_repo(1)
     t = time.perf_counter()

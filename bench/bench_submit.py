@@ -14,8 +14,8 @@ import time
 
 
 def run(n: int) -> dict[str, float]:
-    from git_genjob.queue import status, submit
-    from git_genjob.store import Store
+    from git_genjob.planner.queue import status, submit
+    from git_genjob.storage.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
         env = {

@@ -18,10 +18,10 @@ from common import make_repo, trusted_key  # noqa: E402
 
 def main() -> None:
     mb = int(sys.argv[1]) if len(sys.argv) > 1 else 100
-    from git_genjob.apply import apply
-    from git_genjob.queue import submit
-    from git_genjob.store import Store
-    from git_genjob.verify import verify
+    from git_genjob.landing.apply import apply
+    from git_genjob.landing.verify import verify
+    from git_genjob.planner.queue import submit
+    from git_genjob.storage.store import Store
 
     repo = make_repo()
     key = trusted_key(repo)

@@ -16,8 +16,8 @@ from common import make_repo, trusted_key  # noqa: E402
 
 
 def local(workers: int, jobs: int) -> float:
-    from git_genjob.queue import submit
-    from git_genjob.store import Store
+    from git_genjob.planner.queue import submit
+    from git_genjob.storage.store import Store
 
     repo = make_repo()
     key = trusted_key(repo)
@@ -51,10 +51,10 @@ def local(workers: int, jobs: int) -> float:
 
 
 def remote_claim_latency(rounds: int = 10) -> float:
-    from git_genjob.lifecycle import Publisher, claim
-    from git_genjob.queue import submit
-    from git_genjob.records import load_live
-    from git_genjob.store import Store
+    from git_genjob.planner.queue import submit
+    from git_genjob.storage.records import load_live
+    from git_genjob.storage.store import Store
+    from git_genjob.worker.lifecycle import Publisher, claim
 
     repo = make_repo()
     bare = repo + "-remote.git"
@@ -63,7 +63,7 @@ def remote_claim_latency(rounds: int = 10) -> float:
     store = Store.open(repo)
     for i in range(rounds):
         submit(store, f"job {i}", ["f0.py"], key=f"r{i}", rev="HEAD")
-    from git_genjob.remote import push
+    from git_genjob.storage.remote import push
 
     push(store, "origin")
     times = []

@@ -29,9 +29,9 @@ def make_repo(files: int = 20) -> str:
 
 
 def trusted_key(repo: str) -> str:
-    from git_genjob.initrepo import init
-    from git_genjob.keys import generate, trust_line, write_key_files
-    from git_genjob.store import Store
+    from git_genjob.documents.keys import generate, trust_line, write_key_files
+    from git_genjob.planner.initrepo import init
+    from git_genjob.storage.store import Store
 
     init(Store.open(repo))
     key = generate("bench")

@@ -13,10 +13,10 @@ import hashlib
 import subprocess
 from typing import BinaryIO
 
-from git_genjob.canonical import canonical_bytes, digest
-from git_genjob.job import Job
-from git_genjob.records import event_message
-from git_genjob.store import shard
+from git_genjob.documents.canonical import canonical_bytes, digest
+from git_genjob.documents.job import Job
+from git_genjob.storage.records import event_message
+from git_genjob.storage.store import shard
 
 WHO = "bench <bench@example.com> 1767225600 +0000"
 
@@ -124,9 +124,9 @@ def add_rows(repo: str) -> None:
     cannot: a row names its entry's tree id, known only once the entry is written)."""
     import pygit2
 
-    from git_genjob.queue import archive_row
-    from git_genjob.records import load_tree
-    from git_genjob.store import ARCHIVE_REF, ROWS_DIR, RefUpdate, Store, rows_blob
+    from git_genjob.planner.queue import archive_row
+    from git_genjob.storage.records import load_tree
+    from git_genjob.storage.store import ARCHIVE_REF, ROWS_DIR, RefUpdate, Store, rows_blob
 
     store = Store.open(repo)
     tip = store.ref_target(ARCHIVE_REF)

@@ -76,7 +76,7 @@ class PyGen:
         return {"kind": self.kind, "endpoint": None, "model": None, "command": self.command}
 
     def generate(self, ctx: Any) -> Any:
-        from git_genjob.generators import GenResult
+        from git_genjob.worker.generators import GenResult
 
         for path in ctx.job.allowed_paths:
             target = os.path.join(ctx.scratch, path)
@@ -90,20 +90,20 @@ def append_line(path: str, old: bytes | None) -> bytes:
 
 
 def worker_opts(keypath: str, gen: Any, worker_id: str = "bench") -> Any:
-    from git_genjob.keys import read_signing_key
-    from git_genjob.worker import WorkerOptions
+    from git_genjob.documents.keys import read_signing_key
+    from git_genjob.worker.run import WorkerOptions
 
     return WorkerOptions(gen, read_signing_key(keypath), worker_id, lease_s=600)
 
 
 def genjob_one(store: Any, opts: Any, i: int, path: str) -> dict[str, float]:
     """submit -> claim -> generate+sign+store -> verify -> apply, timed per step."""
-    from git_genjob.apply import apply
-    from git_genjob.lifecycle import Publisher, claim
-    from git_genjob.queue import submit
-    from git_genjob.records import load_live
-    from git_genjob.verify import verify
-    from git_genjob.worker import run_claimed
+    from git_genjob.landing.apply import apply
+    from git_genjob.landing.verify import verify
+    from git_genjob.planner.queue import submit
+    from git_genjob.storage.records import load_live
+    from git_genjob.worker.lifecycle import Publisher, claim
+    from git_genjob.worker.run import run_claimed
 
     t0 = time.perf_counter()
     res = submit(store, f"round trip {i}", [path], key=f"rt-{i}-{os.getpid()}")
@@ -142,7 +142,7 @@ def baseline_one(q: PlainQueue, i: int, path: str) -> dict[str, float]:
 
 
 def row_round_trip(n: int) -> list[Row]:
-    from git_genjob.store import Store
+    from git_genjob.storage.store import Store
 
     repo = make_repo()
     keypath = trusted_key(repo)
@@ -221,10 +221,10 @@ def child_run(argv: list[str], cwd: str) -> tuple[float, float, int]:
 
 
 def row_scale(sizes: list[int], live: int, jobs: int) -> list[Row]:
-    from git_genjob.audit import audit
-    from git_genjob.lifecycle import Publisher
-    from git_genjob.store import Store
-    from git_genjob.worker import Picker, WorkReport, _claim_next
+    from git_genjob.landing.audit import audit
+    from git_genjob.storage.store import Store
+    from git_genjob.worker.lifecycle import Publisher
+    from git_genjob.worker.run import Picker, WorkReport, _claim_next
 
     apply_ms, audit_ms, claim_ms, status_s, status_mb = [], [], [], [], []
     for n in sizes:
@@ -307,9 +307,9 @@ def row_scale(sizes: list[int], live: int, jobs: int) -> list[Row]:
 
 def row_claim_next_queued(queued: list[int]) -> list[Row]:
     """A worker's pick: cold (its first, one scan of the live refs) and warm (later picks of a loop)."""
-    from git_genjob.lifecycle import Publisher
-    from git_genjob.store import Store
-    from git_genjob.worker import Picker, WorkReport, _claim_next
+    from git_genjob.storage.store import Store
+    from git_genjob.worker.lifecycle import Publisher
+    from git_genjob.worker.run import Picker, WorkReport, _claim_next
 
     cold, warm, refs_ms = [], [], []
     for q in queued:
@@ -362,10 +362,10 @@ def row_claim_next_queued(queued: list[int]) -> list[Row]:
 
 CLAIMER = """
 import sys, time
-from git_genjob.lifecycle import Publisher
-from git_genjob.store import Store
-from git_genjob.worker import Picker, WorkReport, WorkerOptions, _claim_next
-from git_genjob.keys import generate
+from git_genjob.worker.lifecycle import Publisher
+from git_genjob.storage.store import Store
+from git_genjob.worker.run import Picker, WorkReport, WorkerOptions, _claim_next
+from git_genjob.documents.keys import generate
 repo, wid, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 store = Store.open(repo)
 opts = WorkerOptions(None, generate("c"), wid, lease_s=600)
@@ -385,8 +385,8 @@ print(n, lost)
 
 
 def row_claims_per_second(workers: list[int], queued: int, seconds: float) -> Row:
-    from git_genjob.queue import live_jobs
-    from git_genjob.store import Store
+    from git_genjob.planner.queue import live_jobs
+    from git_genjob.storage.store import Store
 
     rates, doubles, losses = [], [], []
     for w in workers:
@@ -432,11 +432,11 @@ def row_claims_per_second(workers: list[int], queued: int, seconds: float) -> Ro
 # -- big outputs --------------------------------------------------------------------------------
 def big_job(files: int, each: int, kind: str) -> tuple[str, str]:
     """A repository with one done job whose outputs are `files` files of `each` bytes."""
-    from git_genjob.lifecycle import Publisher, claim
-    from git_genjob.queue import submit
-    from git_genjob.records import load_live
-    from git_genjob.store import Store
-    from git_genjob.worker import run_claimed
+    from git_genjob.planner.queue import submit
+    from git_genjob.storage.records import load_live
+    from git_genjob.storage.store import Store
+    from git_genjob.worker.lifecycle import Publisher, claim
+    from git_genjob.worker.run import run_claimed
 
     repo = make_repo(2)
     keypath = trusted_key(repo)
@@ -465,8 +465,8 @@ def big_job(files: int, each: int, kind: str) -> tuple[str, str]:
 
 
 def row_verify_throughput(mb: int) -> list[Row]:
-    from git_genjob.store import Store
-    from git_genjob.verify import verify
+    from git_genjob.landing.verify import verify
+    from git_genjob.storage.store import Store
 
     rows = []
     for kind in ("random", "text"):

@@ -12,7 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:  # the one funnel for bugs: every command and hook comes through here
-        from git_genjob.errors import report_crash
+        from git_genjob.documents.errors import report_crash
 
         return report_crash(exc, args)
 
@@ -29,7 +29,7 @@ def _dispatch(args: list[str]) -> int:
         sys.stdout.write(f"git genjob, version {__version__}\n")
         return 0
     if args[:1] == ["hook"] and len(args) >= 2 and args[1] not in ("-h", "--help"):
-        from git_genjob.hooks import run_hook
+        from git_genjob.landing.hooks import run_hook
 
         return run_hook(args[1], args[2:])
     from git_genjob.cli import run

@@ -257,8 +257,8 @@ def ask(repo: Path, stub_url: str, prompt: str, *extra: str) -> tuple[int, str, 
 
 def live(repo: Path, key: str):  # type: ignore[no-untyped-def]
     """(store, live record) of job `key`, read through the library."""
-    from git_genjob.records import load_live
-    from git_genjob.store import Store
+    from git_genjob.storage.records import load_live
+    from git_genjob.storage.store import Store
 
     store = Store.open(str(repo))
     record = load_live(store, key)

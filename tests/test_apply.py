@@ -12,12 +12,12 @@ from typing import Any
 import pygit2
 import pytest
 
-from git_genjob.canonical import canonical_bytes, digest
-from git_genjob.keys import generate, read_signing_key
-from git_genjob.lifecycle import Publisher, claim, record_sending, recover
-from git_genjob.receipt import build_statement, sign_statement, subjects_for
-from git_genjob.records import load_live, write_event
-from git_genjob.store import RefUpdate, Store, job_ref
+from git_genjob.documents.canonical import canonical_bytes, digest
+from git_genjob.documents.keys import generate, read_signing_key
+from git_genjob.documents.receipt import build_statement, sign_statement, subjects_for
+from git_genjob.storage.records import load_live, write_event
+from git_genjob.storage.store import RefUpdate, Store, job_ref
+from git_genjob.worker.lifecycle import Publisher, claim, record_sending, recover
 from tests.conftest import git, live, raw_repo, refs, run_genjob, setup_worker, submit_key, work
 
 GOOD = "echo 'def fetch_user(uid, timeout=1):\n    return uid' > src/user.py"
@@ -425,7 +425,7 @@ def test_audit_honours_a_later_revocation(done: tuple[Path, Path, str]) -> None:
 
 def test_outputs_larger_than_the_stream_threshold_verify_and_apply(repo: Path) -> None:
     """Outputs above Store.STREAM_ABOVE are hashed and copied a chunk at a time through git."""
-    from git_genjob.store import Store
+    from git_genjob.storage.store import Store
 
     key = setup_worker(repo)
     k = submit_key(repo, "-m", "big", "src/user.py", "--create", "data.bin")

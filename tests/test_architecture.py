@@ -8,40 +8,34 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "git_genjob"
+# Each plane is one package; the four top-level modules are the process entry (cli plane).
 PLANES = {
-    "documents": {
-        "canonical",
-        "config",
-        "documents",
-        "errors",
-        "job",
-        "keys",
-        "paths",
-        "receipt",
-        "secretscan",
-        "states",
-    },
-    "storage": {"store", "records", "notes", "merge", "gitdir", "locks", "faults", "remote", "worktree"},
-    "planner": {"queue", "initrepo", "trust", "userfiles"},
-    "replay": {"replay"},
-    "worker": {"worker", "lifecycle", "scratch", "generators"},
-    "apply": {"verify", "apply", "audit", "hooks"},
-    "cli": {"cli", "cachecli", "entry", "fasthelp", "docgen", "demo", "demo_agent", "__main__", "__init__"},
+    "documents": "documents",
+    "storage": "storage",
+    "planner": "planner",
+    "replay": "replay",
+    "worker": "worker",
+    "landing": "landing",
+    "cli": "cli",
 }
+ENTRY = {"__init__", "__main__", "entry", "fasthelp"}
 ALLOWED = {
     "documents": {"documents"},
     "storage": {"documents", "storage"},
     "planner": {"documents", "storage", "planner"},
     "replay": {"documents", "storage", "planner", "replay"},
     "worker": {"documents", "storage", "planner", "replay", "worker"},
-    "apply": {"documents", "storage", "planner", "replay", "worker", "apply"},
+    "landing": {"documents", "storage", "planner", "replay", "worker", "landing"},
     "cli": set(PLANES),
 }
 
 
 def _plane(module: str) -> str:
+    """The plane of a module path relative to git_genjob ("storage.store", "entry")."""
     top = module.split(".")[0]
-    return next(name for name, members in PLANES.items() if top in members)
+    if top in ENTRY:
+        return "cli"
+    return PLANES[top]
 
 
 def _imports(path: Path) -> list[tuple[str, list[str], int]]:
@@ -66,9 +60,20 @@ def _modules() -> list[tuple[str, Path]]:
     return [(".".join(p.relative_to(PACKAGE).with_suffix("").parts), p) for p in sorted(PACKAGE.rglob("*.py"))]
 
 
-def test_every_module_has_a_plane() -> None:
-    for module, _ in _modules():
-        _plane(module.removesuffix(".__init__") if module != "__init__" else module)
+def test_every_module_is_in_a_plane_package() -> None:
+    """No flat module outside the entry points: a newcomer finds each SPEC section in one package."""
+    stray = [m for m, _ in _modules() if "." not in m and m not in ENTRY]
+    assert stray == []
+    assert {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} == set(PLANES)
+
+
+def test_each_plane_package_says_what_it_owns_and_may_import() -> None:
+    for plane, package in PLANES.items():
+        doc = ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text())) or ""
+        assert "Owns" in doc or plane == "cli", plane
+        if plane != "cli":
+            allowed = sorted(ALLOWED[plane] - {plane})
+            assert "May import" in doc and all(a in doc for a in allowed), (plane, allowed)
 
 
 def test_imports_only_go_down_the_planes() -> None:
@@ -94,12 +99,15 @@ def test_click_pygit2_and_private_names_stay_where_they_belong() -> None:
         plane = _plane(module)
         for target, names, line in _imports(path):
             top = target.split(".")[0]
-            if top == "click" and module.split(".")[0] not in ("cli", "docgen"):
+            if top == "click" and plane != "cli":
                 bad.append(f"{module}:{line} imports click")
-            if top == "pygit2" and (plane == "documents" or module.startswith("generators")):
+            if top == "pygit2" and (plane == "documents" or module.startswith("worker.generators")):
                 bad.append(f"{module}:{line} imports pygit2")
             inner = target.removeprefix("git_genjob.")
-            if module.startswith("generators") and target != inner and _plane(inner) not in ("documents", "worker"):
+            # a generator sees the job, its scratch directory and the replay client, nothing of the repository
+            ours = target != inner
+            sees = ours and (inner.startswith(("worker.generators", "replay.web")) or _plane(inner) == "documents")
+            if module.startswith("worker.generators") and ours and not sees:
                 bad.append(f"{module}:{line} imports {target}")
             if target.startswith("git_genjob"):
                 private = [n for n in names if n.startswith("_") and not n.endswith("__")]
@@ -110,10 +118,11 @@ def test_click_pygit2_and_private_names_stay_where_they_belong() -> None:
 def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
     """The rules are not vacuous: a documents module importing the store is caught."""
     bad = tmp_path / "bad.py"
-    bad.write_text("from git_genjob.store import Store\nfrom git_genjob.apply import _x\n")
+    bad.write_text("from git_genjob.storage.store import Store\nfrom git_genjob.landing.apply import _x\n")
     found = _imports(bad)
-    assert found == [("git_genjob.store", ["Store"], 1), ("git_genjob.apply", ["_x"], 2)]
-    assert _plane("store") not in ALLOWED["documents"]
+    assert found == [("git_genjob.storage.store", ["Store"], 1), ("git_genjob.landing.apply", ["_x"], 2)]
+    assert _plane("storage.store") not in ALLOWED["documents"]
+    assert _plane("landing.apply") not in ALLOWED["worker"]  # a worker never applies
 
 
 LIBGIT2_WRITES = {
@@ -148,7 +157,7 @@ def _libgit2_writes(path: Path) -> list[str]:
 def test_store_is_the_only_libgit2_writer() -> None:
     """Objects, refs and git config are written through Store's methods (one CAS, one fsync
     policy, one identity), never by another module on the raw repository."""
-    bad = [f"{module}:{w}" for module, path in _modules() if module != "store" for w in _libgit2_writes(path)]
+    bad = [f"{module}:{w}" for module, path in _modules() if module != "storage.store" for w in _libgit2_writes(path)]
     assert bad == []
 
 
@@ -163,7 +172,7 @@ def test_no_module_reaches_into_the_store_s_repository() -> None:
     bad = [
         f"{module}:{node.lineno}"
         for module, path in _modules()
-        if module != "store"
+        if module != "storage.store"
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Attribute) and node.attr in ("_repo", "repo")
     ]

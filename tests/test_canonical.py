@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from git_genjob.canonical import canonical_bytes, digest, format_time, parse_strict, parse_time
-from git_genjob.errors import BadInput
+from git_genjob.documents.canonical import canonical_bytes, digest, format_time, parse_strict, parse_time
+from git_genjob.documents.errors import BadInput
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),

@@ -112,7 +112,7 @@ def _keys(doc: object) -> set[str]:
 
 
 def test_documented_json_shapes_match_the_output(repo: Path, tmp_path: Path) -> None:
-    from git_genjob.docgen import JSON_SHAPES
+    from git_genjob.cli.docgen import JSON_SHAPES
     from tests.conftest import setup_worker
 
     key = setup_worker(repo)
@@ -149,7 +149,7 @@ def test_reports_print_their_own_lines(tmp_path: Path) -> None:
     """init, recover, push and fetch print what their reports say, in the words users read."""
     import time
 
-    from git_genjob.lifecycle import Publisher, claim
+    from git_genjob.worker.lifecycle import Publisher, claim
     from tests.conftest import live, repo_with_remote, setup_worker, submit_key
 
     _, repo = repo_with_remote(tmp_path)
@@ -170,10 +170,10 @@ def test_reports_print_their_own_lines(tmp_path: Path) -> None:
 
 def test_coloured_reports_render_through_the_painter_they_are_given(tmp_path: Path) -> None:
     """verify, audit and work build their own lines; colour comes only from the cli's painter."""
-    from git_genjob.audit import audit, audit_lines
-    from git_genjob.store import Store
-    from git_genjob.verify import verify
-    from git_genjob.worker import JobOutcome, WorkReport
+    from git_genjob.landing.audit import audit, audit_lines
+    from git_genjob.landing.verify import verify
+    from git_genjob.storage.store import Store
+    from git_genjob.worker.run import JobOutcome, WorkReport
     from tests.conftest import make_repo, setup_worker, submit_key, work
 
     def mark(text: str, colour: str) -> str:

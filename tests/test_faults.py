@@ -1,7 +1,7 @@
 """The fault-injection matrix (issue 9): SIGKILL each multi-step write at every persistence step.
 
 Each row runs one real command in its own process with GENJOB_FAULT naming a crash point
-(git_genjob/faults.py), asserts that it died there, and then checks what must hold after any
+(git_genjob/storage/faults.py), asserts that it died there, and then checks what must hold after any
 crash: `git fsck --strict` is clean, the job is neither lost nor applied twice, no output path
 holds a torn file, and the ordinary next commands (`recover`, then work/retry/apply as the
 state asks) reach the applied state without anyone clearing anything by hand.

@@ -15,10 +15,10 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from git_genjob.canonical import canonical_bytes, digest
-from git_genjob.keys import read_signing_key
-from git_genjob.receipt import sign_statement, subjects_for
-from git_genjob.store import ARCHIVE_REF, RefUpdate, Store, job_ref
+from git_genjob.documents.canonical import canonical_bytes, digest
+from git_genjob.documents.keys import read_signing_key
+from git_genjob.documents.receipt import sign_statement, subjects_for
+from git_genjob.storage.store import ARCHIVE_REF, RefUpdate, Store, job_ref
 from tests.conftest import git, live, raw_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
 from tests.test_apply import GOOD, _replace_tip, _statement, snapshot
 
@@ -252,7 +252,7 @@ def test_trusted_receipt_with_malformed_fields_fails_check1(
     st = _statement(repo, k)
     st["predicate"][field] = value
     payload = canonical_bytes(st)
-    from git_genjob.receipt import PAYLOAD_TYPE, pae
+    from git_genjob.documents.receipt import PAYLOAD_TYPE, pae
 
     signer = read_signing_key(str(key))
     env = {
@@ -379,7 +379,7 @@ def test_unexpected_exception_goes_through_one_funnel(repo: Path, hermetic_seal:
     broken.mkdir()
     # A real bug path: a generator module that raises an unexpected error when imported.
     (broken / "sitecustomize.py").write_text(
-        "import git_genjob.queue as q\n"
+        "import git_genjob.planner.queue as q\n"
         "def boom(*a, **k):\n    raise ZeroDivisionError('simulated bug')\n"
         "q.status = boom\n"
     )
@@ -414,7 +414,7 @@ def test_allowed_signers_lines_trust_what_openssh_trusts(tmp_path: Path, options
     """Each line is read as `ssh-keygen -Y find-principals` reads it: a bad line trusts nothing."""
     import time
 
-    from git_genjob.keys import parse_public_key, read_allowed_signers
+    from git_genjob.documents.keys import parse_public_key, read_allowed_signers
 
     sk = tmp_path / "k"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(sk), "-C", "w1"], check=True)

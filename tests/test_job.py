@@ -1,7 +1,7 @@
 import pytest
 
-from git_genjob.errors import BadInput
-from git_genjob.job import Job, check_key, default_key, describe_difference
+from git_genjob.documents.errors import BadInput
+from git_genjob.documents.job import Job, check_key, default_key, describe_difference
 
 A = "sha256:" + "a" * 64
 B = "sha256:" + "b" * 64

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pygit2
 
-from git_genjob.notes import note_path, read_note, write_note
-from git_genjob.store import NOTES_REF, RefUpdate, Store
+from git_genjob.storage.notes import note_path, read_note, write_note
+from git_genjob.storage.store import NOTES_REF, RefUpdate, Store
 from tests.conftest import git
 
 

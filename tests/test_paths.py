@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from git_genjob.errors import BadInput
-from git_genjob.paths import check_path, from_cli
+from git_genjob.documents.errors import BadInput
+from git_genjob.documents.paths import check_path, from_cli
 
 UNSAFE = [
     "",

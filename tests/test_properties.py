@@ -15,15 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from git_genjob.canonical import canonical_bytes
-from git_genjob.documents import parse_attempts, parse_meta
-from git_genjob.errors import GenjobError
-from git_genjob.job import Job
-from git_genjob.keys import read_signing_key
-from git_genjob.receipt import PAYLOAD_TYPE, pae, parse_envelope
-from git_genjob.records import JobRecord, load_live
-from git_genjob.store import Store
-from git_genjob.verify import check_receipt, trust_from_worktree
+from git_genjob.documents.attempts import parse_attempts, parse_meta
+from git_genjob.documents.canonical import canonical_bytes
+from git_genjob.documents.errors import GenjobError
+from git_genjob.documents.job import Job
+from git_genjob.documents.keys import read_signing_key
+from git_genjob.documents.receipt import PAYLOAD_TYPE, pae, parse_envelope
+from git_genjob.landing.verify import check_receipt, trust_from_worktree
+from git_genjob.storage.records import JobRecord, load_live
+from git_genjob.storage.store import Store
 from tests.conftest import make_repo, raw_repo, run_genjob, setup_worker, submit_key, work
 
 EXAMPLES = int(os.environ.get("GENJOB_HYPOTHESIS_EXAMPLES", "1000"))
@@ -177,7 +177,7 @@ NAMES = st.text(alphabet=st.sampled_from(list("ab.g/it~ ") + ["\u200c", "G", "I"
 @given(names=st.lists(NAMES, min_size=1, max_size=4, unique=True))
 def test_tree_entry_names_are_checked_when_read(done_job: tuple[Store, JobRecord, Path], names: list[str]) -> None:
     """A hostile tree's entry names either are refused or yield paths that are safe to write."""
-    from git_genjob.paths import check_path
+    from git_genjob.documents.paths import check_path
 
     store, _, _ = done_job
     blob = store.blob(b"x")

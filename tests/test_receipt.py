@@ -13,10 +13,17 @@ from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import SSlibKey
 
-from git_genjob.canonical import canonical_bytes
-from git_genjob.errors import BadInput, Refused
-from git_genjob.keys import TrustedKey, generate, parse_private_key, parse_public_key, public_line, read_signing_key
-from git_genjob.receipt import build_statement, check_signature, parse_envelope, sign_statement
+from git_genjob.documents.canonical import canonical_bytes
+from git_genjob.documents.errors import BadInput, Refused
+from git_genjob.documents.keys import (
+    TrustedKey,
+    generate,
+    parse_private_key,
+    parse_public_key,
+    public_line,
+    read_signing_key,
+)
+from git_genjob.documents.receipt import build_statement, check_signature, parse_envelope, sign_statement
 
 PRED = {
     "job_digest": "sha256:" + "a" * 64,
@@ -36,7 +43,7 @@ PRED = {
 
 
 def _sslib_verify(raw: bytes, pk: bytes) -> None:
-    from git_genjob.keys import fingerprint
+    from git_genjob.documents.keys import fingerprint
 
     env = SslibEnvelope.from_dict(json.loads(raw))
     key = SSlibKey(keyid=fingerprint(pk), keytype="ed25519", scheme="ed25519", keyval={"public": pk.hex()})

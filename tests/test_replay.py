@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from git_genjob.replay import normalize
+from git_genjob.replay.cache import normalize
 from tests.conftest import ask, git, refs, run_genjob
 from tests.stubserver import Stub
 
@@ -96,8 +96,8 @@ def test_drift_review(repo: Path, stub: Stub) -> None:
 
 SCRIPT = """
 import sys
-from git_genjob.replay import Cache
-from git_genjob.store import Store
+from git_genjob.replay.cache import Cache
+from git_genjob.storage.store import Store
 cache = Cache(Store.open(sys.argv[1]))
 for i in range(25):
     fp = f"{sys.argv[2]}{i:062d}"

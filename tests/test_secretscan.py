@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_genjob.secretscan import PATTERNS, _views, find_secret
+from git_genjob.documents.secretscan import PATTERNS, _views, find_secret
 
 PIECES = [
     b"ghp_", b"gho_", b"github_pat_", b"glpat-", b"xoxb-", b"hooks.slack.com/services/", b"sk-ant-", b"sk-",

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from git_genjob.errors import Conflict
-from git_genjob.lifecycle import Publisher, claim, end_attempt, record_sending, store_receipt
-from git_genjob.records import load_live
-from git_genjob.states import TRANSITIONS, Event, JobState, transition
-from git_genjob.store import Store
+from git_genjob.documents.errors import Conflict
+from git_genjob.documents.states import TRANSITIONS, Event, JobState, transition
+from git_genjob.storage.records import load_live
+from git_genjob.storage.store import Store
+from git_genjob.worker.lifecycle import Publisher, claim, end_attempt, record_sending, store_receipt
 from tests.conftest import refs, setup_worker, submit_key
 
 

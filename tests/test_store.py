@@ -9,8 +9,8 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from git_genjob.errors import Conflict, StaleLock
-from git_genjob.store import RefUpdate, Store
+from git_genjob.documents.errors import Conflict, StaleLock
+from git_genjob.storage.store import RefUpdate, Store
 from tests.conftest import git, raw_repo, refs
 
 REF = "refs/genjob/jobs/race"
@@ -69,7 +69,7 @@ def test_a_stale_expected_value_loses_and_changes_nothing(repo: Path) -> None:
 
 def test_a_lock_left_by_a_dead_writer_is_named_and_recover_clears_it(repo: Path) -> None:
     """A `.lock` of a git-genjob writer that died (kill -9 between lock and rename)."""
-    from git_genjob import locks
+    from git_genjob.storage import locks
     from tests.conftest import run_genjob
 
     store = Store.open(str(repo))
@@ -116,7 +116,7 @@ def test_blob_digests_match_sha256_of_git_s_own_copy_for_small_and_streamed_blob
 
 
 def test_blob_digests_of_a_tree_or_a_missing_object_is_refused(repo: Path) -> None:
-    from git_genjob.errors import BadInput
+    from git_genjob.documents.errors import BadInput
 
     store = Store.open(str(repo))
     tree = raw_repo(store).head.peel(pygit2.Commit).tree_id
@@ -127,7 +127,7 @@ def test_blob_digests_of_a_tree_or_a_missing_object_is_refused(repo: Path) -> No
 
 
 def _hold_lock(path: str, value: pygit2.Oid, locked, finish) -> None:  # type: ignore[no-untyped-def]
-    from git_genjob import locks
+    from git_genjob.storage import locks
 
     store = Store.open(path)
     locks.announce(store.common_dir, [REF])

@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from git_genjob.canonical import digest
-from git_genjob.errors import BadInput
-from git_genjob.keys import generate
-from git_genjob.receipt import PREDICATE_TYPE, STATEMENT_TYPE, parse_envelope, sign_statement, subjects_for
+from git_genjob.documents.canonical import digest
+from git_genjob.documents.errors import BadInput
+from git_genjob.documents.keys import generate
+from git_genjob.documents.receipt import PREDICATE_TYPE, STATEMENT_TYPE, parse_envelope, sign_statement, subjects_for
 
 KEY = generate("fuzz")
 GOOD: dict[str, Any] = {

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from git_genjob.errors import Conflict
-from git_genjob.lifecycle import Publisher, claim, record_sending, recover, store_receipt
-from git_genjob.records import load_live
-from git_genjob.store import Store
+from git_genjob.documents.errors import Conflict
+from git_genjob.storage.records import load_live
+from git_genjob.storage.store import Store
+from git_genjob.worker.lifecycle import Publisher, claim, record_sending, recover, store_receipt
 from tests.conftest import git, live, make_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
 
 
@@ -240,7 +240,7 @@ def _spawn_workers(cwds: list[Path], key: Path, command: str, extra: list[str]) 
 @pytest.mark.slow
 def test_four_local_workers_generate_each_job_once(ready: tuple[Path, Path], tmp_path: Path) -> None:
     repo, key = ready
-    from git_genjob.queue import submit
+    from git_genjob.planner.queue import submit
 
     store = Store.open(str(repo))
     keys = [submit(store, f"job {i}", ["src/user.py"], key=f"j{i:03d}").key for i in range(100)]
@@ -261,7 +261,7 @@ def _race_through(remote_url: str, tmp_path: Path, n_jobs: int) -> None:
     key = setup_worker(planner)
     git(planner, "remote", "add", "origin", remote_url)
     git(planner, "push", "-q", "origin", "main")
-    from git_genjob.queue import submit
+    from git_genjob.planner.queue import submit
 
     store = Store.open(str(planner))
     keys = [submit(store, f"job {i}", ["src/user.py"], key=f"r{i:03d}").key for i in range(n_jobs)]
@@ -357,8 +357,8 @@ def test_failed_renewal_fences_and_stops_the_generator(ready: tuple[Path, Path],
     _wait_for_state(repo, k, "sending")
     # Another machine fences the attempt: an event the worker did not write lands on the job ref.
     store, record = live(repo, k)
-    from git_genjob.records import write_event
-    from git_genjob.store import RefUpdate, job_ref
+    from git_genjob.storage.records import write_event
+    from git_genjob.storage.store import RefUpdate, job_ref
 
     doc = dict(record.attempts_doc.to_dict(), epoch=record.epoch + 1, state="unknown")
     fence = write_event(store, record, "recovered", dict(record.files), doc, "unknown")

@@ -12,7 +12,7 @@ import click
 
 from git_genjob.cli import cache, jobs, landing, sync, tools, trustcmd, work  # noqa: F401 - registers the commands
 from git_genjob.cli.common import main, paint
-from git_genjob.errors import EXIT_USAGE, GenjobError, format_error
+from git_genjob.documents.errors import EXIT_USAGE, GenjobError, format_error
 
 __all__ = ["main", "run"]
 

@@ -14,7 +14,7 @@ from git_genjob.cli.common import (
     open_store,
     parse_duration,
 )
-from git_genjob.errors import EXIT_REFUSED
+from git_genjob.documents.errors import EXIT_REFUSED
 
 
 @main.command(context_settings=CONTEXT)
@@ -53,7 +53,7 @@ def ask(
     http:URL) is the plain one, `--endpoint openai:http://127.0.0.1:8080/v1 --model M` chat
     completions.
     """
-    from git_genjob.cachecli import ask as do_ask
+    from git_genjob.replay.commands import ask as do_ask
 
     doc = do_ask(open_store(), endpoint, model, prompt_file, out_file, mode, key, parse_duration(timeout))
     emit(doc, as_json, lambda: click.echo(f"{doc['source']} {doc['fingerprint']}"))
@@ -68,7 +68,7 @@ def cache() -> None:
 @json_option
 def cache_ls(as_json: bool) -> None:
     """Every fingerprint, its served answer and pending drift."""
-    from git_genjob.cachecli import ls
+    from git_genjob.replay.commands import ls
 
     rows = ls(open_store())
 
@@ -84,7 +84,7 @@ def cache_ls(as_json: bool) -> None:
 @json_option
 def cache_show(fp: str, as_json: bool) -> None:
     """One fingerprint: request, events and answers."""
-    from git_genjob.cachecli import show as do_show
+    from git_genjob.replay.commands import show as do_show
 
     doc = do_show(open_store(), fp)
     emit(doc, as_json, lambda: click.echo(json.dumps(doc, indent=2, ensure_ascii=False)))
@@ -95,7 +95,7 @@ def cache_show(fp: str, as_json: bool) -> None:
 @json_option
 def cache_drift(fp: str, as_json: bool) -> None:
     """Exit 1 while a drift of FP awaits review."""
-    from git_genjob.cachecli import show as do_show
+    from git_genjob.replay.commands import show as do_show
 
     doc = do_show(open_store(), fp)
     fp = doc["fingerprint"]
@@ -113,7 +113,7 @@ def cache_drift(fp: str, as_json: bool) -> None:
 @click.argument("sha")
 def cache_accept(fp: str, sha: str) -> None:
     """Serve answer SHA for FP from now on."""
-    from git_genjob.replay import Cache, accept
+    from git_genjob.replay.cache import Cache, accept
 
     cache = Cache(open_store())
     sha = accept(cache, fp, sha)
@@ -125,7 +125,7 @@ def cache_accept(fp: str, sha: str) -> None:
 @click.argument("sha")
 def cache_reject(fp: str, sha: str) -> None:
     """Reject candidate answer SHA for FP (the served answer stays)."""
-    from git_genjob.replay import Cache, reject
+    from git_genjob.replay.cache import Cache, reject
 
     cache = Cache(open_store())
     sha = reject(cache, fp, sha)
@@ -140,7 +140,7 @@ def cache_reject(fp: str, sha: str) -> None:
 @json_option
 def cache_explain(prompt_file: str, endpoint: str, model: str | None, key: str | None, as_json: bool) -> None:
     """Print every fingerprint component and every rewrite of the prompt."""
-    from git_genjob.cachecli import explain
+    from git_genjob.replay.commands import explain
 
     doc = explain(open_store(), prompt_file, endpoint, model, key)
 
@@ -162,7 +162,7 @@ def cache_explain(prompt_file: str, endpoint: str, model: str | None, key: str |
 @json_option
 def cache_import(directory: str, as_json: bool) -> None:
     """Import <fingerprint>.jsonl replay logs from DIRECTORY."""
-    from git_genjob.replay import Cache, import_dir
+    from git_genjob.replay.cache import Cache, import_dir
 
     fps = import_dir(Cache(open_store()), directory)
     emit({"imported": fps}, as_json, lambda: click.echo(f"imported {len(fps)} fingerprint(s)"))

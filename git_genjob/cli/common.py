@@ -61,7 +61,7 @@ def json_option(f: F) -> F:
 def open_store() -> Any:
     """The repository around the working directory, opened once per command (a KEY argument's
     prefix lookup and the command itself share it)."""
-    from git_genjob.store import Store
+    from git_genjob.storage.store import Store
 
     ctx = click.get_current_context(silent=True)
     if ctx is None:
@@ -76,7 +76,7 @@ def key_arg(ctx: click.Context, param: click.Parameter, value: str | None) -> st
     """A KEY argument: the full key, or a unique prefix of one (as `status` and `log` print)."""
     if value is None or ctx.resilient_parsing:
         return value
-    from git_genjob.records import resolve_key
+    from git_genjob.storage.records import resolve_key
 
     return resolve_key(open_store(), value)
 
@@ -93,13 +93,13 @@ def main(quiet: bool) -> None:
 
 
 def remote_name(store: Any, remote: str | None) -> str:
-    from git_genjob.remote import check_remote, default_remote
+    from git_genjob.storage.remote import check_remote, default_remote
 
     return str(check_remote(store, remote) if remote else default_remote(store))
 
 
 def parse_duration(text: str) -> float:
-    from git_genjob.errors import BadInput
+    from git_genjob.documents.errors import BadInput
 
     units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
     for suffix in ("ms", "s", "m", "h"):
@@ -118,7 +118,7 @@ def worker_id_of(store: Any, given: str | None) -> str:
     """The worker name that goes into attempts, receipts and the Genjob-Worker trailer: one safe line."""
     import socket
 
-    from git_genjob.documents import check_label
+    from git_genjob.documents.attempts import check_label
 
     return check_label(given or git_config(store, "genjob.workerId") or socket.gethostname(), "--worker-id")
 
@@ -149,8 +149,8 @@ def remote_option(f: F) -> F:
 
 def signing_key_of(store: Any, given: str | None, command: str) -> Any:
     """The signing key from --signing-key, else git config genjob.signingKey."""
-    from git_genjob.errors import BadInput
-    from git_genjob.keys import read_signing_key
+    from git_genjob.documents.errors import BadInput
+    from git_genjob.documents.keys import read_signing_key
 
     path = given or git_config(store, "genjob.signingKey")
     if not path:

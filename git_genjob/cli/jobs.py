@@ -29,12 +29,12 @@ from git_genjob.cli.common import (
 @json_option
 def init(hooks: bool, force: bool, as_json: bool) -> None:
     """Create .genjob/, the notes display and the remote refspecs."""
-    from git_genjob.initrepo import init as do_init
+    from git_genjob.planner.initrepo import init as do_init
 
     store = open_store()
     report = do_init(store)
     if hooks:
-        from git_genjob.hooks import install_hooks
+        from git_genjob.landing.hooks import install_hooks
 
         report.hooks = install_hooks(store, force=force)
 
@@ -77,9 +77,9 @@ def submit(
     as_json: bool,
 ) -> None:
     """Mint a job for PATH... and store it under refs/genjob/jobs/KEY."""
-    from git_genjob.errors import BadInput
-    from git_genjob.paths import from_cli
-    from git_genjob.queue import submit as do_submit
+    from git_genjob.documents.errors import BadInput
+    from git_genjob.documents.paths import from_cli
+    from git_genjob.planner.queue import submit as do_submit
 
     instruction = _instruction(messages, message_file)
     store = open_store()
@@ -93,7 +93,7 @@ def submit(
     result = do_submit(store, instruction, rel, rel_create, key=key, rev=rev, allow_secrets=allow_secrets)
     doc = result.to_json()
     if remote is not None:
-        from git_genjob.remote import push
+        from git_genjob.storage.remote import push
 
         doc["pushed"] = push(store, remote).pushed
 
@@ -107,18 +107,18 @@ def submit(
 
 
 def _bare_path(p: str) -> str:
-    from git_genjob.paths import check_path
+    from git_genjob.documents.paths import check_path
 
     return check_path(p)
 
 
 def _instruction(messages: tuple[str, ...], message_file: str | None) -> str:
-    from git_genjob.errors import BadInput
+    from git_genjob.documents.errors import BadInput
 
     if messages and message_file:
         raise BadInput("give -m or -F, not both")
     if message_file:
-        from git_genjob.userfiles import read_text
+        from git_genjob.planner.userfiles import read_text
 
         return read_text(message_file, "instruction file")
     if not messages:
@@ -127,7 +127,7 @@ def _instruction(messages: tuple[str, ...], message_file: str | None) -> str:
 
 
 def _state_choice() -> click.Choice[str]:
-    from git_genjob.states import JobState
+    from git_genjob.documents.states import JobState
 
     return click.Choice([*(str(s) for s in JobState), "damaged"])
 
@@ -142,9 +142,9 @@ STATE_CHOICE = _state_choice()
 @json_option
 def status(key: str | None, state: str | None, include_all: bool, as_json: bool) -> None:
     """The queue: one line per job (or one job's state)."""
-    from git_genjob.queue import StatusRow, summarize
-    from git_genjob.queue import status as do_status
-    from git_genjob.records import find_job
+    from git_genjob.planner.queue import StatusRow, summarize
+    from git_genjob.planner.queue import status as do_status
+    from git_genjob.storage.records import find_job
 
     store = open_store()
     if key:
@@ -189,7 +189,7 @@ def _status_line(r: Any) -> None:
 @json_option
 def show(key: str, as_json: bool) -> None:
     """One job: its work order, events, attempts and receipt."""
-    from git_genjob.queue import show as do_show
+    from git_genjob.planner.queue import show as do_show
 
     doc = do_show(open_store(), key)
 
@@ -228,14 +228,14 @@ def show(key: str, as_json: bool) -> None:
 @json_option
 def bundle(key: str, out: str, as_json: bool) -> None:
     """Write the exact, byte-identical bundle of job KEY as a tar."""
-    from git_genjob.canonical import digest
-    from git_genjob.queue import bundle_bytes
+    from git_genjob.documents.canonical import digest
+    from git_genjob.planner.queue import bundle_bytes
 
     data = bundle_bytes(open_store(), key)
     if out == "-":
         sys.stdout.buffer.write(data)
         return
-    from git_genjob.userfiles import write_atomic
+    from git_genjob.planner.userfiles import write_atomic
 
     write_atomic(out, data)
     emit(
@@ -250,8 +250,8 @@ def bundle(key: str, out: str, as_json: bool) -> None:
 @json_option
 def recover(remote: str | None, as_json: bool) -> None:
     """Fence expired claims: requeue lapsed claims, hold lapsed sends as unknown."""
-    from git_genjob.lifecycle import Publisher
-    from git_genjob.lifecycle import recover as do_recover
+    from git_genjob.worker.lifecycle import Publisher
+    from git_genjob.worker.lifecycle import recover as do_recover
 
     report = do_recover(Publisher(open_store(), remote))
 
@@ -273,8 +273,8 @@ def retry(key: str, remote: str | None, refresh: bool, as_json: bool) -> None:
 
     A model generator replays the answer this job already paid for unless --refresh is given.
     """
-    from git_genjob.lifecycle import Publisher
-    from git_genjob.lifecycle import retry as do_retry
+    from git_genjob.worker.lifecycle import Publisher
+    from git_genjob.worker.lifecycle import retry as do_retry
 
     record = do_retry(Publisher(open_store(), remote), key, refresh)
 
@@ -296,8 +296,8 @@ def retry(key: str, remote: str | None, refresh: bool, as_json: bool) -> None:
 @json_option
 def drop(key: str, why: str, remote: str | None, as_json: bool) -> None:
     """The owner ends job KEY: it moves to refs/genjob/archive."""
-    from git_genjob.lifecycle import Publisher
-    from git_genjob.lifecycle import drop as do_drop
+    from git_genjob.worker.lifecycle import Publisher
+    from git_genjob.worker.lifecycle import drop as do_drop
 
     store = open_store()
     sig = store.signature()

@@ -15,7 +15,7 @@ from git_genjob.cli.common import (
     paint,
     progress_printer,
 )
-from git_genjob.errors import EXIT_REFUSED
+from git_genjob.documents.errors import EXIT_REFUSED
 
 
 @main.command("verify", context_settings=CONTEXT)
@@ -24,7 +24,7 @@ from git_genjob.errors import EXIT_REFUSED
 @json_option
 def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
     """Every check of the receipt of KEY; exit 0 only if applyable."""
-    from git_genjob.verify import next_step, verify
+    from git_genjob.landing.verify import next_step, verify
 
     verdict = verify(open_store(), key, branch, progress=progress_printer(False))
 
@@ -45,7 +45,7 @@ def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
 @json_option
 def apply_cmd(key: str, branch: str | None, as_json: bool) -> None:
     """Verify, run the pre-apply hook, and commit the outputs of KEY."""
-    from git_genjob.apply import apply
+    from git_genjob.landing.apply import apply
 
     result = apply(open_store(), key, branch)
 
@@ -65,7 +65,7 @@ def apply_cmd(key: str, branch: str | None, as_json: bool) -> None:
 @json_option
 def log_cmd(range_: str | None, as_json: bool) -> None:
     """Provenance of genjob commits in RANGE, and whether each receipt still verifies."""
-    from git_genjob.audit import audit
+    from git_genjob.landing.audit import audit
 
     rows = [a.to_json() for a in audit(open_store(), range_)]
 
@@ -93,7 +93,7 @@ def log_cmd(range_: str | None, as_json: bool) -> None:
 @json_option
 def audit_cmd(range_: str | None, quiet: bool, trust_from: str | None, as_json: bool) -> None:
     """Re-verify every commit with Genjob-* trailers in RANGE (for CI); exit 1 on any failure."""
-    from git_genjob.audit import audit, audit_lines
+    from git_genjob.landing.audit import audit, audit_lines
 
     results = audit(open_store(), range_, progress_printer(quiet), trust_from)
     bad = [a for a in results if not a.ok]

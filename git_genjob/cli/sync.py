@@ -20,7 +20,7 @@ from git_genjob.cli.common import (
 @json_option
 def push(remote: str | None, as_json: bool) -> None:
     """Fast-forward from REMOTE, then push refs/genjob/* and the notes with leases."""
-    from git_genjob.remote import push as do_push
+    from git_genjob.storage.remote import push as do_push
 
     store = open_store()
     remote = remote_name(store, remote)
@@ -33,7 +33,7 @@ def push(remote: str | None, as_json: bool) -> None:
 @json_option
 def fetch(remote: str | None, as_json: bool) -> None:
     """Fetch refs/genjob/* and the notes from REMOTE and reconcile them."""
-    from git_genjob.remote import fetch as do_fetch
+    from git_genjob.storage.remote import fetch as do_fetch
 
     store = open_store()
     remote = remote_name(store, remote)

@@ -22,7 +22,7 @@ from git_genjob.cli.common import (
 @json_option
 def demo(keep: bool, model: str | None, as_json: bool) -> None:
     """A full round trip in a temporary repository, with nothing to configure."""
-    from git_genjob.demo import run_demo
+    from git_genjob.cli.demo import run_demo
 
     result = run_demo(keep, model, (lambda _: None) if as_json else click.echo)
     doc = {
@@ -40,7 +40,7 @@ def demo(keep: bool, model: str | None, as_json: bool) -> None:
 @click.argument("args", nargs=-1)
 def hook(name: str, args: tuple[str, ...]) -> None:
     """What the installed hook scripts call (git genjob hook NAME ARGS...)."""
-    from git_genjob.hooks import run_hook
+    from git_genjob.landing.hooks import run_hook
 
     code = run_hook(name, list(args))
     if code:
@@ -53,8 +53,8 @@ def hook(name: str, args: tuple[str, ...]) -> None:
 def man(out_dir: str | None, markdown: bool) -> None:
     """Generate the man page (or docs/cli.md) from these commands."""
     from git_genjob import __version__
-    from git_genjob.docgen import manpage
-    from git_genjob.docgen import markdown as to_markdown
+    from git_genjob.cli.docgen import manpage
+    from git_genjob.cli.docgen import markdown as to_markdown
 
     if markdown:
         click.echo(to_markdown(main), nl=False)
@@ -63,7 +63,7 @@ def man(out_dir: str | None, markdown: bool) -> None:
     if out_dir is None:
         click.echo(text, nl=False)
         return
-    from git_genjob.userfiles import write_atomic
+    from git_genjob.planner.userfiles import write_atomic
 
     write_atomic(os.path.join(out_dir, "git-genjob.1"), text)
     click.echo(os.path.join(out_dir, "git-genjob.1"))

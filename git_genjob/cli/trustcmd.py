@@ -21,8 +21,8 @@ from git_genjob.cli.common import (
 @json_option
 def keygen(name: str, out: str | None, as_json: bool) -> None:
     """Create an Ed25519 key (OpenSSH format, mode 0600) and print its public line."""
-    from git_genjob.documents import check_label
-    from git_genjob.keys import default_key_path, generate, write_key_files
+    from git_genjob.documents.attempts import check_label
+    from git_genjob.documents.keys import default_key_path, generate, write_key_files
 
     check_label(name, "key name")
     path = out or default_key_path(name)
@@ -50,7 +50,7 @@ def trust() -> None:
 @json_option
 def trust_add(name: str, pubkey: str, valid_before: str | None, valid_after: str | None, as_json: bool) -> None:
     """Trust PUBKEY (a line or a .pub file) as NAME for genjob receipts."""
-    from git_genjob.trust import add
+    from git_genjob.planner.trust import add
 
     doc = add(open_store(), name, pubkey, valid_before, valid_after)
     emit(
@@ -69,7 +69,7 @@ def trust_add(name: str, pubkey: str, valid_before: str | None, valid_after: str
 @json_option
 def trust_list(as_json: bool) -> None:
     """List trusted keys with their validity and revocation."""
-    from git_genjob.trust import listing
+    from git_genjob.planner.trust import listing
 
     rows = listing(open_store())
 
@@ -91,7 +91,7 @@ def trust_list(as_json: bool) -> None:
 @json_option
 def trust_revoke(name: str, as_json: bool) -> None:
     """Revoke every key trusted as NAME (it stays listed; revocation holds at any time)."""
-    from git_genjob.trust import revoke
+    from git_genjob.planner.trust import revoke
 
     count = revoke(open_store(), name)
     emit({"name": name, "revoked": count}, as_json, lambda: click.echo(f"revoked {count} key(s) of {name}"))

@@ -22,8 +22,8 @@ from git_genjob.cli.common import (
     worker_id_of,
     worker_id_option,
 )
-from git_genjob.errors import EXIT_CONFLICT
-from git_genjob.states import LEASE_S, TIMEOUT_S
+from git_genjob.documents.errors import EXIT_CONFLICT
+from git_genjob.documents.states import LEASE_S, TIMEOUT_S
 
 
 @main.command(context_settings=CONTEXT)
@@ -69,10 +69,10 @@ def work(
     rejected or aborted receipt is named on stderr, and is exit 1 with --strict. Exit 3: a
     generator was unavailable; exit 4: this worker was fenced.
     """
-    from git_genjob.errors import BadInput
-    from git_genjob.generators import parse_spec
-    from git_genjob.worker import WorkerOptions
-    from git_genjob.worker import work as do_work
+    from git_genjob.documents.errors import BadInput
+    from git_genjob.worker.generators import parse_spec
+    from git_genjob.worker.run import WorkerOptions
+    from git_genjob.worker.run import work as do_work
 
     store = open_store()
     spec = spec or git_config(store, "genjob.generator")
@@ -134,8 +134,8 @@ def receipt_cmd(
     as_json: bool,
 ) -> None:
     """Sign and store a receipt for outputs produced out of band (claims the job itself)."""
-    from git_genjob.errors import BadInput
-    from git_genjob.worker import receipt_out_of_band
+    from git_genjob.documents.errors import BadInput
+    from git_genjob.worker.run import receipt_out_of_band
 
     store = open_store()
     signing_key = signing_key_of(store, key_file, "receipt")

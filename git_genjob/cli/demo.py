@@ -1,0 +1,166 @@
+"""`git genjob demo`: a full round trip in a temporary repository, nothing to configure."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from git_genjob.documents.errors import GenjobError
+
+if TYPE_CHECKING:
+    from git_genjob.documents.keys import SigningKey
+    from git_genjob.storage.store import Store
+
+USER_PY = '''\
+"""A tiny user service."""
+
+import json
+import urllib.request
+
+
+def fetch_user(uid):
+    """Fetch one user record."""
+    with urllib.request.urlopen(f"https://users.example/{uid}") as resp:
+        return json.load(resp)
+'''
+
+MODEL_TASK = "Add a timeout parameter to fetch_user (default 10 seconds) and pass it to urlopen."
+INSTRUCTION = "Add a timeout to fetch_user and keep the public signature.\n\nAdd a test that checks it."
+
+
+@dataclass
+class DemoResult:
+    path: str
+    key: str
+    commit: str
+    log: str
+    verify: list[str] = field(default_factory=list)
+
+
+def _git(repo: str, *args: str) -> str:
+    from git_genjob.storage.remote import clean_env
+
+    env = clean_env()
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+    proc = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, env=env, check=True)
+    return proc.stdout
+
+
+IDENTITY = {
+    "GIT_COMMITTER_NAME": "Demo Reviewer",
+    "GIT_COMMITTER_EMAIL": "reviewer@demo.invalid",
+    "GIT_AUTHOR_NAME": "Demo Reviewer",
+    "GIT_AUTHOR_EMAIL": "reviewer@demo.invalid",
+}
+
+
+@contextlib.contextmanager
+def _demo_identity() -> Iterator[None]:
+    """The demo's own git identity, without touching the caller's config."""
+    saved = {k: os.environ.get(k) for k in IDENTITY}
+    os.environ.update(IDENTITY)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _make_repo(base: str) -> str:
+    repo = os.path.join(base, "repo")
+    os.makedirs(os.path.join(repo, "src"))
+    os.makedirs(os.path.join(repo, "tests"))
+    with open(os.path.join(repo, "src", "user.py"), "w") as fh:
+        fh.write(USER_PY)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.name", IDENTITY["GIT_AUTHOR_NAME"])
+    _git(repo, "config", "user.email", IDENTITY["GIT_AUTHOR_EMAIL"])
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "A tiny user service")
+    return repo
+
+
+def _trusted_key(store: Store, base: str, say: Callable[[str], None]) -> tuple[SigningKey, str]:
+    from git_genjob.documents.keys import generate, write_key_files
+    from git_genjob.planner.initrepo import init
+    from git_genjob.planner.trust import add
+
+    init(store)
+    say("$ git genjob init                  # .genjob/ trust store and config, notes display")
+    key = generate("demo-worker")
+    key_path = os.path.join(base, "keys", "demo-worker")
+    write_key_files(key, key_path)
+    say(f"$ git genjob keygen --name demo-worker --out {key_path}")
+    add(store, "demo-worker", key_path + ".pub", None, None)
+    _git(store.workdir or "", "add", ".genjob")
+    _git(store.workdir or "", "commit", "-q", "-m", "Trust the demo worker")
+    say("$ git genjob trust add demo-worker keys/demo-worker.pub && git commit -m 'Trust the demo worker'")
+    return key, key_path
+
+
+def _run_worker(store: Store, key: SigningKey, key_path: str, model: str | None, say: Callable[[str], None]) -> None:
+    from git_genjob.documents.errors import Refused
+    from git_genjob.worker.generators import parse_spec
+    from git_genjob.worker.run import WorkerOptions, work
+
+    spec = f"openai:{model}" if model else f"exec:{shlex.quote(sys.executable)} -m git_genjob.cli.demo_agent"
+    opts = WorkerOptions(parse_spec(spec, 600), key, "demo-worker", lease_s=120, max_jobs=1, timeout_s=600)
+    say(f"$ git genjob work --generator '{spec}' --signing-key {key_path} --once")
+    report = work(store, opts)
+    for o in report.outcomes:
+        say(f"  {o.key} {o.result}{': ' + o.reason if o.reason else ''}")
+    if not report.outcomes or report.outcomes[0].result != "ok":
+        raise Refused("the demo worker did not produce an ok receipt", f"inspect the repository: {store.workdir}")
+
+
+def run_demo(keep: bool, model: str | None, say: Callable[[str], None]) -> DemoResult:
+    """init, keygen, trust, submit, work, verify, apply, then the log a reviewer reads."""
+    from git_genjob.landing.apply import apply
+    from git_genjob.landing.verify import CHECKS, verify
+    from git_genjob.planner.queue import submit
+    from git_genjob.storage.store import Store
+
+    base = tempfile.mkdtemp(prefix="genjob-demo-")
+    try:
+        with _demo_identity():
+            repo = _make_repo(base)
+            say(f"$ cd {repo}")
+            store = Store.open(repo)
+            key, key_path = _trusted_key(store, base, say)
+            # A model gets a one-file job: every OpenAI-compatible server can answer it as text.
+            instruction, creates = (INSTRUCTION, ["tests/test_timeout.py"]) if model is None else (MODEL_TASK, [])
+            job = submit(store, instruction, ["src/user.py"], creates)
+            created = "".join(f" --create {p}" for p in creates)
+            say(f"$ git genjob submit -m '{instruction.splitlines()[0]}' src/user.py{created}")
+            say(f"  created {job.key} {job.digest}")
+            _run_worker(store, key, key_path, model, say)
+            verdict = verify(store, job.key)
+            say(f"$ git genjob verify {job.key}")
+            lines = [f"  {'ok  ' if c.ok else 'FAIL'} {c.n} {CHECKS[c.n]:<9} {c.detail}" for c in verdict.checks]
+            for line in lines:
+                say(line)
+            applied = apply(store, job.key)
+            say(f"$ git genjob apply {job.key}")
+            say(f"  applied as {applied.commit[:12]} on {applied.branch}")
+            log = _git(repo, "-c", "notes.displayRef=refs/notes/genjob", "log", "--notes=genjob", "--stat", "-1")
+            say("$ git log --notes=genjob --stat -1")
+            say(log.rstrip())
+            result = DemoResult(repo, job.key, applied.commit, log, lines)
+    except GenjobError as exc:
+        # A failed demo keeps its repository: the hint names it, so it must still be there.
+        exc.hint = f"{exc.hint or 'inspect ' + base}; remove it after with: rm -rf {base}"
+        raise
+    if not keep:
+        shutil.rmtree(base, ignore_errors=True)
+    return result

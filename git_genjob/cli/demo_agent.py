@@ -1,0 +1,98 @@
+"""The demo's deterministic generator: adds a `timeout` parameter to the functions the instruction names.
+
+Run as an `exec:` generator (`python -m git_genjob.cli.demo_agent`) inside the worker's scratch
+directory: it reads $GENJOB_JOB, edits the allowed .py files through `ast` positions, and writes
+a test for each allowed path the job may create.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import sys
+
+
+def add_timeout(source: str, names: set[str]) -> str:
+    """Insert `timeout: float = 10.0` into each named function's signature (once)."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    edits = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
+            if any(a.arg == "timeout" for a in node.args.args + node.args.kwonlyargs):
+                continue
+            for call in ast.walk(node):
+                if (
+                    isinstance(call, ast.Call)
+                    and call.end_lineno is not None
+                    and call.end_col_offset is not None
+                    and getattr(call.func, "attr", getattr(call.func, "id", "")) == "urlopen"
+                    and not any(k.arg == "timeout" for k in call.keywords)
+                ):
+                    edits.append((call.end_lineno - 1, call.end_col_offset - 1, ", timeout=timeout"))
+            body_line = node.body[0].lineno - 1
+            # The signature's closing parenthesis: the last ')' before the ':' that opens the body.
+            for i in range(body_line if body_line >= node.lineno else node.lineno - 1, node.lineno - 2, -1):
+                text = lines[i]
+                colon = text.rfind(":")
+                close = text.rfind(")", 0, colon if colon != -1 else len(text))
+                if close != -1:
+                    opened = text[:close].rstrip().endswith("(")
+                    edits.append((i, close, "timeout: float = 10.0" if opened else ", timeout: float = 10.0"))
+                    break
+    for i, col, text in sorted(edits, reverse=True):
+        lines[i] = lines[i][:col] + text + lines[i][col:]
+    return "".join(lines)
+
+
+def test_for(module: str, names: set[str]) -> str:
+    body = [f"import inspect\n\nfrom {module} import {', '.join(sorted(names))}\n"]
+    for name in sorted(names):
+        body.append(
+            f"\n\ndef test_{name}_has_timeout():\n"
+            f"    param = inspect.signature({name}).parameters['timeout']\n"
+            f"    assert param.default == 10.0\n"
+        )
+    return "".join(body)
+
+
+def main() -> int:
+    with open(os.environ["GENJOB_JOB"], encoding="utf-8") as fh:
+        job = json.load(fh)
+    names = set(re.findall(r"\b([a-z_][a-z0-9_]*)\(?\b", job["instruction"])) & _defined(job)
+    changed = []
+    for path, digest in job["inputs"].items():
+        if digest is not None and path.endswith(".py") and os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                old = fh.read()
+            new = add_timeout(old, names)
+            if new != old:
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(new)
+                changed.append(path)
+    for path, digest in job["inputs"].items():
+        if digest is None and path.endswith(".py") and changed:
+            module = changed[0][: -len(".py")].replace("/", ".").removeprefix("src.")
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(test_for(module, names))
+    print(f"demo agent: timeout added to {', '.join(sorted(names)) or 'nothing'} in {', '.join(changed) or '-'}")
+    return 0
+
+
+def _defined(job: dict[str, object]) -> set[str]:
+    out: set[str] = set()
+    inputs = job["inputs"]
+    assert isinstance(inputs, dict)
+    for path, digest in inputs.items():
+        if digest is not None and path.endswith(".py") and os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                tree = ast.parse(fh.read())
+            out |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

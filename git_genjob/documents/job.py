@@ -1,0 +1,108 @@
+"""The frozen job (SPEC §2.1): mint, digest, key, field-level diff."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from git_genjob.documents.canonical import canonical_bytes, digest, is_digest, parse_strict, sha256_hex
+from git_genjob.documents.errors import BadInput
+from git_genjob.documents.paths import check_distinct, check_path
+
+SCHEMA = "genjob.job/v1"
+_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+
+
+def check_key(key: str) -> str:
+    """A key names a ref: 1-128 of [a-z0-9._-], starting alnum, no '..', no '.'/'.lock' end."""
+    if not _KEY_RE.match(key) or ".." in key or key.endswith(".") or key.endswith(".lock"):
+        raise BadInput(
+            f"key {key!r} is not a valid job key",
+            "use 1 to 128 of [a-z0-9._-], lowercase, starting with a letter or digit, "
+            "no '..', not ending in '.' or '.lock'",
+        )
+    return key
+
+
+def default_key(instruction: str, inputs: dict[str, str | None]) -> str:
+    return sha256_hex(canonical_bytes({"instruction": instruction, "inputs": inputs}))[:32]
+
+
+@dataclass(frozen=True)
+class Job:
+    """An immutable work order. Its digest covers meaning only."""
+
+    instruction: str
+    inputs: tuple[tuple[str, str | None], ...]
+    key: str
+
+    @classmethod
+    def mint(cls, instruction: str, inputs: dict[str, str | None], key: str | None) -> Job:
+        for path in inputs:
+            check_path(path, what="allowed path")
+        check_distinct(list(inputs))
+        ordered = dict(sorted(inputs.items()))
+        return cls(instruction, tuple(ordered.items()), check_key(key or default_key(instruction, ordered)))
+
+    @property
+    def allowed_paths(self) -> list[str]:
+        return [p for p, _ in self.inputs]
+
+    @property
+    def input_map(self) -> dict[str, str | None]:
+        return dict(self.inputs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "instruction": self.instruction,
+            "allowed_paths": self.allowed_paths,
+            "inputs": self.input_map,
+            "key": self.key,
+        }
+
+    def canonical(self) -> bytes:
+        return canonical_bytes(self.to_dict())
+
+    @property
+    def digest(self) -> str:
+        return digest(self.canonical())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Job:
+        """Parse and validate stored job.json; anything off is BadInput."""
+        doc = parse_strict(data, "job.json")
+        if not isinstance(doc, dict) or set(doc) != {"schema", "instruction", "allowed_paths", "inputs", "key"}:
+            raise BadInput("job.json does not have exactly the fields of genjob.job/v1")
+        if doc["schema"] != SCHEMA:
+            raise BadInput(f"job.json schema is {doc['schema']!r}, expected {SCHEMA!r}")
+        if not isinstance(doc["instruction"], str) or not isinstance(doc["key"], str):
+            raise BadInput("job.json instruction and key must be strings")
+        inputs, paths = doc["inputs"], doc["allowed_paths"]
+        if not isinstance(inputs, dict) or not isinstance(paths, list):
+            raise BadInput("job.json inputs must be an object and allowed_paths a list")
+        if paths != sorted(set(paths)) or paths != sorted(inputs):
+            raise BadInput("job.json allowed_paths must be sorted, unique and equal the inputs' paths")
+        for path, value in inputs.items():
+            if value is not None and not is_digest(value):
+                raise BadInput(f"job.json input {path!r} is not a sha256 digest or null")
+        return cls.mint(doc["instruction"], inputs, doc["key"])
+
+
+def describe_difference(old: Job, new: Job) -> list[str]:
+    """Which fields differ between two jobs with the same key, for a conflict message."""
+    out: list[str] = []
+    if old.instruction != new.instruction:
+        out.append("instruction differs")
+    added = sorted(set(new.allowed_paths) - set(old.allowed_paths))
+    removed = sorted(set(old.allowed_paths) - set(new.allowed_paths))
+    if added:
+        out.append("allowed paths added: " + ", ".join(added))
+    if removed:
+        out.append("allowed paths removed: " + ", ".join(removed))
+    old_in, new_in = old.input_map, new.input_map
+    for path in sorted(set(old_in) & set(new_in)):
+        if old_in[path] != new_in[path]:
+            out.append(f"input {path} changed from {old_in[path]} to {new_in[path]}")
+    return out

@@ -1,0 +1,283 @@
+"""DSSE envelope around an in-toto Statement v1 (SPEC §2.3): build, sign, parse, verify."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from git_genjob.documents.attempts import check_choice, check_int, check_label, check_oid, check_text, check_time
+from git_genjob.documents.canonical import canonical_bytes, digest, is_digest, parse_strict
+from git_genjob.documents.errors import BadInput, Refused
+from git_genjob.documents.keys import SigningKey, TrustedKey, verify_signature
+from git_genjob.documents.paths import check_path
+
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "urn:git-genjob:receipt:v1"
+STATUSES = ("ok", "rejected", "aborted")
+PREDICATE_FIELDS = {
+    "job_digest",
+    "key",
+    "claim",
+    "status",
+    "reason",
+    "outputs",
+    "ignored",
+    "worker_id",
+    "attempt",
+    "generator",
+    "replays",
+    "started_at",
+    "finished_at",
+}
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE pre-authentication encoding over byte lengths."""
+    t = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
+
+
+def job_subject(key: str, job_digest: str) -> dict[str, Any]:
+    return {"name": f"genjob-job:{key}", "digest": {"sha256": job_digest.removeprefix("sha256:")}}
+
+
+def subjects_for(predicate: dict[str, Any]) -> list[dict[str, Any]]:
+    """One subject per output (the job itself for a status other than ok, or no outputs)."""
+    outputs: dict[str, str | None] = predicate["outputs"]
+    subjects = [
+        {"name": path, "digest": {"sha256": value.removeprefix("sha256:")}}
+        for path, value in sorted(outputs.items())
+        if value is not None
+    ]
+    if predicate["status"] != "ok" or not subjects:
+        subjects = [job_subject(predicate["key"], predicate["job_digest"])]
+    return subjects
+
+
+def build_statement(predicate: dict[str, Any]) -> dict[str, Any]:
+    Predicate.from_dict(predicate)  # a worker never signs what a verifier would refuse to parse
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": subjects_for(predicate),
+        "predicateType": PREDICATE_TYPE,
+        "predicate": predicate,
+    }
+
+
+def sign_statement(statement: dict[str, Any], key: SigningKey) -> bytes:
+    """The canonical envelope bytes: these exact bytes are stored and referenced by digest."""
+    payload = canonical_bytes(statement)
+    sig = key.sign(pae(PAYLOAD_TYPE, payload))
+    envelope = {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": base64.b64encode(payload).decode(),
+        "signatures": [{"keyid": key.keyid, "sig": base64.b64encode(sig).decode()}],
+    }
+    return canonical_bytes(envelope)
+
+
+GENERATOR_KINDS = ("exec", "http", "openai", "out-of-band")
+_FP_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class GeneratorInfo:
+    kind: str
+    endpoint: str | None
+    model: str | None
+    command: str | None
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"kind": self.kind, "endpoint": self.endpoint, "model": self.model, "command": self.command}
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """The receipt predicate (urn:git-genjob:receipt:v1), every field typed and bounded."""
+
+    job_digest: str
+    key: str
+    claim: str
+    status: str
+    reason: str
+    outputs: dict[str, str | None]
+    ignored: tuple[str, ...]
+    worker_id: str
+    attempt: int
+    generator: GeneratorInfo
+    replays: tuple[str, ...]
+    started_at: str
+    finished_at: str
+
+    @classmethod
+    def from_dict(cls, doc: object) -> Predicate:
+        """Parse a predicate; BadInput names the first field that is off (§6 check 1)."""
+        if not isinstance(doc, dict) or set(doc) != PREDICATE_FIELDS:
+            raise BadInput("receipt predicate does not have exactly the fields of urn:git-genjob:receipt:v1")
+        w = "receipt predicate"
+        if not is_digest(doc["job_digest"]):
+            raise BadInput(f"{w} job_digest is not a sha256 digest")
+        outputs = doc["outputs"]
+        if not isinstance(outputs, dict):
+            raise BadInput(f"{w} outputs must be an object")
+        for path, value in outputs.items():
+            if value is not None and not is_digest(value):
+                raise BadInput(f"receipt output {path!r} has a malformed digest")
+        ignored, replays = doc["ignored"], doc["replays"]
+        if not isinstance(ignored, list) or not all(isinstance(x, str) and len(x) <= 4096 for x in ignored):
+            raise BadInput(f"{w} ignored must be a list of paths")
+        if not isinstance(replays, list) or not all(isinstance(x, str) and _FP_RE.match(x) for x in replays):
+            raise BadInput(f"{w} replays must be a list of 64-hex fingerprints")
+        return cls(
+            job_digest=doc["job_digest"],
+            key=check_label(doc["key"], f"{w} key"),
+            claim=check_oid(doc["claim"], f"{w} claim"),
+            status=check_choice(doc["status"], f"{w} status", STATUSES),
+            reason=check_text(doc["reason"], f"{w} reason"),
+            outputs=dict(outputs),
+            ignored=tuple(ignored),
+            worker_id=check_label(doc["worker_id"], f"{w} worker_id"),
+            attempt=check_int(doc["attempt"], f"{w} attempt", 1),
+            generator=_generator(doc["generator"]),
+            replays=tuple(replays),
+            started_at=check_time(doc["started_at"], f"{w} started_at"),
+            finished_at=check_time(doc["finished_at"], f"{w} finished_at"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_digest": self.job_digest,
+            "key": self.key,
+            "claim": self.claim,
+            "status": self.status,
+            "reason": self.reason,
+            "outputs": dict(self.outputs),
+            "ignored": list(self.ignored),
+            "worker_id": self.worker_id,
+            "attempt": self.attempt,
+            "generator": self.generator.to_dict(),
+            "replays": list(self.replays),
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+
+def _generator(doc: object) -> GeneratorInfo:
+    w = "receipt predicate generator"
+    if not isinstance(doc, dict) or set(doc) != {"kind", "endpoint", "model", "command"}:
+        raise BadInput(f"{w} must have exactly kind, endpoint, model and command")
+
+    def opt(name: str) -> str | None:
+        value = doc[name]
+        if value is None:
+            return None
+        # A command may span lines (sh -c); only its first word ever reaches a commit message.
+        return check_text(value, f"{w} {name}") if name == "command" else check_label(value, f"{w} {name}", 4096)
+
+    return GeneratorInfo(
+        check_choice(doc["kind"], f"{w} kind", GENERATOR_KINDS), opt("endpoint"), opt("model"), opt("command")
+    )
+
+
+@dataclass(frozen=True)
+class Envelope:
+    raw: bytes
+    payload: bytes
+    signatures: tuple[tuple[str, bytes], ...]
+    statement: dict[str, Any]
+    predicate: Predicate
+
+    @property
+    def digest(self) -> str:
+        return digest(self.raw)
+
+
+def _b64(text: object, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise BadInput(f"receipt {what} is not a base64 string")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadInput(f"receipt {what} is not valid base64") from None
+
+
+def parse_envelope(raw: bytes) -> Envelope:
+    """§6 check 1: the envelope parses, is canonical, and its types are exactly as in §2.3."""
+    doc = parse_strict(raw, "receipt envelope")
+    if not isinstance(doc, dict) or set(doc) != {"payloadType", "payload", "signatures"}:
+        raise BadInput("receipt envelope must have exactly payloadType, payload and signatures")
+    if doc["payloadType"] != PAYLOAD_TYPE:
+        raise BadInput(f"receipt payloadType is {doc['payloadType']!r}, expected {PAYLOAD_TYPE!r}")
+    # Genjob-Receipt names these exact bytes: a re-encoding would keep the signature valid but
+    # change the digest, so only the one canonical form is a receipt.
+    if canonical_bytes(doc) != raw:
+        raise BadInput("receipt envelope is not canonical JSON (SPEC §2)", "re-sign it; never re-encode a receipt")
+    payload = _b64(doc["payload"], "payload")
+    sigs = doc["signatures"]
+    if not isinstance(sigs, list) or not sigs or len(sigs) > 16:
+        raise BadInput("receipt has no signatures (or more than 16)")
+    parsed = []
+    for s in sigs:
+        if not isinstance(s, dict) or set(s) - {"keyid", "sig"} or not isinstance(s.get("keyid", ""), str):
+            raise BadInput("receipt signature entry is malformed")
+        if "sig" not in s:
+            raise BadInput("receipt signature entry has no sig")
+        parsed.append((str(s.get("keyid", "")), _b64(s["sig"], "signature")))
+    statement = parse_strict(payload, "receipt statement")
+    if canonical_bytes(statement) != payload:
+        raise BadInput("receipt statement is not canonical JSON (SPEC §2)")
+    predicate = _check_statement(statement)
+    return Envelope(raw, payload, tuple(parsed), statement, predicate)
+
+
+def _check_statement(st: Any) -> Predicate:
+    if not isinstance(st, dict) or set(st) != {"_type", "subject", "predicateType", "predicate"}:
+        raise BadInput("receipt statement must have exactly _type, subject, predicateType and predicate")
+    if st["_type"] != STATEMENT_TYPE:
+        raise BadInput(f"receipt statement _type is not {STATEMENT_TYPE}")
+    if st["predicateType"] != PREDICATE_TYPE:
+        raise BadInput(f"receipt predicateType is {st['predicateType']!r}, expected {PREDICATE_TYPE!r}")
+    pred = Predicate.from_dict(st["predicate"])
+    # The subject is what other in-toto tools read: it must say what the predicate says.
+    if st["subject"] != subjects_for(pred.to_dict()):
+        raise BadInput("receipt statement subject does not match the predicate's outputs")
+    return pred
+
+
+def check_signature(env: Envelope, signers: list[TrustedKey], revoked: set[bytes], when: float) -> TrustedKey:
+    """§6 check 2: a signature verifies with a trusted, in-window, unrevoked key; returns it."""
+    if not signers:
+        raise Refused("the trust store .genjob/allowed_signers is empty", "add a worker key: git genjob trust add")
+    message = pae(PAYLOAD_TYPE, env.payload)
+    problems = []
+    for _, sig in env.signatures:
+        for key in signers:
+            if not verify_signature(key.public, message, sig):
+                continue
+            found = key.problems_at(when)
+            if key.public in revoked:
+                found.append(f"{key.principal}: key {key.keyid} is revoked")
+            if not found:
+                return key
+            problems += found
+    if problems:
+        raise Refused("the receipt's signer is not trusted now: " + "; ".join(problems))
+    raise Refused("no signature verifies with a key in .genjob/allowed_signers")
+
+
+def check_output_paths(pred: Predicate, allowed: list[str]) -> list[str]:
+    """§6 check 5: output paths within allowed_paths and each valid (§8)."""
+    out = []
+    for path in pred.outputs:
+        try:
+            check_path(path, what="output path")
+        except BadInput as exc:
+            out.append(exc.message)
+            continue
+        if path not in allowed:
+            out.append(f"output {path} is not an allowed path")
+    return out

@@ -1,0 +1,82 @@
+"""A job's state machine in one place: its states, the events that move it, the moves allowed.
+
+Every event the lifecycle writes goes through `transition`, so a job can only move the way
+SPEC §4 draws it:
+
+    queued --claimed--> claimed --sending--> sending --receipt--> done --(apply/drop)--> archived
+      ^                    | recovered           | recovered / unknown
+      |                    v                     v
+      +--retried (owner)-- queued               unknown   (never resent by recovery)
+
+A document plane module: it knows nothing of refs or commits.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from git_genjob.documents.errors import Conflict
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    SENDING = "sending"
+    UNKNOWN = "unknown"
+    DONE = "done"
+    APPLIED = "applied"  # archived
+    DROPPED = "dropped"  # archived
+
+
+class AttemptState(StrEnum):
+    CLAIMED = "claimed"
+    SENDING = "sending"
+    FINISHED = "finished"
+    FAILED_BEFORE_SEND = "failed_before_send"
+    UNKNOWN = "unknown"
+
+
+class Event(StrEnum):
+    SUBMITTED = "submitted"
+    CLAIMED = "claimed"
+    SENDING = "sending"
+    RENEWED = "renewed"
+    RECEIPT = "receipt"
+    FAILED = "failed"  # the worker's own verdict: failed before send, requeued
+    UNKNOWN = "unknown"  # the worker's own verdict: sent, outcome uncertain
+    RECOVERED = "recovered"  # the sweeper fenced a lapsed lease
+    RETRIED = "retried"  # the owner's new attempt
+
+
+LEASE_S = 600.0  # a claim's lease (`work --lease`, `receipt`'s own claim), renewed every third
+TIMEOUT_S = 1800.0  # `work --timeout`: how long a generator may run
+
+LIVE_STATES = (JobState.QUEUED, JobState.CLAIMED, JobState.SENDING, JobState.UNKNOWN, JobState.DONE)
+ARCHIVED_STATES = (JobState.APPLIED, JobState.DROPPED)
+
+Q, C, S, U, D = JobState.QUEUED, JobState.CLAIMED, JobState.SENDING, JobState.UNKNOWN, JobState.DONE
+TRANSITIONS: dict[tuple[JobState, Event], tuple[JobState, ...]] = {
+    (Q, Event.CLAIMED): (C,),
+    (C, Event.SENDING): (S,),
+    (C, Event.RENEWED): (C,),
+    (S, Event.RENEWED): (S,),
+    (C, Event.RECEIPT): (D,),  # `git genjob receipt`: out of band, nothing is sent by genjob
+    (S, Event.RECEIPT): (D,),
+    (S, Event.FAILED): (Q,),
+    (S, Event.UNKNOWN): (U,),
+    (C, Event.RECOVERED): (Q,),
+    (S, Event.RECOVERED): (U,),
+    (U, Event.RETRIED): (Q,),
+    (D, Event.RETRIED): (Q,),  # a receipt that is not ok
+}
+
+
+def transition(state: str, event: str, target: str) -> JobState:
+    """`target`, if `event` may move a job from `state` to it; else the writer is stale (exit 4)."""
+    allowed = TRANSITIONS.get((JobState(state), Event(event)), ())
+    if JobState(target) not in allowed:
+        raise Conflict(
+            f"a job in state {state} cannot take event {event} to {target}",
+            "the job moved since it was read; read it again (git genjob status)",
+        )
+    return JobState(target)

@@ -1,0 +1,393 @@
+"""verify -> pre-apply hook -> commit, notes, idempotent reconcile (SPEC §6, §9, §10)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from git_genjob.documents.config import read_config
+from git_genjob.documents.errors import BadInput, Conflict, Refused, StaleLock
+from git_genjob.documents.receipt import GeneratorInfo
+from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, next_step
+from git_genjob.storage.faults import crash_point
+from git_genjob.storage.notes import write_note
+from git_genjob.storage.records import JobRecord, find_job, parse_trailers
+from git_genjob.storage.store import ARCHIVE_REF, RefUpdate, Store, lookup
+from git_genjob.storage.worktree import (
+    blocked_paths,
+    checkout_outputs,
+    dirty_paths,
+    index_oids,
+    sparse_paths,
+    worktree_oids,
+)
+from git_genjob.worker.lifecycle import Publisher, archive
+from git_genjob.worker.scratch import scratch_dir
+
+TRAILERS = ("Genjob-Key", "Genjob-Job", "Genjob-Receipt", "Genjob-Signer", "Genjob-Worker")
+
+
+@dataclass
+class Applied:
+    key: str
+    commit: str
+    branch: str
+    already: bool
+    reconciled: bool = False
+    kept: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _branch(store: Store, branch: str | None) -> tuple[str, bool]:
+    """(full ref name, whether it is checked out in this work tree)."""
+    current = store.head_branch()
+    if branch is None:
+        if current is None:
+            raise BadInput("HEAD is detached", "check out a branch or pass --branch B")
+        return current, store.workdir is not None
+    name = branch if branch.startswith("refs/heads/") else f"refs/heads/{branch}"
+    if store.ref_target(name) is None:
+        raise BadInput(f"no branch {branch}", "create it first (git branch B)")
+    return name, name == current and store.workdir is not None
+
+
+def disclosure(cfg_name: str | None, gen: GeneratorInfo) -> str | None:
+    if not cfg_name:
+        return None
+    kind = gen.kind
+    if gen.model:
+        detail = gen.model
+    elif gen.command and gen.command.split():
+        detail = os.path.basename(gen.command.split()[0])
+        if not detail.isprintable() or len(detail) > 128:
+            detail = kind
+    elif gen.endpoint:
+        detail = gen.endpoint
+    else:
+        detail = kind
+    return f"{cfg_name}: {kind}:{detail}"
+
+
+def commit_message(record: JobRecord, verdict: Verdict, disclosure_line: str | None) -> str:
+    assert verdict.envelope is not None and verdict.signer is not None
+    instruction = record.job.instruction.strip()
+    first = instruction.splitlines()[0] if instruction else record.key
+    pred = verdict.envelope.predicate
+    trailers = [
+        f"Genjob-Key: {record.key}",
+        f"Genjob-Job: {record.job.digest}",
+        f"Genjob-Receipt: {verdict.envelope.digest}",
+        f"Genjob-Signer: {verdict.signer.keyid}",
+        f"Genjob-Worker: {pred.worker_id}",
+    ]
+    if disclosure_line:
+        trailers.append(disclosure_line)
+    return f"genjob: {first}\n\n{instruction}\n\n" + "\n".join(trailers) + "\n"
+
+
+def note_text(record: JobRecord, verdict: Verdict) -> bytes:
+    import json
+
+    assert verdict.envelope is not None and verdict.signer is not None
+    pred = verdict.envelope.predicate
+    summary = (
+        f"genjob {record.key} ok: signed by {verdict.signer.keyid} (worker {pred.worker_id}), "
+        f"receipt {verdict.envelope.digest}"
+    )
+    line = json.dumps(
+        {"summary": summary, "envelope": verdict.envelope.raw.decode("utf-8")},
+        separators=(",", ":"),
+        ensure_ascii=False,
+        sort_keys=True,
+    )
+    return (summary + "\n" + line + "\n").encode("utf-8")
+
+
+def find_applied(store: Store, head: pygit2.Oid, receipt_digest: str, key: str, limit: int = 5000) -> pygit2.Oid | None:
+    """A commit on the branch whose trailers name this receipt: a bounded history walk.
+
+    Only the rare path reads history: an intent whose commit is no longer reachable (the branch
+    was rewritten after a crash). The normal path is `landed`.
+    """
+    for n, commit in enumerate(store.walk(head)):
+        if n >= limit:
+            break
+        t = parse_trailers(commit.message)
+        if t.get("Genjob-Receipt") == receipt_digest and t.get("Genjob-Key") == key:
+            return commit.id
+    return None
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What an apply is about to land, written durably before the branch moves."""
+
+    commit: str
+    receipt: str
+    branch: str
+
+
+def _intent_path(store: Store, key: str) -> str:
+    return os.path.join(store.common_dir, "genjob", "applying", key)
+
+
+def write_intent(store: Store, key: str, intent: Intent) -> None:
+    path = _intent_path(store, key)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(f"{intent.commit} {intent.receipt} {intent.branch}\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_intent(store: Store, key: str) -> Intent | None:
+    try:
+        with open(_intent_path(store, key), encoding="utf-8") as fh:
+            parts = fh.read().split()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    return Intent(*parts) if len(parts) == 3 else None
+
+
+def clear_intent(store: Store, key: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_intent_path(store, key))
+
+
+def landed(store: Store, head: pygit2.Oid | None, key: str, receipt_digest: str) -> pygit2.Oid | None:
+    """The commit an interrupted apply of this receipt already put on the branch, or None.
+
+    Without an intent no apply of this job got as far as moving a branch, so nothing is read;
+    with one, its commit is looked up (normally it is the branch tip or close to it).
+    """
+    intent = read_intent(store, key)
+    if head is None or intent is None or intent.receipt != receipt_digest:
+        return None
+    try:
+        commit = pygit2.Oid(hex=intent.commit)
+        if commit == head or store.descendant_of(head, commit):
+            return commit
+    except (ValueError, KeyError, pygit2.GitError):
+        pass
+    return find_applied(store, head, receipt_digest, key)
+
+
+def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid | None]) -> None:
+    hooks_dir = store.hooks_dir()
+    hook = os.path.join(hooks_dir, "pre-apply")
+    if not (os.path.isfile(hook) and os.access(hook, os.X_OK)):
+        return
+    tmp = scratch_dir()
+    try:
+        for path, oid in outputs.items():
+            if oid is None:
+                continue
+            target = os.path.join(tmp, path)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as fh:
+                for data in store.blob_chunks(oid):
+                    fh.write(data)
+        from git_genjob.storage.remote import clean_env
+
+        env = {**clean_env(), "GENJOB_OUTPUTS": tmp, "GENJOB_KEY": record.key}
+        proc = subprocess.run(
+            [hook, record.key], cwd=store.workdir or store.gitdir, env=env, capture_output=True, text=True
+        )
+        if proc.returncode != 0:
+            raise Refused(
+                f"the pre-apply hook refused job {record.key} (exit {proc.returncode})",
+                "fix what it reports, or drop the job",
+                details=(proc.stdout + proc.stderr).strip().splitlines()[-20:],
+            )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def apply(store: Store, key: str, branch: str | None = None) -> Applied:
+    """Verify, run the pre-apply hook, commit the outputs: one apply at a time per repository.
+
+    Applies wait for each other on an flock (released by the kernel if the holder dies, so it
+    can never go stale): a second apply of the same job then finds it applied, and two jobs'
+    checkouts never contend for git's index lock.
+    """
+    with _apply_lock(store):
+        return _apply(store, key, branch)
+
+
+@contextlib.contextmanager
+def _apply_lock(store: Store, timeout: float = 300.0) -> Iterator[None]:
+    import fcntl
+    import time
+
+    path = os.path.join(store.common_dir, "genjob", "apply.flock")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise Conflict(
+                        f"another apply has held {path} for {timeout:g}s", "wait for it, then retry"
+                    ) from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
+    record = find_job(store, key)
+    if record.archived:
+        store.finish_archive_move(key)
+        clear_intent(store, key)
+        final = record.meta.final
+        if final is not None and final.state == "applied":
+            return Applied(key, str(final.commit), str(final.branch), already=True)
+        raise Refused(
+            f"job {key} was {record.state}: {final.why if final else ''}", "submit a new job (with a new --key)"
+        )
+    ref_name, checked_out = _branch(store, branch)
+    head = store.ref_target(ref_name)
+    tree = store.get_commit(head).tree if head is not None else None
+    # 1. verify (checks 1-7), against the work tree's trust store and the one the commit will carry
+    verdict = check_for_target(store, record, tree)
+    if not verdict.ok:
+        raise Refused(f"receipt of job {key} does not verify", next_step(verdict), details=verdict.failures())
+    assert verdict.envelope is not None
+    done = landed(store, head, key, verdict.envelope.digest)
+    if done is not None:  # a crash after the commit: reconcile, never commit again
+        kept = _reconcile_worktree(store, done, _outputs(store, record, verdict)) if checked_out else []
+        _finish(store, record, verdict, done, ref_name)
+        return Applied(key, str(done), ref_name, already=True, reconciled=True, kept=kept)
+    # 2. stale check against the target branch (check 8)
+    stale = check_fresh(store, record, tree)
+    if stale:
+        raise Refused(f"job {key} is stale", "submit a new job for the current content", details=stale)
+    outputs = _outputs(store, record, verdict)
+    # 3. a dirty allowed path, or a work tree that cannot take an output, refuses the apply
+    if checked_out:
+        dirty = dirty_paths(store, record.job.allowed_paths)
+        if dirty:
+            raise Refused("local changes at " + ", ".join(dirty), "commit or stash them, then apply again")
+        blocked = blocked_paths(store, [p for p, oid in outputs.items() if oid is not None])
+        if blocked:
+            raise Refused("the work tree cannot take the outputs", "move these away, then apply again", details=blocked)
+    # 4. the pre-apply hook (policy)
+    run_pre_apply(store, record, outputs)
+    # 5. the commit from the verified blob ids, branch moved by CAS
+    cfg = read_config(store)
+    new_tree = store.outputs_tree(tree, outputs)
+    sig = _person(store)
+    message = commit_message(record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate.generator))
+    commit = store.commit(new_tree, [head] if head else [], message, person=sig)
+    write_intent(store, key, Intent(str(commit), verdict.envelope.digest, ref_name))
+    try:
+        store.update_refs([RefUpdate(ref_name, head, commit)], message=f"genjob: apply {key}")
+    except Conflict:
+        # Another apply of this same job may have won the branch: that is success, not a race lost.
+        moved = store.ref_target(ref_name)
+        if landed(store, moved, key, verdict.envelope.digest) is None:
+            clear_intent(store, key)  # our commit never landed
+            raise
+        return _apply(store, key, branch)
+    crash_point("after-commit")
+    # 6. index and work tree for the output paths only, checked out as git would (filters, eol)
+    if checked_out:
+        checkout_outputs(store, outputs, _modes(store, commit, outputs))
+        crash_point("after-worktree")
+    # 7-8. note, then archive
+    _finish(store, record, verdict, commit, ref_name)
+    return Applied(key, str(commit), ref_name, already=False)
+
+
+def _modes(store: Store, commit: pygit2.Oid, outputs: dict[str, pygit2.Oid | None]) -> dict[str, int]:
+    tree = store.get_commit(commit).tree
+    return {p: int(e.filemode) for p in outputs if (e := lookup(tree, p)) is not None}
+
+
+def _reconcile_worktree(store: Store, landed: pygit2.Oid, outputs: dict[str, pygit2.Oid | None]) -> list[str]:
+    """After a crash: bring each output path's index and work tree to the landed commit.
+
+    A path is brought forward only while its index entry and work-tree content each hold either
+    the job's input (the landed commit's parent) or its output: whatever else is there is a
+    user's edit since the crash, kept and named, never overwritten.
+    """
+    commit = store.get_commit(landed)
+    parent = commit.parents[0].tree if commit.parents else None
+    paths = list(outputs)
+    sparse = sparse_paths(store, paths)
+    in_index, on_disk = index_oids(store, paths), worktree_oids(store, paths)
+    todo: dict[str, pygit2.Oid | None] = {}
+    kept = []
+    for path, out in outputs.items():
+        entry = lookup(parent, path)
+        ok = {out, entry.id if entry is not None else None}
+        if in_index[path] in ok and (path in sparse or on_disk[path] in ok):
+            if in_index[path] != out or (path not in sparse and on_disk[path] != out):
+                todo[path] = out
+        else:
+            kept.append(path)
+    checkout_outputs(store, todo, _modes(store, landed, todo))
+    return kept
+
+
+def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oid, ref_name: str) -> None:
+    write_note(store, commit, note_text(record, verdict))
+    crash_point("after-note")
+    final = {
+        "state": "applied",
+        "commit": str(commit),
+        "branch": ref_name,
+        "receipt": verdict.envelope.digest if verdict.envelope else None,
+    }
+    for _ in range(50):
+        live = find_job(store, record.key)
+        if live.archived:
+            store.finish_archive_move(record.key)
+            clear_intent(store, record.key)
+            return
+        try:
+            archive(Publisher(store), live, final)
+            clear_intent(store, record.key)
+            return
+        except StaleLock:
+            raise
+        except Conflict:
+            continue  # the archive moved (another job's apply, or this one's twin): read it again
+    raise Conflict(f"{ARCHIVE_REF} kept moving", f"run git genjob apply {record.key} again to finish")
+
+
+def _outputs(store: Store, record: JobRecord, verdict: Verdict) -> dict[str, pygit2.Oid | None]:
+    assert verdict.envelope is not None
+    stored = record.output_oids()
+    return {p: (stored[p] if d is not None else None) for p, d in verdict.envelope.predicate.outputs.items()}
+
+
+def _person(store: Store) -> pygit2.Signature:
+    name = os.environ.get("GIT_AUTHOR_NAME")
+    email = os.environ.get("GIT_AUTHOR_EMAIL")
+    name = name or store.config_get("user.name")
+    email = email or store.config_get("user.email")
+    if not name or not email:
+        raise BadInput("no git identity", 'set one: git config user.name "…"; git config user.email …')
+    return pygit2.Signature(name, email)

@@ -1,0 +1,73 @@
+"""`git genjob init`: the .genjob/ scaffold, notes display and remote refspecs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from git_genjob.documents.config import TEMPLATE
+from git_genjob.documents.errors import BadInput
+from git_genjob.storage.remote import fetch_refspecs
+from git_genjob.storage.store import NOTES_REF, Store
+
+SIGNERS_HEADER = """\
+# git-genjob trust store (OpenSSH allowed_signers format). One line per trusted worker key:
+#   NAME namespaces="genjob-receipt",valid-after="20260101",valid-before="20270101" ssh-ed25519 AAAA...
+# Add keys with: git genjob trust add NAME KEYFILE.pub
+"""
+REVOKED_HEADER = "# Revoked worker keys, one OpenSSH public key line each (git genjob trust revoke NAME).\n"
+
+
+@dataclass
+class InitReport:
+    created: list[str] = field(default_factory=list)
+    config: list[str] = field(default_factory=list)
+    hooks: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, list[str]]:
+        return dict(self.__dict__)
+
+    def lines(self) -> list[str]:
+        """The human report."""
+        out = [f"created {p}" for p in self.created] + [f"config  {c}" for c in self.config]
+        out += [f"hook    {h}" for h in self.hooks]
+        if not out:
+            out.append("already initialized")
+        return [*out, "next: git genjob keygen, git genjob trust add NAME KEY.pub, then commit .genjob/"]
+
+
+DISPLAY_GLOB = NOTES_REF[:-1] + "[" + NOTES_REF[-1] + "]"  # refs/notes/genjo[b]
+
+
+def init(store: Store) -> InitReport:
+    report = InitReport()
+    if store.workdir is None:
+        raise BadInput("init needs a work tree (a bare repository has no .genjob/)", "run it in a clone")
+    gdir = os.path.join(store.workdir, ".genjob")
+    os.makedirs(gdir, exist_ok=True)
+    for name, text in (
+        ("allowed_signers", SIGNERS_HEADER),
+        ("revoked_keys", REVOKED_HEADER),
+        ("config.toml", TEMPLATE),
+    ):
+        path = os.path.join(gdir, name)
+        if not os.path.exists(path):
+            with open(path, "x", encoding="utf-8") as fh:
+                fh.write(text)
+            report.created.append(f".genjob/{name}")
+    # A glob matching exactly refs/notes/genjob: git warns "notes ref ... is invalid" on every
+    # `git show` while a plain displayRef names a ref that does not exist yet; a glob never does.
+    if NOTES_REF in store.config_values("notes.displayRef"):
+        store.config_delete("notes.displayRef", "^refs/notes/genjob$")
+    if store.config_add("notes.displayRef", DISPLAY_GLOB):
+        report.config.append(f"notes.displayRef={DISPLAY_GLOB}")
+    if store.config_add("notes.rewriteRef", NOTES_REF):
+        report.config.append(f"notes.rewriteRef={NOTES_REF}")
+    if store.config_get("notes.genjob.mergeStrategy") != "cat_sort_uniq":
+        store.config_set("notes.genjob.mergeStrategy", "cat_sort_uniq")
+        report.config.append("notes.genjob.mergeStrategy=cat_sort_uniq")
+    for remote in store.remote_names():
+        for spec in fetch_refspecs(remote):
+            if store.config_add(f"remote.{remote}.fetch", spec):
+                report.config.append(f"remote.{remote}.fetch={spec}")
+    return report

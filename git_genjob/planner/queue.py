@@ -1,0 +1,603 @@
+"""The planner's and owner's operations: submit, list, show, bundle (and later claim/recover)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import tarfile
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import pygit2
+
+from git_genjob.documents.canonical import canonical_bytes, digest, parse_strict, utc_now
+from git_genjob.documents.config import Config, read_config
+from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused
+from git_genjob.documents.job import Job, describe_difference
+from git_genjob.documents.paths import check_path
+from git_genjob.documents.secretscan import find_secret
+from git_genjob.storage.records import (
+    JobRecord,
+    bundle_inputs,
+    event_message,
+    find_job,
+    load_archived,
+    load_live,
+    load_tree,
+    parse_trailers,
+)
+from git_genjob.storage.store import (
+    ARCHIVE_REF,
+    ROWS_TREE,
+    RefUpdate,
+    Store,
+    blocking_prefix,
+    job_ref,
+    lookup,
+    parse_rows,
+    shard,
+)
+
+_DIRTY = (
+    pygit2.enums.FileStatus.INDEX_NEW
+    | pygit2.enums.FileStatus.INDEX_MODIFIED
+    | pygit2.enums.FileStatus.INDEX_DELETED
+    | pygit2.enums.FileStatus.INDEX_TYPECHANGE
+    | pygit2.enums.FileStatus.INDEX_RENAMED
+    | pygit2.enums.FileStatus.WT_NEW
+    | pygit2.enums.FileStatus.WT_MODIFIED
+    | pygit2.enums.FileStatus.WT_DELETED
+    | pygit2.enums.FileStatus.WT_TYPECHANGE
+    | pygit2.enums.FileStatus.WT_RENAMED
+)
+
+
+@dataclass
+class SubmitResult:
+    key: str
+    digest: str
+    state: str
+    created: bool
+    archived: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "digest": self.digest,
+            "state": self.state,
+            "created": self.created,
+            "archived": self.archived,
+            "warnings": self.warnings,
+        }
+
+
+def _resolve_base(store: Store, rev: str | None) -> pygit2.Commit | None:
+    if rev is None:
+        if store.is_bare:
+            raise BadInput("a bare repository has no work tree to read", "pass --rev REV")
+        return store.head_commit()
+    try:
+        return store.revparse_commit(rev)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        raise BadInput(f"--rev {rev!r} does not name a commit", "give a branch, tag or commit id") from None
+
+
+def _read_inputs(
+    store: Store, base: pygit2.Commit | None, paths: list[str], rev: str | None, cfg: Config, allow_secrets: bool
+) -> dict[str, pygit2.Oid]:
+    tree = base.tree if base is not None else None
+    where = rev or "HEAD"
+    oids: dict[str, pygit2.Oid] = {}
+    for path in paths:
+        prefix = blocking_prefix(tree, path)
+        if prefix is not None:
+            raise BadInput(f"{path}: {prefix} is not a directory at {where}")
+        entry = lookup(tree, path)
+        if entry is None:
+            raise BadInput(f"{path} does not exist at {where}", f"to let the job create it, pass --create {path}")
+        mode = getattr(entry, "filemode", None)
+        if entry.type_str == "tree":
+            raise BadInput(f"{path} is a directory", "list the files inside it")
+        if entry.type_str == "commit":
+            raise BadInput(f"{path} is a submodule", "a job may only change regular files")
+        if mode == pygit2.enums.FileMode.LINK:
+            raise BadInput(f"{path} is a symlink", "a job may only change regular files")
+        blob = store.get(entry.id)
+        assert isinstance(blob, pygit2.Blob)
+        if blob.size > cfg.limits.file_bytes:
+            raise BadInput(
+                f"{path} is {blob.size} bytes, over the limit of {cfg.limits.file_bytes}",
+                "raise limits.file_bytes in .genjob/config.toml or leave the file out",
+            )
+        if not allow_secrets:
+            found = find_secret(bytes(blob.data))
+            if found:
+                raise BadInput(
+                    f"{path} contains what looks like a {found}",
+                    "remove it, or pass --allow-secrets (jobs are stored and replayable)",
+                )
+        oids[path] = entry.id
+    if rev is None and store.workdir is not None:
+        _refuse_dirty(store, paths)
+    return oids
+
+
+def _refuse_dirty(store: Store, paths: list[str]) -> None:
+    dirty = []
+    for path in paths:
+        try:
+            flags = store.status_file(path)
+        except (KeyError, pygit2.GitError):
+            flags = 0
+        if flags & _DIRTY or os.path.islink(os.path.join(store.workdir or "", path)):
+            dirty.append(path)
+    if dirty:
+        raise Refused(
+            "the work tree differs from HEAD at " + ", ".join(dirty),
+            "commit or stash these changes first, or pass --rev REV to mint from a commit",
+        )
+
+
+def _check_creates(store: Store, base: pygit2.Commit | None, creates: list[str], rev: str | None) -> None:
+    tree = base.tree if base is not None else None
+    for path in creates:
+        prefix = blocking_prefix(tree, path)
+        if lookup(tree, path) is not None:
+            raise BadInput(f"--create {path}: the path exists at {rev or 'HEAD'}", f"list {path} as a PATH instead")
+        if prefix is not None:
+            raise BadInput(f"--create {path}: {prefix} is not a directory at {rev or 'HEAD'}")
+        if rev is None and store.workdir is not None and os.path.lexists(os.path.join(store.workdir, path)):
+            raise BadInput(
+                f"--create {path}: the path exists in the work tree", "commit it and list it as a PATH, or remove it"
+            )
+
+
+def submit(
+    store: Store,
+    instruction: str,
+    paths: list[str],
+    creates: list[str] | None = None,
+    key: str | None = None,
+    rev: str | None = None,
+    allow_secrets: bool = False,
+) -> SubmitResult:
+    """Mint a job from the work tree (or `rev`) and store it, idempotently by key."""
+    creates = creates or []
+    cfg = read_config(store)
+    _check_instruction(instruction, cfg, allow_secrets)
+    for p in paths + creates:
+        check_path(p, what="allowed path")
+    dupes = sorted({p for p in paths + creates if (paths + creates).count(p) > 1})
+    if dupes:
+        raise BadInput("path given twice: " + ", ".join(dupes))
+    if not paths and not creates:
+        raise BadInput("a job needs at least one allowed path", "name the files the job may change")
+    if len(paths) + len(creates) > cfg.limits.allowed_paths:
+        raise BadInput(f"{len(paths) + len(creates)} allowed paths, over the limit of {cfg.limits.allowed_paths}")
+    base = _resolve_base(store, rev)
+    oids = _read_inputs(store, base, paths, rev, cfg, allow_secrets)
+    _check_creates(store, base, creates, rev)
+    inputs: dict[str, str | None] = {p: digest(store.read(o)) for p, o in oids.items()}
+    inputs.update({p: None for p in creates})
+    job = Job.mint(instruction, inputs, key)
+    existing = _existing(store, job)
+    if existing is not None:
+        return existing
+    meta = {
+        "job_id": "j-" + uuid.uuid4().hex,
+        "key": job.key,
+        "created_at": utc_now(),
+        "submitter": _submitter(store),
+        "base": str(base.id) if base is not None else None,
+        "rev": rev,
+        "allow_secrets": allow_secrets,
+    }
+    files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
+    files.update({f"inputs/{p}": o for p, o in oids.items()})
+    created = {"Genjob-Created": str(meta["created_at"])}
+    commit = store.commit(store.build_tree(files), [], event_message("submitted", job.key, "queued", 0, created))
+    try:
+        store.update_refs([RefUpdate(job_ref(job.key), None, commit)], message=f"genjob: submit {job.key}")
+    except Conflict:
+        again = _existing(store, job)  # lost a create race: same digest collapses
+        if again is None:
+            raise
+        return again
+    return SubmitResult(job.key, job.digest, "queued", True, warnings=_path_warnings(store, job))
+
+
+def _check_instruction(instruction: str, cfg: Config, allow_secrets: bool) -> None:
+    if not instruction.strip():
+        raise BadInput("the instruction is empty", "pass -m TEXT or -F FILE")
+    size = len(instruction.encode("utf-8", "surrogatepass"))
+    if size > cfg.limits.instruction_bytes:
+        raise BadInput(f"the instruction is {size} bytes, over the limit of {cfg.limits.instruction_bytes}")
+    if "\x00" in instruction:
+        raise BadInput("the instruction contains a NUL byte")
+    if not allow_secrets:
+        found = find_secret(instruction.encode("utf-8", "surrogatepass"))
+        if found:
+            raise BadInput(
+                f"the instruction contains what looks like a {found}",
+                "remove it, or pass --allow-secrets (jobs are stored and replayable)",
+            )
+
+
+def _submitter(store: Store) -> str:
+    sig = store.signature()
+    return f"{sig.name} <{sig.email}>"
+
+
+def _existing(store: Store, job: Job) -> SubmitResult | None:
+    record = load_live(store, job.key) or load_archived(store, job.key)
+    if record is None:
+        return None
+    if record.job.digest != job.digest:
+        raise Conflict(
+            f"key {job.key} is taken by a job with another digest ({record.job.digest}, this one {job.digest})",
+            "use another --key for a different operation, or drop the old job first",
+            details=describe_difference(record.job, job),
+        )
+    return SubmitResult(job.key, job.digest, record.state, False, archived=record.archived)
+
+
+def _path_warnings(store: Store, job: Job) -> list[str]:
+    mine = set(job.allowed_paths)
+    out = []
+    for key in store.live_keys():
+        if key == job.key:
+            continue
+        shared = sorted(mine & set(allowed_paths_of(store, key)))
+        if shared:
+            out.append(f"live job {key} also holds {', '.join(shared)}; whichever applies second will be stale")
+    return out
+
+
+def allowed_paths_of(store: Store, key: str) -> list[str]:
+    """A live job's allowed paths; a key never changes meaning, so it is cached per store."""
+    cache: dict[str, list[str]] = store.__dict__.setdefault("_paths_cache", {})
+    if key not in cache:
+        tip = store.ref_target(job_ref(key))
+        try:
+            data = store.file_at(store.get_commit(tip).tree, "job.json") if tip is not None else None
+            if data is None:
+                return []
+            cache[key] = Job.from_bytes(data).allowed_paths
+        except GenjobError:
+            return []  # a damaged job holds no paths; status reports it
+    return cache[key]
+
+
+@dataclass(frozen=True)
+class Head:
+    """What a live job's tip commit says about it: enough to order and filter the queue.
+
+    Read from the tip's trailers (a hint: the job's documents stay authoritative and are read
+    before anything acts on it) and memoized by commit id, which never changes meaning.
+    """
+
+    key: str
+    tip: pygit2.Oid
+    state: str | None
+    created: str
+
+
+def heads(store: Store, states: tuple[str, ...] | None = None) -> list[Head]:
+    """The live jobs (only those whose tip is in `states`, when given), oldest first.
+
+    One ref read per live job and, for a tip not seen before, one commit read: no tree or
+    document is read here, so a worker's pick costs about what `git for-each-ref` does.
+    """
+    memo: dict[pygit2.Oid, tuple[str | None, str]] = store.__dict__.setdefault("_head_memo", {})
+    out = []
+    for key in store.live_keys():
+        tip = store.ref_target(job_ref(key))
+        if tip is None:
+            continue
+        info = memo.get(tip)
+        if info is None:
+            info = memo[tip] = _head_info(store, tip)
+        if states is None or info[0] in states:
+            out.append(Head(key, tip, info[0], info[1]))
+    out.sort(key=lambda h: (h.created, h.key))
+    return out
+
+
+def _head_info(store: Store, tip: pygit2.Oid) -> tuple[str | None, str]:
+    try:
+        commit = store.get_commit(tip)
+    except (GenjobError, ValueError):
+        return None, ""  # not a commit: load_live names the damage when the job is read
+    t = parse_trailers(commit.message)
+    created = t.get("Genjob-Created")
+    if created is None:  # chains written before the trailer existed: meta.json says it
+        from git_genjob.documents.attempts import parse_meta
+
+        try:
+            data = store.file_at(commit.tree, "meta.json")
+            created = parse_meta(data).created_at if data is not None else ""
+        except GenjobError:
+            created = ""
+    return t.get("Genjob-State"), created
+
+
+def archived_leftover(store: Store, key: str) -> bool:
+    """Whether the archive already holds `key` (its live ref is the leftover of an interrupted move)."""
+    return store.archive_entry(key) is not None
+
+
+def archived_lookup(store: Store) -> Callable[[str], bool]:
+    """`is key in the archive?` for many keys: each shard tree is read once, not once per key."""
+    tip = store.ref_target(ARCHIVE_REF)
+    root = store.get_commit(tip).tree if tip is not None else None
+    shards: dict[str, pygit2.Tree | None] = {}
+
+    def archived(key: str) -> bool:
+        name = shard(key)
+        if name not in shards:
+            sub = lookup(root, name)
+            shards[name] = sub if isinstance(sub, pygit2.Tree) else None
+        tree = shards[name]
+        return tree is not None and key in tree
+
+    return archived
+
+
+def live_jobs(
+    store: Store, damaged: dict[str, str] | None = None, states: tuple[str, ...] | None = None
+) -> list[JobRecord]:
+    """Every readable live job, oldest first (by submit time, then key).
+
+    With `states`, only jobs whose tip says they are in one of them are read at all (the
+    state trailer of the tip commit is enough): a worker's loop touches the queued jobs, not
+    every job waiting for its apply. A damaged job ref is skipped, never fatal for the others;
+    its key and the reason go into `damaged` when given.
+    """
+    out = []
+    archived = archived_lookup(store)
+    for head in heads(store, states):
+        key = head.key
+        if archived(key):
+            continue  # archived; the live ref is the leftover of an interrupted move (recover deletes it)
+        try:
+            record = load_live(store, key)
+        except GenjobError as exc:
+            if damaged is not None:
+                damaged[key] = exc.message
+            continue
+        if record is not None:
+            out.append(record)
+    out.sort(key=lambda r: (r.meta.created_at, r.key))
+    return out
+
+
+def summarize(record: JobRecord) -> dict[str, Any]:
+    first = record.job.instruction.strip().splitlines()[0] if record.job.instruction.strip() else ""
+    return {
+        "key": record.key,
+        "state": record.state,
+        "digest": record.digest,
+        "epoch": record.epoch,
+        "attempts": len(record.attempts),
+        "created_at": record.meta.created_at,
+        "allowed_paths": record.job.allowed_paths,
+        "instruction": first,
+        "archived": record.archived,
+        "result": receipt_result(record),
+    }
+
+
+def receipt_result(record: JobRecord) -> str | None:
+    """What a live job's stored receipt says it is (ok, rejected, aborted), for display only.
+
+    Read from the unverified envelope: `verify` is the check; this only keeps a failed run
+    from looking like a finished one in `status`. None without a receipt or once archived.
+    """
+    if record.archived or record.receipt_bytes is None:
+        return None
+    from git_genjob.documents.receipt import parse_envelope
+
+    try:
+        return parse_envelope(record.receipt_bytes).predicate.status
+    except GenjobError:
+        return "damaged"
+
+
+class StatusRow(NamedTuple):
+    """One line of `status`: what the human line needs, and the row as one JSON document.
+
+    A tuple, ordered as `status` sorts (submit time, then key): 100,000 archived rows are
+    made, sorted and printed in well under a second."""
+
+    sort_key: str
+    key: str
+    state: str
+    instruction: str
+    json: str
+    result: str | None = None
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> StatusRow:
+        text = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return cls(
+            str(doc.get("created_at", "")), doc["key"], doc["state"], doc["instruction"], text, doc.get("result")
+        )
+
+
+def archive_row(record: JobRecord) -> str:
+    """The `_rows/<shard>` line of an archived job (the store adds its key and tree id)."""
+    row = StatusRow.of(summarize(record))
+    flat = " ".join(row.instruction.split())  # the line's columns hold no tab
+    return f"{row.sort_key}\t{row.state}\t{flat}\t{row.json}"
+
+
+def _vouched_rows(data: bytes | None, shard_tree: pygit2.Tree) -> list[StatusRow] | None:
+    """A shard's rows, if the blob was written for exactly this shard tree (its `#tree` line)
+    and has one well-formed line per entry; else None (each entry is then checked)."""
+    header = f"{ROWS_TREE}{shard_tree.id}\n".encode()
+    if data is None or not data.startswith(header):
+        return None
+    rows = []
+    for line in data[len(header) :].decode("utf-8", "replace").split("\n")[:-1]:  # not splitlines: U+2028
+        p = line.split("\t")  # JSON escapes tabs and the instruction column has none: 6 fields
+        if len(p) != 6:
+            return None
+        rows.append(StatusRow(p[0], p[1], p[3], p[4], p[5]))
+    return rows if len(rows) == len(shard_tree) else None
+
+
+def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
+    """Every archived job's row: from its shard's `_rows` line when that line names the entry's
+    current tree, else (a merge kept the other side's rows, an older archive) from the job."""
+    out = []
+    for _, shard_tree, data in store.archive_shards():
+        fast = _vouched_rows(data, shard_tree)
+        if fast is not None:
+            out += fast
+            continue
+        _, lines = parse_rows(data)
+        for entry in shard_tree:
+            key, oid = str(entry.name), entry.id
+            hint = lines.get(key)
+            parts = hint[1].split("\t", 5) if hint is not None and hint[0] == str(oid) else []
+            if len(parts) == 6:
+                sort_key, _, _, state, instruction, text = parts
+                out.append(StatusRow(sort_key, key, state, instruction, text))
+                continue
+            sub = store.get(oid)
+            try:
+                if not isinstance(sub, pygit2.Tree):
+                    raise BadInput(f"archive entry {key} is not a tree")
+                out.append(StatusRow.of(summarize(load_tree(store, key, sub, None, archived=True))))
+            except GenjobError as exc:
+                damaged[key] = exc.message
+    return out
+
+
+ROWS_CACHE_MAX = 64 * 1024 * 1024
+
+
+def _rows_cache_path(store: Store) -> str:
+    return os.path.join(store.common_dir, "genjob", "status-rows")
+
+
+def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
+    """Every live job's row. A row is a function of the tip commit alone (its tree holds every
+    document it shows), so rows are kept in a local cache keyed by tip id
+    (`.git/genjob/status-rows`, never shared, rewritten only when a tip changed): a job is read
+    whole only once per event, not on every `status`."""
+    path = _rows_cache_path(store)
+    cache: dict[str, str] = {}
+    try:
+        if os.path.getsize(path) <= ROWS_CACHE_MAX:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                cache = dict(line.rstrip("\n").split("\t", 1) for line in fh if "\t" in line)
+    except OSError:
+        pass
+    archived = archived_lookup(store)
+    rows, seen = [], {}
+    for key in store.live_keys():
+        head_tip = store.ref_target(job_ref(key))
+        if head_tip is None:
+            continue
+        if archived(key):
+            continue  # archived; the live ref is the leftover of an interrupted move
+        tip = str(head_tip)
+        text = cache.get(tip)
+        try:
+            doc = json.loads(text) if text is not None else None
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict) or doc.get("key") != key:
+            try:
+                record = load_live(store, key)
+            except GenjobError as exc:
+                damaged[key] = exc.message
+                continue
+            if record is None or record.tip != head_tip:
+                continue  # moved or removed while we read: the next status shows it
+            doc = summarize(record)
+        row = StatusRow.of(doc)
+        rows.append(row)
+        seen[tip] = row.json
+    if seen != cache:
+        _write_rows_cache(path, seen)
+    return rows
+
+
+def _write_rows_cache(path: str, rows: dict[str, str]) -> None:
+    """A cache: written atomically, never fsynced, and a failure to write it is no failure."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write("".join(f"{tip}\t{text}\n" for tip, text in rows.items()))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def status(store: Store, state: str | None = None, include_archived: bool = False) -> list[StatusRow]:
+    """The queue, oldest first: live jobs from their tips' cached rows, archived ones from the
+    per-shard rows; anything a row cannot vouch for is read from its documents."""
+    damaged: dict[str, str] = {}
+    rows = _live_rows(store, damaged)
+    if include_archived:
+        rows += _archived_rows(store, damaged)
+    rows.sort()
+    for k, why in damaged.items():
+        doc = {"key": k, "state": "damaged", "error": why, "instruction": f"damaged: {why}"}
+        rows.append(StatusRow.of(doc))
+    return [r for r in rows if state is None or r.state == state]
+
+
+def show(store: Store, key: str) -> dict[str, Any]:
+    from git_genjob.storage.records import events
+
+    record = find_job(store, key)
+    doc = summarize(record)
+    doc["job"] = record.job.to_dict()
+    doc["meta"] = record.meta.to_dict()
+    doc["attempt_records"] = [a.to_dict() for a in record.attempts]
+    doc["outputs"] = sorted(record.output_oids())
+    doc["receipt"] = parse_strict(record.receipt_bytes, "receipt.json") if record.receipt_bytes else None
+    # An archived job's chain is still in the object store: the archive commit's second parent.
+    tip = chain_tip(record)
+    doc["events"] = [
+        {"commit": str(e.commit), "event": e.event, "state": e.state, "epoch": e.epoch, "time": e.time}
+        for e in (events(store, tip) if tip is not None else [])
+    ]
+    return doc
+
+
+def chain_tip(record: JobRecord) -> pygit2.Oid | None:
+    """The last event commit of a job's chain: the live tip, or the one the archive names."""
+    if record.tip is not None:
+        return record.tip
+    return pygit2.Oid(hex=record.meta.chain[-1].commit) if record.meta.chain else None
+
+
+def bundle_bytes(store: Store, key: str) -> bytes:
+    """The job's bundle as a byte-identical tar: job.json and inputs/<path>."""
+    record = find_job(store, key)
+    members: list[tuple[str, bytes]] = [("job.json", record.job_bytes)]
+    # Member names come from job.json's checked paths, never from tree entry names.
+    members += [(f"inputs/{path}", data) for path, data in bundle_inputs(store, record).items()]
+    members.sort(key=lambda m: m[0].encode("utf-8"))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()

@@ -1,0 +1,438 @@
+"""The replay cache (SPEC §7): normalize, fingerprint, events in refs/genjob/replays, drift, accept."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from git_genjob.documents.canonical import canonical_bytes, parse_strict, sha256_hex, utc_now
+from git_genjob.documents.config import Config
+from git_genjob.documents.errors import BadInput, Conflict, Refused, Unavailable
+from git_genjob.documents.secretscan import find_secret
+from git_genjob.storage.faults import crash_point
+from git_genjob.storage.store import REPLAYS_REF, TREE_MODE, RefUpdate, Store, lookup
+
+SENTINEL = "model_unavailable"
+MODES = ("replay", "offline", "refresh")
+_HOME = re.compile(r"/(?:home|Users)/[^/\s]+")
+_TS = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+_TMP = re.compile(r"/tmp/[^/\s]+")
+_CREDENTIAL_PARAMS = {
+    "api_key",
+    "apikey",
+    "authorization",
+    "headers",
+    "timeout",
+    "base_url",
+    "organization",
+    "extra_headers",
+    "proxy",
+    "proxies",
+    "verify",
+    "stream",
+}
+
+
+@dataclass
+class Normalized:
+    text: str
+    rewrites: list[str] = field(default_factory=list)
+
+
+def normalize(prompt: str, cfg: Config | None = None) -> Normalized:
+    """Strip what varies between machines and runs but not in meaning; record every rewrite."""
+    rewrites: list[str] = []
+
+    def sub(pattern: re.Pattern[str], repl: str, text: str, label: str) -> str:
+        def one(m: re.Match[str]) -> str:
+            rewrites.append(f"{label}: {m.group(0)!r} -> {repl!r}")
+            return repl
+
+        return pattern.sub(one, text)
+
+    text = prompt.replace("\r\n", "\n")
+    text = sub(_HOME, "/build", text, "home directory")
+    text = sub(_TS, "", text, "timestamp")
+    text = sub(_TMP, "/tmp/X", text, "temp path")
+    for pattern, repl in cfg.normalize_rules if cfg else ():
+        try:
+            text = sub(re.compile(pattern), repl, text, f"rule {pattern}")
+        except re.error as exc:
+            raise BadInput(f".genjob/config.toml normalize rule {pattern!r} is not a valid regex: {exc}") from None
+    lines = [line.rstrip() for line in text.split("\n")]
+    if any(a != b for a, b in zip(lines, text.split("\n"), strict=True)):
+        rewrites.append("trailing whitespace stripped")
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    return Normalized("\n".join(lines), rewrites)
+
+
+def clean_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Every request parameter except credentials and transport settings (a deny-list)."""
+    return {k: v for k, v in params.items() if k.lower() not in _CREDENTIAL_PARAMS}
+
+
+def request_doc(endpoint: str, model: str, params: dict[str, Any], prompt: str, key: str | None) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "v": 1,
+        "endpoint": endpoint,
+        "model": model,
+        "params": clean_params(params),
+        "prompt": prompt,
+    }
+    if key:
+        doc["key"] = key
+    return doc
+
+
+def fingerprint(doc: dict[str, Any]) -> str:
+    return sha256_hex(canonical_bytes(doc))
+
+
+def check_fp(fp: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{64}", fp):
+        raise BadInput(f"{fp!r} is not a fingerprint (64 lowercase hex)", "list them with: git genjob cache ls")
+    return fp
+
+
+def _base(fp: str) -> str:
+    return f"{fp[:2]}/{fp}"
+
+
+@dataclass
+class Entry:
+    fp: str
+    request: dict[str, Any] | None
+    events: list[dict[str, Any]]
+    answers: dict[str, pygit2.Oid]
+
+    def head_events(self) -> list[dict[str, Any]]:
+        """Recorded and accepted events no accepted event supersedes.
+
+        An accepted event names the hash it replaces (SPEC §7) and the ids of the events it
+        supersedes; ids are content digests, so the events form a DAG whatever the order in
+        which machines wrote them, and timestamps never decide.
+        """
+        answering = [e for e in self.events if e["type"] in ("recorded", "accepted")]
+        superseded: set[str] = set()
+        for e in answering:
+            if e["type"] != "accepted":
+                continue
+            if "supersedes" in e:
+                superseded |= set(e["supersedes"])
+            elif e.get("replaces"):  # an accepted event without ids: it replaces that answer
+                superseded |= {x["_id"] for x in answering if x["answer"] == e["replaces"] and x is not e}
+        return [e for e in answering if e["_id"] not in superseded]
+
+    def heads(self) -> list[str]:
+        return sorted({e["answer"] for e in self.head_events()})
+
+    def served(self) -> str | None:
+        heads = self.heads()
+        return heads[0] if heads else None
+
+    def pending(self) -> list[str]:
+        """Drift candidates awaiting review, plus competing heads."""
+        decided = {e["answer"] for e in self.events if e["type"] in ("accepted", "rejected")}
+        heads = self.heads()
+        served = heads[0] if heads else None
+        out = {e["answer"] for e in self.events if e["type"] == "drift"} - decided - {served}
+        if len(heads) > 1:
+            out |= set(heads[1:])
+        return sorted(out)
+
+
+class Cache:
+    """Reads and writes refs/genjob/replays; every write is a CAS retried as a union."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def _tree(self) -> pygit2.Tree | None:
+        tip = self.store.ref_target(REPLAYS_REF)
+        return self.store.get_commit(tip).tree if tip is not None else None
+
+    def entry(self, fp: str, tree: pygit2.Tree | None = None) -> Entry | None:
+        tree = tree if tree is not None else self._tree()
+        if tree is None:
+            return None
+        try:
+            node = self.store.get(tree[_base(fp)].id)
+        except KeyError:
+            return None
+        assert isinstance(node, pygit2.Tree)
+        files = self.store.tree_files(node)
+        events = []
+        for path, oid in files.items():
+            if path.startswith("events/"):
+                event = parse_strict(self.store.read(oid), "replay event")
+                if not isinstance(event, dict) or "type" not in event or "answer" not in event:
+                    raise BadInput(f"replay event {path} of {fp} is malformed")
+                events.append(dict(event, _id=path[len("events/") :].removesuffix(".json")))
+        events.sort(key=lambda e: (e.get("time", ""), e.get("type", ""), e.get("answer", "")))
+        answers = {p[len("answers/") :]: o for p, o in files.items() if p.startswith("answers/")}
+        request = parse_strict(self.store.read(files["request.json"]), "request") if "request.json" in files else None
+        return Entry(fp, request, events, answers)
+
+    def resolve(self, text: str) -> str:
+        """A fingerprint named in full or by a unique prefix of 4 or more hex digits (`cache ls`)."""
+        if len(text) == 64 or not re.fullmatch(r"[0-9a-f]{4,63}", text):
+            return check_fp(text)
+        tree = self._tree()
+        shard = self.store.get(tree[text[:2]].id) if tree is not None and text[:2] in tree else None
+        matches = [str(e.name) for e in shard if str(e.name).startswith(text)] if isinstance(shard, pygit2.Tree) else []
+        if len(matches) != 1:
+            found = f"the prefix of {len(matches)} fingerprints" if matches else "no fingerprint's prefix"
+            raise BadInput(f"{text!r} is {found}", "list them with: git genjob cache ls")
+        return matches[0]
+
+    def resolve_answer(self, entry: Entry, text: str) -> str:
+        """An answer hash named in full or by a unique prefix (with or without `sha256:`)."""
+        if text in entry.answers:
+            return text
+        bare = text.removeprefix("sha256:")
+        matches = [a for a in entry.answers if len(bare) >= 4 and a.removeprefix("sha256:").startswith(bare)]
+        return matches[0] if len(matches) == 1 else text  # else `answer` names what is missing
+
+    def answer(self, entry: Entry, sha: str) -> str:
+        if sha not in entry.answers:
+            raise BadInput(f"fingerprint {entry.fp} has no answer {sha}", f"see: git genjob cache show {entry.fp}")
+        return self.store.read(entry.answers[sha]).decode("utf-8")
+
+    def fingerprints(self) -> list[str]:
+        tree = self._tree()
+        if tree is None:
+            return []
+        out = []
+        for shard in tree:
+            sub = self.store.get(shard.id)
+            if isinstance(sub, pygit2.Tree):
+                out += [str(e.name) for e in sub]
+        return sorted(out)
+
+    def add(
+        self, fp: str, event: dict[str, Any], answer: str | None = None, request: dict[str, Any] | None = None
+    ) -> None:
+        """Add one event (and its answer blob) with compare-and-swap, retrying as a union."""
+        for text in ([answer] if answer is not None else []) + ([request["prompt"]] if request else []):
+            found = find_secret(text.encode("utf-8"))
+            if found:
+                raise BadInput(
+                    f"refusing to store a prompt or answer that looks like a {found}",
+                    "remove the credential from the prompt; the cache is shared through git",
+                )
+        event = dict(event, time=event.get("time") or utc_now(), host=socket.gethostname())
+        ev_bytes = canonical_bytes(event)
+        additions = {f"events/{sha256_hex(ev_bytes)}.json": self.store.blob(ev_bytes)}
+        if answer is not None:
+            additions[f"answers/{sha256_hex(answer.encode('utf-8'))}"] = self.store.blob(answer.encode("utf-8"))
+        if request is not None:
+            additions["request.json"] = self.store.blob(canonical_bytes(request))
+        for _ in range(50):
+            tip = self.store.ref_target(REPLAYS_REF)
+            tree = self.store.get_commit(tip).tree if tip is not None else None
+            new_tree = self._with(tree, fp, additions)
+            commit = self.store.commit(new_tree, [tip] if tip else [], f"genjob replay: {event['type']} {fp}\n")
+            crash_point("replay-recorded")
+            try:
+                self.store.update_refs([RefUpdate(REPLAYS_REF, tip, commit)], message="genjob: replay")
+                return
+            except Conflict:
+                continue
+        raise Conflict("refs/genjob/replays kept moving; gave up after 50 tries", "try again")
+
+    def _with(self, tree: pygit2.Tree | None, fp: str, additions: dict[str, pygit2.Oid]) -> pygit2.Oid:
+        existing: dict[str, pygit2.Oid] = {}
+        node = lookup(tree, _base(fp))
+        if isinstance(node, pygit2.Tree):
+            existing = self.store.tree_files(node)
+        existing.update(additions)
+        return self.store.tree_with(tree, _base(fp), self.store.build_tree(existing), TREE_MODE)
+
+    def log_hit(self, fp: str, request_hash: str) -> None:
+        common = self.store.gitdir
+        path = os.path.join(str(common), "genjob")
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "hits.log"), "a", encoding="utf-8") as fh:
+            fh.write(f"{fp} {request_hash} {utc_now()}\n")
+
+
+@dataclass
+class CallResult:
+    answer: str
+    fp: str
+    source: str  # replay | fresh | drift
+    candidate: str | None = None  # drift: the fresh answer, recorded for review, not served
+
+
+Sender = Callable[[str], str]
+
+
+def call(cache: Cache, doc: dict[str, Any], send: Sender, mode: str = "replay") -> CallResult:
+    """Serve from the cache or call `send(prompt)` and record; see SPEC §7 for the modes."""
+    if mode not in MODES:
+        raise BadInput(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    fp = fingerprint(doc)
+    entry = cache.entry(fp)
+    served = entry.served() if entry else None
+    if served is not None and mode != "refresh":
+        return _replay(cache, doc, fp, entry)
+    if mode == "offline":
+        raise Unavailable(f"replay miss for {fp} in offline mode", "run once online (--mode replay) to record it")
+    if mode == "replay":
+        # Two processes of this repository missing the same fingerprint at once would both pay
+        # for the answer: the second waits for the first here, then replays what it recorded.
+        with _asking(cache.store, fp):
+            entry = cache.entry(fp)
+            if entry is not None and entry.served() is not None:
+                return _replay(cache, doc, fp, entry)
+            return _record(cache, doc, fp, send, entry, None)
+    return _record(cache, doc, fp, send, entry, served)
+
+
+def _replay(cache: Cache, doc: dict[str, Any], fp: str, entry: Entry | None) -> CallResult:
+    assert entry is not None
+    served = entry.served()
+    assert served is not None
+    cache.log_hit(fp, sha256_hex(canonical_bytes(doc)))
+    return CallResult(cache.answer(entry, served), fp, "replay")
+
+
+@contextlib.contextmanager
+def _asking(store: Store, fp: str) -> Iterator[None]:
+    """An flock on .git/genjob/asking/<fp> (released by the kernel if we die), removed when done.
+
+    A waiter may wake on a file the holder has just unlinked; it then takes the lock again on
+    whatever the path names now, so two holders never overlap and no lock file outlives its ask.
+    """
+    import fcntl
+
+    path = os.path.join(store.common_dir, "genjob", "asking", fp)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            now = os.stat(path)
+        except FileNotFoundError:
+            now = None
+        held = os.fstat(fd)
+        if now is not None and (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev):
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        os.close(fd)
+
+
+def _record(
+    cache: Cache, doc: dict[str, Any], fp: str, send: Sender, entry: Entry | None, served: str | None
+) -> CallResult:
+    answer = send(doc["prompt"])
+    sha = sha256_hex(answer.encode("utf-8"))
+    if served is None:
+        cache.add(fp, {"type": "recorded", "answer": sha}, answer, doc)
+        return CallResult(answer, fp, "fresh")
+    assert entry is not None
+    if sha == served:
+        cache.add(fp, {"type": "refresh", "answer": sha})
+        return CallResult(answer, fp, "fresh")
+    cache.add(fp, {"type": "drift", "answer": sha, "against": served}, answer)
+    return CallResult(cache.answer(entry, served), fp, "drift", answer)
+
+
+def accept(cache: Cache, fp: str, sha: str) -> str:
+    """Serve `sha` from now on: it supersedes every current head (a drift's or a merge's)."""
+    entry = _need(cache, fp)
+    sha = cache.resolve_answer(entry, sha)
+    cache.answer(entry, sha)
+    heads = entry.head_events()
+    if {e["answer"] for e in heads} == {sha}:
+        return sha  # already the only answer served
+    served = entry.served()
+    cache.add(
+        entry.fp,
+        {"type": "accepted", "answer": sha, "replaces": served, "supersedes": sorted(e["_id"] for e in heads)},
+    )
+    return sha
+
+
+def reject(cache: Cache, fp: str, sha: str) -> str:
+    entry = _need(cache, fp)
+    sha = cache.resolve_answer(entry, sha)
+    cache.answer(entry, sha)
+    if sha == entry.served() and len(entry.heads()) == 1:
+        raise Refused(f"{sha} is the served answer of {fp}", "accept another answer instead of rejecting this one")
+    cache.add(entry.fp, {"type": "rejected", "answer": sha})
+    return sha
+
+
+def _need(cache: Cache, fp: str) -> Entry:
+    entry = cache.entry(cache.resolve(fp))
+    if entry is None:
+        raise BadInput(f"no cache entry {fp}", "list them with: git genjob cache ls")
+    return entry
+
+
+class CacheClient:
+    """What a model generator calls: the cache scoped by a job's key (SPEC §5, §7)."""
+
+    def __init__(self, store: Store, scope_key: str | None, mode: str = "replay"):
+        self.cache, self.scope_key, self.mode = Cache(store), scope_key, mode
+        self.sources: list[tuple[str, str]] = []  # (fingerprint, replay | fresh | drift) per call
+
+    def call(self, endpoint: str, model: str, params: dict[str, Any], prompt: str, send: Sender) -> CallResult:
+        """One model call of a job's attempt. A job's `retry --refresh` is the owner asking for a
+        new answer, so this attempt gets it even when it drifts; replays keep serving the
+        accepted answer until `cache accept` (SPEC §7)."""
+        doc = request_doc(endpoint, model, params, prompt, self.scope_key)
+        result = call(self.cache, doc, send, self.mode)
+        self.sources.append((result.fp, result.source))
+        if result.source == "drift" and result.candidate is not None:
+            return CallResult(result.candidate, result.fp, "drift", result.candidate)
+        return result
+
+
+def import_dir(cache: Cache, directory: str) -> list[str]:
+    """Import `<fingerprint>.jsonl` replay logs: one JSON event per line."""
+    imported = []
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".jsonl"):
+            continue
+        with open(os.path.join(directory, name), encoding="utf-8") as fh:
+            rows = [json.loads(line) for line in fh if line.strip()]
+        if not rows:
+            continue
+        fp = check_fp(str(rows[0].get("fingerprint", name[: -len(".jsonl")])))
+        first = True
+        for row in sorted(rows, key=lambda r: str(r.get("created_at_utc", ""))):
+            answer = str(row["response"])
+            sha = sha256_hex(answer.encode("utf-8"))
+            if row.get("response_sha256") and row["response_sha256"] != sha:
+                raise BadInput(f"{name}: response_sha256 does not match the response text")
+            request = {
+                "v": 1,
+                "endpoint": row.get("endpoint", ""),
+                "model": str(row.get("version", "")),
+                "params": {},
+                "prompt": "",
+                "imported": name,
+            }
+            event = {"type": "recorded" if first else "drift", "answer": sha, "time": row.get("created_at_utc")}
+            cache.add(fp, event, answer, request if first else None)
+            first = False
+        imported.append(fp)
+    return imported

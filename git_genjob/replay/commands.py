@@ -1,0 +1,124 @@
+"""The replay cache commands' work (ask, ls, show, explain): one call per command, no click."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from git_genjob.documents.config import read_config
+from git_genjob.documents.errors import BadInput, GeneratorUnavailable, GenjobError, Unavailable
+from git_genjob.planner.userfiles import read_text, write_atomic
+from git_genjob.replay.cache import SENTINEL, Cache, call, fingerprint, normalize, request_doc
+from git_genjob.storage.store import Store
+
+
+def parse_endpoint(endpoint: str, model: str | None) -> tuple[str, str, str]:
+    """(dialect, url, model) of `ask --endpoint`, named as the generators name them.
+
+    `openai:BASE_URL` speaks chat completions (`--model` required); `http:URL` and a bare URL
+    speak the plain dialect of the `http:` generator: POST {"prompt","format":"text"}, the
+    body is the answer.
+    """
+    kind, sep, rest = endpoint.partition(":")
+    if sep and kind in ("openai", "http") and not rest.startswith("//"):
+        dialect, url = kind, rest
+    else:
+        dialect, url = "http", endpoint
+    if not url.startswith(("http://", "https://")):
+        raise BadInput(f"--endpoint {endpoint!r} is not a URL", "give http:URL, openai:BASE_URL or a bare http(s) URL")
+    if dialect == "openai" and not model:
+        raise BadInput("--endpoint openai:… needs --model", "e.g. --endpoint openai:http://127.0.0.1:8080/v1 --model m")
+    return dialect, url.rstrip("/"), model or ""
+
+
+def ask(
+    store: Store,
+    endpoint: str,
+    model: str | None,
+    prompt_file: str,
+    out_file: str,
+    mode: str,
+    key: str | None,
+    timeout: float,
+) -> dict[str, Any]:
+    from git_genjob.replay.web import post_json
+
+    dialect, base, model = parse_endpoint(endpoint, model)
+    norm = normalize(read_text(prompt_file, "prompt file"), read_config(store))
+    doc = _request(dialect, base, model, norm.text, key)
+    send: Callable[[str], str]
+    if dialect == "http":
+        send = lambda prompt: post_json(base, {"prompt": prompt, "format": "text"}, timeout)  # noqa: E731
+    else:
+        send = _chat_sender(f"{base}/chat/completions", model, timeout)
+
+    try:
+        result = call(Cache(store), doc, send, mode)
+    except (GeneratorUnavailable, Unavailable) as exc:
+        write_atomic(out_file, SENTINEL + "\n")
+        raise Unavailable(exc.message, exc.hint or "nothing was recorded; try again later") from None
+    except GenjobError:
+        raise
+    write_atomic(out_file, result.answer)
+    return {"fingerprint": result.fp, "source": result.source, "out_file": out_file}
+
+
+def _request(dialect: str, base: str, model: str, prompt: str, key: str | None) -> dict[str, Any]:
+    """The fingerprinted request: the plain dialect's is the same as the http: generator's."""
+    return request_doc(base, model, {"format": "text"} if dialect == "http" else {}, prompt, key)
+
+
+def _chat_sender(url: str, model: str, timeout: float) -> Callable[[str], str]:
+    from git_genjob.replay.web import post_json
+
+    def send(prompt: str) -> str:
+        import json
+
+        raw = post_json(url, {"model": model, "messages": [{"role": "user", "content": prompt}]}, timeout)
+        try:
+            choice = json.loads(raw)["choices"][0]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise GeneratorUnavailable(f"{url}: the answer is not a chat completion", sent=True) from None
+        if choice.get("finish_reason") != "stop" or not isinstance(choice["message"].get("content"), str):
+            raise GeneratorUnavailable(
+                f"{url}: partial answer (finish_reason={choice.get('finish_reason')})", sent=True
+            )
+        return str(choice["message"]["content"])
+
+    return send
+
+
+def ls(store: Store) -> list[dict[str, Any]]:
+    cache = Cache(store)
+    rows = []
+    for fp in cache.fingerprints():
+        entry = cache.entry(fp)
+        assert entry is not None
+        rows.append(
+            {"fingerprint": fp, "served": entry.served(), "pending": entry.pending(), "events": len(entry.events)}
+        )
+    return rows
+
+
+def show(store: Store, fp: str) -> dict[str, Any]:
+    cache = Cache(store)
+    fp = cache.resolve(fp)
+    entry = cache.entry(fp)
+    if entry is None:
+        raise BadInput(f"no cache entry {fp}", "list them with: git genjob cache ls")
+    return {
+        "fingerprint": fp,
+        "request": entry.request,
+        "events": entry.events,
+        "answers": sorted(entry.answers),
+        "served": entry.served(),
+        "heads": entry.heads(),
+        "pending": entry.pending(),
+    }
+
+
+def explain(store: Store, prompt_file: str, endpoint: str, model: str | None, key: str | None) -> dict[str, Any]:
+    dialect, base, model = parse_endpoint(endpoint, model)
+    norm = normalize(read_text(prompt_file, "prompt file"), read_config(store))
+    doc = _request(dialect, base, model, norm.text, key)
+    return {"fingerprint": fingerprint(doc), "request": doc, "rewrites": norm.rewrites}

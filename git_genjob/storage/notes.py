@@ -1,0 +1,95 @@
+"""refs/notes/genjob: read, write and merge notes, by path in a fanned-out tree (SPEC §3).
+
+A note is found and written by path: git's notes trees fan out at any depth (`ab/cdef…`,
+`ab/cd/ef…`) or not at all, so a lookup descends two hex digits at a time and a write
+rebuilds only the trees on that path. Cost is proportional to the fan-out depth, never to the
+number of notes. Only a merge of two diverged notes refs reads every note.
+"""
+
+from __future__ import annotations
+
+import pygit2
+
+from git_genjob.documents.errors import Conflict, StaleLock
+from git_genjob.storage.store import NOTES_REF, RefUpdate, Store, lookup
+
+
+def cat_sort_uniq(a: bytes, b: bytes) -> bytes:
+    lines = sorted(set(a.splitlines()) | set(b.splitlines()))
+    return b"\n".join(line for line in lines if line) + b"\n"
+
+
+def note_path(tree: pygit2.Tree | None, obj: str) -> str | None:
+    """Where the note on `obj` (hex) sits in a notes tree, whatever its fan-out, or None."""
+    prefix, rest = "", obj
+    node: pygit2.Tree | None = tree
+    while node is not None and rest:
+        entry = lookup(node, rest)
+        if entry is not None and entry.type_str == "blob":
+            return prefix + rest
+        sub = lookup(node, rest[:2]) if len(rest) > 2 else None
+        node = sub if isinstance(sub, pygit2.Tree) else None
+        prefix, rest = prefix + rest[:2] + "/", rest[2:]
+    return None
+
+
+def _tree(store: Store, tip: pygit2.Oid | None) -> pygit2.Tree | None:
+    return store.get_commit(tip).tree if tip is not None else None
+
+
+def read_note(store: Store, commit: pygit2.Oid | str) -> bytes | None:
+    """The genjob note on `commit`, or None (a few tree lookups)."""
+    tree = _tree(store, store.ref_target(NOTES_REF))
+    path = note_path(tree, str(commit))
+    if tree is None or path is None:
+        return None
+    entry = lookup(tree, path)
+    return store.read(entry.id) if entry is not None else None
+
+
+def write_note(store: Store, commit: pygit2.Oid, text: bytes) -> None:
+    """Add or extend the note on `commit` (lines merged as cat_sort_uniq), ref moved by CAS."""
+    for _ in range(50):
+        tip = store.ref_target(NOTES_REF)
+        tree = _tree(store, tip)
+        obj = str(commit)
+        path = note_path(tree, obj)
+        if path is not None and tree is not None:
+            old = store.read(lookup(tree, path).id)  # type: ignore[union-attr]
+            if text in old or all(line in old.splitlines() for line in text.splitlines()):
+                return
+            text = cat_sort_uniq(old, text)
+        else:
+            path = f"{obj[:2]}/{obj[2:]}"
+        new_tree = store.tree_with(tree, path, store.blob(text))
+        new = store.commit(new_tree, [tip] if tip else [], "genjob: note\n")
+        try:
+            store.update_refs([RefUpdate(NOTES_REF, tip, new)], message="genjob: note")
+            return
+        except StaleLock:
+            raise
+        except Conflict:
+            continue
+    raise Conflict(f"{NOTES_REF} kept moving", "try again")
+
+
+def all_notes(store: Store, tree: pygit2.Tree) -> dict[str, pygit2.Oid]:
+    """{annotated object hex: note blob} of a whole notes tree (for merges and remote checks)."""
+    return {path.replace("/", ""): oid for path, oid in store.tree_files(tree).items()}
+
+
+def notes_tree(store: Store, notes: dict[str, pygit2.Oid]) -> pygit2.Oid:
+    """A notes tree with git's 2/38 fan-out."""
+    return store.build_tree({f"{obj[:2]}/{obj[2:]}": oid for obj, oid in notes.items()})
+
+
+def merge_notes(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> pygit2.Oid:
+    """A two-parent notes commit holding both sides; a note on both sides is cat_sort_uniq'ed."""
+    mine = all_notes(store, store.get_commit(local).tree)
+    theirs = all_notes(store, store.get_commit(remote).tree)
+    for obj, oid in theirs.items():
+        if obj not in mine:
+            mine[obj] = oid
+        elif mine[obj] != oid:
+            mine[obj] = store.blob(cat_sort_uniq(store.read(mine[obj]), store.read(oid)))
+    return store.commit(notes_tree(store, mine), [local, remote], "genjob: merge notes\n")

@@ -1,0 +1,283 @@
+"""Sync refs/genjob/* and the notes with a remote through the git CLI (leases, never force)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pygit2
+
+from git_genjob.documents.errors import BadInput, Conflict, RemoteUnavailable
+from git_genjob.storage.store import ARCHIVE_REF, JOBS_PREFIX, NOTES_REF, REPLAYS_REF, RefUpdate, Store
+
+TRACK = "refs/genjob-remotes/"
+
+
+def fetch_refspecs(remote: str) -> list[str]:
+    """Refspecs that never make a plain `git fetch` fail (globs tolerate missing refs)."""
+    return [
+        f"+refs/genjob/*:{TRACK}{remote}/*",
+        f"+refs/notes/genjob*:{TRACK}{remote}/notes/genjob*",
+    ]
+
+
+# GIT_* variables a child git may inherit: how to reach and authenticate to remotes, identity,
+# config given with `git -c`, tracing. Everything else (GIT_DIR, GIT_INDEX_FILE,
+# GIT_WORK_TREE, GIT_OBJECT_DIRECTORY, ... which a hook's environment carries) would point the
+# child at another repository than the one genjob opened; the allow-list is pre-commit's
+# `no_git_env` rule, so a variable git adds later is dropped, not passed.
+GIT_ENV_KEEP = frozenset(
+    {
+        "GIT_ALLOW_PROTOCOL",
+        "GIT_ASKPASS",
+        "GIT_AUTHOR_DATE",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_AUTHOR_NAME",
+        "GIT_COMMITTER_DATE",
+        "GIT_COMMITTER_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_CONFIG_COUNT",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_NOSYSTEM",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_CURL_VERBOSE",
+        "GIT_EXEC_PATH",
+        "GIT_HTTP_PROXY_AUTHMETHOD",
+        "GIT_HTTP_USER_AGENT",
+        "GIT_PROTOCOL_FROM_USER",
+        "GIT_PROXY_COMMAND",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_SSH_VARIANT",
+        "GIT_SSL_CAINFO",
+        "GIT_SSL_CAPATH",
+        "GIT_SSL_CERT",
+        "GIT_SSL_KEY",
+        "GIT_SSL_NO_VERIFY",
+        "GIT_TERMINAL_PROMPT",
+    }
+)
+GIT_ENV_KEEP_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_", "GIT_TRACE")
+
+
+def clean_env() -> dict[str, str]:
+    """The environment for a child git: GIT_* only from the allow-list above."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("GIT_") or k in GIT_ENV_KEEP or k.startswith(GIT_ENV_KEEP_PREFIXES)
+    }
+    env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    return env
+
+
+def git(store: Store, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        ["git", f"--git-dir={store.gitdir}", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    if check and proc.returncode != 0:
+        raise RemoteUnavailable(
+            f"git {' '.join(args[:2])} failed: {proc.stderr.strip()}",
+            "check that the remote exists and is reachable (git remote -v)",
+        )
+    return proc
+
+
+def default_remote(store: Store) -> str:
+    names = store.remote_names()
+    if "origin" in names:
+        return "origin"
+    if len(names) == 1:
+        return names[0]
+    raise BadInput("no remote given and no single default", "name one: git genjob push REMOTE")
+
+
+def check_remote(store: Store, remote: str) -> str:
+    if remote in store.remote_names() or "/" in remote or remote.startswith("."):
+        return remote
+    raise BadInput(f"no remote named {remote!r}", "add it with git remote add, or give a URL or path")
+
+
+def tracking_prefix(remote: str) -> str:
+    safe = remote if remote.replace("-", "").replace("_", "").replace(".", "").isalnum() else "url-" + _hash(remote)
+    return f"{TRACK}{safe}/"
+
+
+def _hash(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def fetch_raw(store: Store, remote: str) -> dict[str, pygit2.Oid]:
+    """Fetch the remote's genjob refs into tracking refs; {remote ref name: oid}."""
+    prefix = tracking_prefix(remote)
+    git(
+        store,
+        "fetch",
+        "--no-tags",
+        "--prune",
+        "--quiet",
+        remote,
+        f"+refs/genjob/*:{prefix}*",
+        f"+refs/notes/genjob*:{prefix}notes/genjob*",
+    )
+    out: dict[str, pygit2.Oid] = {}
+    for name, oid in store.iter_refs(prefix):
+        rest = name[len(prefix) :]
+        out[("refs/" + rest) if rest.startswith("notes/") else ("refs/genjob/" + rest)] = oid
+    return out
+
+
+def push_leases(store: Store, remote: str, updates: list[RefUpdate]) -> None:
+    """One atomic `git push` with a lease per ref; a rejection is a lost race (exit 4)."""
+    if not updates:
+        return
+    args = ["push", "--porcelain", "--atomic", "--no-verify"]
+    specs = []
+    for u in updates:
+        args.append(f"--force-with-lease={u.name}:{u.expected or ''}")
+        specs.append(f"{u.new}:{u.name}" if u.new is not None else f":{u.name}")
+    proc = git(store, *args, remote, *specs, check=False)
+    if proc.returncode == 0:
+        return
+    rejected = [line.split("\t")[1].split(":")[-1] for line in proc.stdout.splitlines() if line.startswith("!\t")]
+    if rejected or "stale info" in proc.stderr or "rejected" in proc.stdout + proc.stderr:
+        raise Conflict(
+            "the remote moved: " + (", ".join(rejected) or "push rejected"),
+            "another machine wrote first; git genjob fetch, then try again",
+        )
+    raise RemoteUnavailable(f"git push to {remote} failed: {proc.stderr.strip()}", "check the remote")
+
+
+@dataclass
+class SyncReport:
+    updated: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    diverged: list[str] = field(default_factory=list)
+    pushed: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, list[str]]:
+        return dict(self.__dict__)
+
+    def lines(self, headline: str) -> list[str]:
+        """The human report under `headline`."""
+        labels = ("created", "updated", "merged", "dropped", "pushed")
+        return [headline] + [
+            f"  {label}: {', '.join(getattr(self, label))}" for label in labels if getattr(self, label)
+        ]
+
+
+def _relation(store: Store, local: pygit2.Oid | None, remote: pygit2.Oid) -> str:
+    if local is None:
+        return "absent"
+    if local == remote:
+        return "same"
+    if store.descendant_of(remote, local):
+        return "behind"
+    if store.descendant_of(local, remote):
+        return "ahead"
+    return "diverged"
+
+
+def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncReport) -> None:
+    """Bring local refs up to what the remote holds, without losing local work."""
+    from git_genjob.storage.merge import merge_union
+    from git_genjob.storage.notes import merge_notes
+
+    for name, merge in ((ARCHIVE_REF, merge_union), (REPLAYS_REF, merge_union), (NOTES_REF, merge_notes)):
+        if name in remote_refs:
+            _reconcile_mergeable(store, name, remote_refs[name], merge, report)
+    for name, oid in sorted(remote_refs.items()):
+        if not name.startswith(JOBS_PREFIX):
+            continue
+        key = name[len(JOBS_PREFIX) :]
+        local = store.ref_target(name)
+        if local is None and store.archive_entry(key) is not None:
+            continue
+        rel = _relation(store, local, oid)
+        if rel in ("absent", "behind"):
+            store.update_refs([RefUpdate(name, local, oid)], message="genjob: fetch")
+            (report.created if rel == "absent" else report.updated).append(key)
+        elif rel == "diverged":
+            report.diverged.append(key)
+    _drop_archived_live(store, report)
+
+
+def _reconcile_mergeable(
+    store: Store,
+    name: str,
+    remote: pygit2.Oid,
+    merge: Callable[[Store, pygit2.Oid, pygit2.Oid], pygit2.Oid],
+    report: SyncReport,
+) -> None:
+    local = store.ref_target(name)
+    rel = _relation(store, local, remote)
+    if rel in ("absent", "behind"):
+        store.update_refs([RefUpdate(name, local, remote)], message="genjob: fetch")
+        report.updated.append(name)
+    elif rel == "diverged":
+        assert local is not None
+        merged = merge(store, local, remote)
+        store.update_refs([RefUpdate(name, local, merged)], message="genjob: merge")
+        report.merged.append(name)
+
+
+def _drop_archived_live(store: Store, report: SyncReport) -> None:
+    archive = store.ref_target(ARCHIVE_REF)
+    if archive is None:
+        return
+    for key in store.live_keys():
+        tip = store.ref_target(JOBS_PREFIX + key)
+        if tip is None or store.archive_entry(key) is None:
+            continue
+        if tip == archive or store.descendant_of(archive, tip):
+            store.update_refs([RefUpdate(JOBS_PREFIX + key, tip, None)], message="genjob: archived elsewhere")
+            report.dropped.append(key)
+
+
+def fetch(store: Store, remote: str) -> SyncReport:
+    """`git genjob fetch`: fast-forward, merge the shared ledgers, drop what was archived."""
+    report = SyncReport()
+    reconcile(store, fetch_raw(store, remote), report)
+    if report.diverged:
+        raise Conflict(
+            "job refs diverged from the remote: " + ", ".join(report.diverged),
+            "two machines wrote different events for the same job; inspect with git genjob show KEY",
+        )
+    return report
+
+
+def push(store: Store, remote: str) -> SyncReport:
+    """`git genjob push`: fetch and reconcile first, then push what differs, atomically with leases."""
+    report = SyncReport()
+    remote_refs = fetch_raw(store, remote)
+    reconcile(store, remote_refs, report)
+    if report.diverged:
+        raise Conflict(
+            "job refs diverged from the remote: " + ", ".join(report.diverged),
+            "inspect with git genjob show KEY; the remote's events are under refs/genjob-remotes/",
+        )
+    updates: list[RefUpdate] = []
+    local_names = [n for n, _ in store.iter_refs("refs/genjob/")] + ([NOTES_REF] if store.ref_target(NOTES_REF) else [])
+    for name in local_names:
+        oid = store.ref_target(name)
+        if oid is not None and remote_refs.get(name) != oid:
+            updates.append(RefUpdate(name, remote_refs.get(name), oid))
+    for name, oid in remote_refs.items():
+        key = name[len(JOBS_PREFIX) :]
+        archived = name.startswith(JOBS_PREFIX) and store.archive_entry(key) is not None
+        if archived and store.ref_target(name) is None:
+            updates.append(RefUpdate(name, oid, None))
+    push_leases(store, remote, updates)
+    report.pushed = [u.name for u in updates]
+    return report

@@ -1,0 +1,749 @@
+"""refs/genjob/*: event chains, compare-and-swap updates, the archive (the only pygit2 writer)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import pygit2
+
+from git_genjob.documents.errors import BadInput, Conflict, NotARepository, StaleLock
+from git_genjob.documents.paths import check_entry_name
+from git_genjob.storage import locks
+from git_genjob.storage.faults import crash_point
+
+JOBS_PREFIX = "refs/genjob/jobs/"
+ARCHIVE_REF = "refs/genjob/archive"
+REPLAYS_REF = "refs/genjob/replays"
+NOTES_REF = "refs/notes/genjob"
+
+FILE_MODE = pygit2.enums.FileMode.BLOB
+TREE_MODE = pygit2.enums.FileMode.TREE
+ROWS_DIR = "_rows"  # beside the shards: one blob per shard, a status row per archived job
+
+
+def is_shard(name: str) -> bool:
+    return len(name) == 2 and all(c in "0123456789abcdef" for c in name)
+
+
+ROWS_MAX_BYTES = 64 * 1024 * 1024  # a shard's rows at 1,000,000 archived jobs are about 1 MiB
+ROWS_TREE = "#tree "  # the rows blob's first line: the shard tree id its lines were written for
+
+
+def parse_rows(data: bytes | None) -> tuple[str | None, dict[str, tuple[str, str]]]:
+    """(shard tree id the blob was written for, {key: (entry oid, line)}) of a shard's rows
+    blob; a malformed line is skipped (the rows are a hint only)."""
+    text = (data or b"").decode("utf-8", "replace")
+    tree = None
+    if text.startswith(ROWS_TREE):
+        head, _, text = text.partition("\n")
+        tree = head[len(ROWS_TREE) :]
+    out: dict[str, tuple[str, str]] = {}
+    for line in text.split("\n"):  # not splitlines: a row's JSON may hold U+2028
+        parts = line.split("\t", 3)
+        if len(parts) == 4:
+            out[parts[1]] = (parts[2], line)
+    return tree, out
+
+
+def rows_blob(lines: dict[str, tuple[str, str]], tree: pygit2.Oid | None) -> bytes:
+    body = "".join(line + "\n" for _, line in sorted(lines.values(), key=lambda v: v[1]))
+    return ((f"{ROWS_TREE}{tree}\n" if tree is not None else "") + body).encode("utf-8")
+
+
+def job_ref(key: str) -> str:
+    return JOBS_PREFIX + key
+
+
+def shard(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:2]
+
+
+def lookup(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
+    """The entry at `path` in `tree`, or None."""
+    if tree is None:
+        return None
+    try:
+        return tree[path]
+    except KeyError:
+        return None
+
+
+def blocking_prefix(tree: pygit2.Tree | None, path: str) -> str | None:
+    """A leading component of `path` that exists in `tree` as something other than a directory."""
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        entry = lookup(tree, "/".join(parts[:i]))
+        if entry is None:
+            return None
+        if entry.type_str != "tree":
+            return "/".join(parts[:i])
+    return None
+
+
+LOCK_WAIT_S = 3.0
+
+
+def open_repo(path: str | None = None) -> pygit2.Repository:
+    """Discover the repository around `path` (default: cwd); refuse reftable."""
+    start = path or os.getcwd()
+    found = pygit2.discover_repository(start)
+    if found is None:
+        raise NotARepository(f"not a git repository: {start}", "run git genjob inside a repository (git init)")
+    _refuse_reftable(found)
+    try:
+        repo = pygit2.Repository(found)
+    except pygit2.GitError as exc:
+        raise NotARepository(f"cannot open repository {found}: {exc}") from None
+    pygit2.settings.enable_fsync_gitdir(True)
+    return repo
+
+
+def _refuse_reftable(gitdir: str) -> None:
+    config_path = os.path.join(gitdir, "config")
+    common = os.path.join(gitdir, "commondir")
+    if os.path.exists(common):
+        with open(common) as fh:
+            config_path = os.path.join(gitdir, fh.read().strip(), "config")
+    try:
+        with open(config_path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read().lower()
+    except OSError:
+        return
+    if "refstorage" in text.replace(" ", "") and "reftable" in text:
+        raise BadInput(
+            f"repository {gitdir} uses extensions.refStorage=reftable, which libgit2 cannot open",
+            "use a repository with the files ref backend (git clone --ref-format=files)",
+        )
+
+
+@dataclass(frozen=True)
+class RefUpdate:
+    """Move `name` from `expected` (None: must not exist) to `new` (None: delete)."""
+
+    name: str
+    expected: pygit2.Oid | None
+    new: pygit2.Oid | None
+
+
+class _BuildFailed(Exception):
+    """The new value of a ref could not be built (an object write failed), inside its lock."""
+
+    def __init__(self, error: pygit2.GitError):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _widen_pipe(fd: int, size: int) -> None:
+    """Let a pipe hold `size` bytes (Linux F_SETPIPE_SZ), so a writer is not woken every 64 KiB."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), size)
+    except (ImportError, OSError):
+        pass  # another system, or above /proc/sys/fs/pipe-max-size: the default size works too
+
+
+def _digest(chunks: Iterable[bytes | memoryview]) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    for data in chunks:
+        h.update(data)
+        size += len(data)
+    return "sha256:" + h.hexdigest(), size
+
+
+class Store:
+    """All reads and writes of genjob's objects and refs in one repository."""
+
+    def __init__(self, repo: pygit2.Repository):
+        self._repo = repo
+
+    @classmethod
+    def open(cls, path: str | None = None) -> Store:
+        return cls(open_repo(path))
+
+    @property
+    def gitdir(self) -> str:
+        return str(self._repo.path)
+
+    @property
+    def workdir(self) -> str | None:
+        wd = self._repo.workdir
+        return str(wd).rstrip("/") if wd else None
+
+    # -- objects ---------------------------------------------------------
+    def signature(self) -> pygit2.Signature:
+        name = os.environ.get("GIT_COMMITTER_NAME")
+        email = os.environ.get("GIT_COMMITTER_EMAIL")
+        try:
+            cfg = self._repo.config
+            name = name or cfg["user.name"]
+            email = email or cfg["user.email"]
+        except (KeyError, pygit2.GitError):
+            pass
+        return pygit2.Signature(name or "git-genjob", email or "genjob@localhost")
+
+    def blob(self, data: bytes) -> pygit2.Oid:
+        return self._repo.create_blob(data)
+
+    def read(self, oid: pygit2.Oid | str) -> bytes:
+        obj = self._repo.get(oid)
+        if not isinstance(obj, pygit2.Blob):
+            raise BadInput(f"object {oid} is not a blob")
+        data = obj.data  # already bytes: no second copy
+        return data if isinstance(data, bytes) else bytes(data)
+
+    def hooks_dir(self) -> str:
+        """git's hooks directory: core.hooksPath (relative to the work tree), else the common dir's."""
+        try:
+            path = str(self._repo.config["core.hooksPath"])
+        except KeyError:
+            return os.path.join(self.common_dir, "hooks")
+        return (
+            os.path.expanduser(path)
+            if os.path.isabs(os.path.expanduser(path))
+            else os.path.join(self.workdir or self.gitdir, path)
+        )
+
+    STREAM_ABOVE = 4 * 1024 * 1024  # bytes: a larger blob is read through git, a chunk at a time
+
+    def blob_size(self, oid: pygit2.Oid) -> int:
+        """A blob's size from its object header, read without inflating the object."""
+        kind, size = self._repo.odb.read_header(oid)
+        if kind != pygit2.enums.ObjectType.BLOB:
+            raise BadInput(f"object {oid} is not a blob")
+        return int(size)
+
+    def blob_chunks(self, oid: pygit2.Oid, chunk: int = 1 << 20) -> Iterator[bytes | memoryview]:
+        """A blob's bytes in chunks, in bounded memory.
+
+        libgit2 inflates a whole object into memory, so a blob larger than STREAM_ABOVE is read
+        from `git cat-file blob` (see _streamed). A chunk is valid until the next is asked for.
+        """
+        size = self.blob_size(oid)
+        if size <= self.STREAM_ABOVE:
+            yield self.read(oid)
+        else:
+            yield from self._streamed(oid, size, chunk)
+
+    def _streamed(self, oid: pygit2.Oid, size: int, chunk: int = 1 << 20) -> Iterator[memoryview]:
+        """A blob's stored bytes (no filters) from `git cat-file blob`, a view of one reused buffer
+        at a time: git inflates while this process hashes or writes the chunk before. Uses no
+        libgit2 object, so it may run in another thread.
+        """
+        import subprocess
+
+        from git_genjob.storage.remote import clean_env
+
+        rfd, wfd = os.pipe()
+        _widen_pipe(wfd, chunk)
+        try:
+            proc = subprocess.Popen(
+                ["git", "--git-dir", self.gitdir, "cat-file", "blob", str(oid)],
+                stdout=wfd,
+                stderr=subprocess.DEVNULL,
+                env=clean_env(),
+            )
+        except BaseException:
+            os.close(rfd)
+            raise
+        finally:
+            os.close(wfd)
+        buf = bytearray(chunk)
+        view = memoryview(buf)
+        got = 0
+        try:
+            while n := os.readv(rfd, [buf]):
+                got += n
+                yield view[:n]
+        finally:
+            os.close(rfd)
+            proc.kill()
+            proc.wait()
+        if got != size:
+            raise BadInput(f"object {oid}: read {got} of its {size} bytes")
+
+    def blob_digests(
+        self, oids: Iterable[pygit2.Oid], done: Callable[[int], None] = lambda size: None
+    ) -> dict[pygit2.Oid, tuple[str, int]]:
+        """{oid: (sha256:…, size)} of blobs, each hashed while it is read; `done(size)` after each.
+
+        Blobs above STREAM_ABOVE are streamed two at a time: one stream keeps a core busy (git
+        inflating on one side of the pipe, sha256 on the other), so a second uses the other core.
+        Memory stays bounded: a chunk buffer and a pipe per stream.
+        """
+        sizes = {oid: self.blob_size(oid) for oid in oids}
+        out: dict[pygit2.Oid, tuple[str, int]] = {}
+        big = [oid for oid, size in sizes.items() if size > self.STREAM_ABOVE]
+        for oid in sizes.keys() - set(big):
+            out[oid] = _digest([self.read(oid)])
+            done(sizes[oid])
+        if not big:
+            return out
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        with ThreadPoolExecutor(max_workers=min(2, len(big))) as pool:
+            running = {pool.submit(_digest, self._streamed(oid, sizes[oid])): oid for oid in big}
+            for fut in as_completed(running):
+                out[running[fut]] = fut.result()
+                done(sizes[running[fut]])
+        return out
+
+    def build_tree(self, files: dict[str, pygit2.Oid]) -> pygit2.Oid:
+        """A tree from {path: blob oid}."""
+        nested: dict[str, object] = {}
+        for path, oid in files.items():
+            node = nested
+            *dirs, leaf = path.split("/")
+            for d in dirs:
+                child = node.setdefault(d, {})
+                if not isinstance(child, dict):
+                    raise BadInput(f"path {path!r} needs {d!r} to be both a file and a directory")
+                node = child
+            if leaf in node:
+                raise BadInput(f"path {path!r} is both a file and a directory")
+            node[leaf] = oid
+        return self._write_tree(nested)
+
+    def _write_tree(self, node: dict[str, object]) -> pygit2.Oid:
+        tb = self._repo.TreeBuilder()
+        for name, value in node.items():
+            if isinstance(value, dict):
+                tb.insert(name, self._write_tree(value), TREE_MODE)
+            else:
+                assert isinstance(value, pygit2.Oid)
+                tb.insert(name, value, FILE_MODE)
+        return tb.write()
+
+    def tree_with(
+        self, base: pygit2.Tree | None, path: str, oid: pygit2.Oid | None, mode: int = FILE_MODE
+    ) -> pygit2.Oid:
+        """`base` with the entry at `path` set to `oid` (None: removed), rewriting only the trees on
+        that path: the cost is its depth, not the size of `base` (sharded inserts, notes)."""
+        head, _, rest = path.partition("/")
+        tb = self._repo.TreeBuilder(base) if base is not None else self._repo.TreeBuilder()
+        if not rest:
+            if oid is not None:
+                tb.insert(head, oid, mode)
+            elif tb.get(head) is not None:
+                tb.remove(head)
+            return tb.write()
+        sub = lookup(base, head)
+        child = self.tree_with(sub if isinstance(sub, pygit2.Tree) else None, rest, oid, mode)
+        if oid is None and len(self._repo[child]) == 0:  # type: ignore[arg-type]
+            if tb.get(head) is not None:
+                tb.remove(head)
+        else:
+            tb.insert(head, child, TREE_MODE)
+        return tb.write()
+
+    def tree_files(self, tree: pygit2.Tree, prefix: str = "") -> dict[str, pygit2.Oid]:
+        """{path: blob oid} for every blob under `tree`."""
+        out: dict[str, pygit2.Oid] = {}
+        for entry in tree:
+            path = prefix + check_entry_name(str(entry.name), f"tree {tree.id}")
+            if entry.type_str == "tree":
+                sub = self._repo.get(entry.id)
+                assert isinstance(sub, pygit2.Tree)
+                out.update(self.tree_files(sub, path + "/"))
+            elif entry.type_str == "blob":
+                out[path] = entry.id
+        return out
+
+    def commit(
+        self, tree: pygit2.Oid, parents: list[pygit2.Oid], message: str, person: pygit2.Signature | None = None
+    ) -> pygit2.Oid:
+        """A commit object (no ref moves); `person` is author and committer (default: signature())."""
+        sig = person or self.signature()
+        return self._repo.create_commit(None, sig, sig, message, tree, parents)
+
+    def outputs_tree(self, base: pygit2.Tree | None, outputs: dict[str, pygit2.Oid | None]) -> pygit2.Oid:
+        """`base` with each output path set to its blob (None: removed), through an in-memory
+        index so that every new directory is made; an executable file stays executable."""
+        index = pygit2.Index()
+        if base is not None:
+            index.read_tree(base)
+        for path, oid in outputs.items():
+            if oid is None:
+                if path in index:
+                    index.remove(path)
+                continue
+            mode = pygit2.enums.FileMode.BLOB
+            if path in index and index[path].mode == pygit2.enums.FileMode.BLOB_EXECUTABLE:
+                mode = pygit2.enums.FileMode.BLOB_EXECUTABLE
+            index.add(pygit2.IndexEntry(path, oid, mode))
+        return index.write_tree(self._repo)
+
+    def union_tree(self, a: pygit2.Tree, b: pygit2.Tree, path: str = "") -> pygit2.Oid:
+        """Every entry of either tree, recursively (the shared ledgers' merge): for one name with
+        two blobs, ours, except the archive's status rows, whose lines are unioned."""
+        tb = self._repo.TreeBuilder(a)
+        for entry in b:
+            name = str(entry.name)
+            if name not in a:
+                tb.insert(name, entry.id, entry.filemode)
+                continue
+            mine = a[name]
+            if mine.id == entry.id:
+                continue
+            ta, tb_ = self._repo.get(mine.id), self._repo.get(entry.id)
+            if isinstance(ta, pygit2.Tree) and isinstance(tb_, pygit2.Tree):
+                tb.insert(name, self.union_tree(ta, tb_, f"{path}{name}/"), TREE_MODE)
+            elif path == f"{ROWS_DIR}/" and isinstance(ta, pygit2.Blob) and isinstance(tb_, pygit2.Blob):
+                # The archive's status rows of one shard: both sides' lines (ours for a key both
+                # have); a line that names another tree than the merged entry is ignored by readers.
+                lines = {**parse_rows(tb_.data)[1], **parse_rows(ta.data)[1]}
+                tb.insert(name, self.blob(rows_blob(lines, None)), entry.filemode)  # vouches for no tree
+            # Same name, different blobs: content-named files never differ; keep ours.
+        return tb.write()
+
+    # -- reads other planes need (they never touch the repository itself) --
+    def get(self, oid: pygit2.Oid | str) -> pygit2.Object | None:
+        """Any object, or None when it is not in the object database."""
+        return self._repo.get(oid)
+
+    def has(self, oid: pygit2.Oid | str) -> bool:
+        return oid in self._repo
+
+    def descendant_of(self, oid: pygit2.Oid, ancestor: pygit2.Oid) -> bool:
+        return bool(self._repo.descendant_of(oid, ancestor))
+
+    @property
+    def is_bare(self) -> bool:
+        return bool(self._repo.is_bare)
+
+    def head_commit(self) -> pygit2.Commit | None:
+        """HEAD's commit, or None on an unborn branch."""
+        if self._repo.head_is_unborn:
+            return None
+        return self._repo.head.peel(pygit2.Commit)
+
+    def head_branch(self) -> str | None:
+        """The ref HEAD points at (`refs/heads/…`), or None when HEAD is detached."""
+        head = self._repo.references.get("HEAD")
+        return str(head.target) if head is not None and head.type == pygit2.enums.ReferenceType.SYMBOLIC else None
+
+    def revparse_commit(self, rev: str) -> pygit2.Commit:
+        """The commit `rev` names; KeyError, ValueError or pygit2.GitError when it names none."""
+        return self._repo.revparse_single(rev).peel(pygit2.Commit)
+
+    def walk(self, tip: pygit2.Oid, hide: Iterable[pygit2.Oid] = ()) -> Iterator[pygit2.Commit]:
+        """Commits reachable from `tip` and not from any of `hide`, children before parents."""
+        walker = self._repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL)
+        for oid in hide:
+            walker.hide(oid)
+        return iter(walker)
+
+    def index(self) -> pygit2.Index:
+        """The work tree's index, read from disk now."""
+        index: pygit2.Index = self._repo.index
+        index.read()
+        return index
+
+    def status_file(self, path: str) -> int:
+        return int(self._repo.status_file(path))
+
+    # -- git config ------------------------------------------------------
+    def config_get(self, name: str) -> str | None:
+        try:
+            return str(self._repo.config[name])
+        except KeyError:
+            return None
+
+    def config_values(self, name: str) -> list[str]:
+        try:
+            return [str(v) for v in self._repo.config.get_multivar(name)]
+        except (KeyError, pygit2.GitError):
+            return []
+
+    def config_add(self, name: str, value: str) -> bool:
+        """Append `value` to a multi-valued key unless it is there already; whether it was added."""
+        if value in self.config_values(name):
+            return False
+        self._repo.config.set_multivar(name, "^$", value)  # "^$" matches nothing: appends
+        return True
+
+    def config_set(self, name: str, value: str) -> None:
+        self._repo.config[name] = value
+
+    def config_delete(self, name: str, regex: str) -> None:
+        self._repo.config.delete_multivar(name, regex)
+
+    def remote_names(self) -> list[str]:
+        return [str(n) for n in self._repo.remotes.names()]
+
+    def get_commit(self, oid: pygit2.Oid | str) -> pygit2.Commit:
+        obj = self._repo.get(oid)
+        if not isinstance(obj, pygit2.Commit):
+            raise BadInput(f"object {oid} is not a commit")
+        return obj
+
+    def file_at(self, tree: pygit2.Tree, path: str) -> bytes | None:
+        try:
+            entry = tree[path]
+        except KeyError:
+            return None
+        if entry.type_str != "blob":
+            return None
+        return self.read(entry.id)
+
+    # -- refs ------------------------------------------------------------
+    def ref_target(self, name: str) -> pygit2.Oid | None:
+        ref = self._repo.references.get(name)
+        if ref is None:
+            return None
+        target = ref.resolve().target
+        return target if isinstance(target, pygit2.Oid) else None
+
+    def update_refs(self, updates: Iterable[RefUpdate], message: str = "git-genjob") -> None:
+        """Apply all updates atomically, each checked against its expected value under lock.
+
+        A value that differs from the expected one is a conflict (exit 4). A lock held by another
+        writer is transient (it may be a loser of the same race): wait briefly and try again.
+        """
+        updates = list(updates)
+        locks.announce(self.common_dir, [u.name for u in updates])
+        try:
+            self._locked_update(updates, message)
+        finally:
+            locks.release(self.common_dir)
+
+    def update_ref_built(
+        self, name: str, expected: pygit2.Oid | None, build: Callable[[], pygit2.Oid], message: str, wait: bool = True
+    ) -> pygit2.Oid:
+        """Lock `name`, check that it still holds `expected`, and only then write the new value
+        `build()` returns (its objects) and move the ref: a writer that loses the race writes
+        nothing. With wait=False a lock that another running git-genjob process recorded is a
+        conflict at once, so a worker picks another job instead of waiting on the one being
+        claimed; any other lock (a git command's, or a dead writer's) is waited on as usual.
+        """
+        built: list[pygit2.Oid] = []
+
+        def new_value() -> pygit2.Oid:
+            built.append(build())
+            return built[-1]
+
+        locks.announce(self.common_dir, [name])
+        try:
+            self._locked_update([RefUpdate(name, expected, None)], message, new_value, wait)
+        finally:
+            locks.release(self.common_dir)
+        return built[-1]
+
+    def _locked_update(
+        self,
+        updates: list[RefUpdate],
+        message: str,
+        build: Callable[[], pygit2.Oid] | None = None,
+        wait: bool = True,
+    ) -> None:
+        """The CAS. With `build`, the one update's new value is made once its ref is locked."""
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            self.check_expected(updates)  # cheap pre-check: a stale writer loses without locking
+            try:
+                with self._repo.transaction() as txn:
+                    for u in updates:
+                        txn.lock_ref(u.name)
+                    crash_point("ref-locked")
+                    self.check_expected(updates)
+                    if build is not None:
+                        try:
+                            value = build()
+                        except pygit2.GitError as exc:
+                            raise _BuildFailed(exc) from exc  # an object write failed: no lock to wait for
+                        updates = [RefUpdate(updates[0].name, updates[0].expected, value)]
+                        build = None  # a retry after a failed commit reuses the objects made
+                    for u in updates:
+                        if u.new is None:
+                            txn.remove(u.name)
+                        else:
+                            txn.set_target(u.name, u.new, message=message)
+                return
+            except _BuildFailed as failed:
+                raise failed.error from None
+            except pygit2.GitError as exc:
+                self._raise_if_stale(updates)
+                if not wait and any(locks.held_by_another_writer(self.common_dir, u.name) for u in updates):
+                    raise Conflict(
+                        f"{', '.join(u.name for u in updates)} is locked by another writer ({exc})",
+                        "another writer is updating it; pick another",
+                    ) from None
+                if time.monotonic() > deadline:
+                    raise Conflict(
+                        f"could not lock {', '.join(u.name for u in updates)}: {exc}",
+                        "another writer has held the lock for a while; try again",
+                    ) from None
+                time.sleep(0.01 + random.random() * 0.02)
+
+    def _raise_if_stale(self, updates: list[RefUpdate]) -> None:
+        for u in updates:
+            state = locks.lock_state(self.common_dir, u.name)
+            if state is not None and state.stale:
+                raise StaleLock(
+                    f"{u.name} is locked by a stale lock file {state.path}, left by {state.holder}",
+                    f"git genjob recover clears git-genjob's stale locks (or, if no git runs: rm {state.path})",
+                )
+
+    def check_expected(self, updates: list[RefUpdate]) -> None:
+        for u in updates:
+            current = self.ref_target(u.name)
+            if current != u.expected:
+                raise Conflict(
+                    f"{u.name} moved: expected {u.expected or 'no ref'}, found {current or 'no ref'}",
+                    "another writer got there first; re-read the state and try again",
+                )
+
+    @functools.cached_property
+    def common_dir(self) -> str:
+        common = os.path.join(self.gitdir, "commondir")
+        if os.path.exists(common):
+            with open(common) as fh:
+                return os.path.normpath(os.path.join(self.gitdir, fh.read().strip()))
+        return self.gitdir
+
+    def live_keys(self) -> list[str]:
+        from git_genjob.storage.gitdir import live_keys
+
+        return live_keys(self.common_dir)
+
+    def iter_refs(self, prefix: str) -> Iterator[tuple[str, pygit2.Oid]]:
+        for name in self._repo.listall_references():
+            if name.startswith(prefix):
+                target = self.ref_target(name)
+                if target is not None:
+                    yield name, target
+
+    # -- archive -----------------------------------------------------------
+    def archive_entries(self) -> Iterator[tuple[str, pygit2.Oid]]:
+        """(key, object id) of every entry under the archive's shards, in tree order."""
+        for _, shard_tree, _ in self.archive_shards():
+            yield from ((str(e.name), e.id) for e in shard_tree)
+
+    def archive_shards(self) -> Iterator[tuple[str, pygit2.Tree, bytes | None]]:
+        """(shard, its tree, that shard's rows blob or None) for every archive shard."""
+        tip = self.ref_target(ARCHIVE_REF)
+        if tip is None:
+            return
+        root = self.get_commit(tip).tree
+        rows = lookup(root, ROWS_DIR)
+        for shard_entry in root:
+            name = str(shard_entry.name)
+            if not is_shard(name):
+                continue
+            shard_tree = self._repo.get(shard_entry.id)
+            if not isinstance(shard_tree, pygit2.Tree):
+                continue
+            blob = rows[name] if isinstance(rows, pygit2.Tree) and name in rows else None
+            # A hint, so an oversized one (a hostile push) is ignored, not read into memory.
+            small = blob is not None and self._repo.odb.read_header(blob.id)[1] <= ROWS_MAX_BYTES
+            data = self._hint_bytes(blob) if isinstance(blob, pygit2.Blob) and small else None
+            yield name, shard_tree, data
+
+    @staticmethod
+    def _hint_bytes(blob: pygit2.Blob) -> bytes:
+        """A rows blob's bytes without libgit2's SHA-1 re-check (half the read time at 100k
+        rows): rows decide nothing, and each is checked against the tree ids it names."""
+        pygit2.settings.enable_strict_hash_verification(False)
+        try:
+            data = blob.data
+        finally:
+            pygit2.settings.enable_strict_hash_verification(True)
+        return data if isinstance(data, bytes) else bytes(data)
+
+    def archive_entry(self, key: str) -> pygit2.Tree | None:
+        """The archived final tree of job `key` (one tree lookup), or None."""
+        tip = self.ref_target(ARCHIVE_REF)
+        if tip is None:
+            return None
+        tree = self.get_commit(tip).tree
+        try:
+            entry = tree[f"{shard(key)}/{key}"]
+        except KeyError:
+            return None
+        obj = self._repo.get(entry.id)
+        return obj if isinstance(obj, pygit2.Tree) else None
+
+    def archive_tree_with(
+        self, base: pygit2.Tree | None, key: str, job_tree: pygit2.Oid, row: str | None = None
+    ) -> pygit2.Oid:
+        """`base` with `<shard>/<key>` set to `job_tree`, touching only that path, and with
+        `row` (one line: sort key, key, then the rest, tab-separated) as that job's line in
+        `_rows/<shard>`, so `status --all` reads one blob per shard instead of every job."""
+        tree = self.tree_with(base, f"{shard(key)}/{key}", job_tree, TREE_MODE)
+        if row is None:
+            return tree
+        sort_key, rest = row.split("\t", 1)
+        rows_path = f"{ROWS_DIR}/{shard(key)}"
+        old = lookup(base, rows_path)
+        old_tree, lines = parse_rows(old.data if isinstance(old, pygit2.Blob) else None)
+        old_shard = lookup(base, shard(key))
+        lines[key] = (str(job_tree), f"{sort_key}\t{key}\t{job_tree}\t{rest}")
+        built = self._repo.get(tree)
+        assert isinstance(built, pygit2.Tree)
+        # Vouch for the whole new shard only if the old rows covered the whole old shard.
+        complete = old_shard is None or (old_tree is not None and old_tree == str(old_shard.id))
+        new_shard = lookup(built, shard(key))
+        data = rows_blob(lines, new_shard.id if complete and new_shard is not None else None)
+        return self.tree_with(built, rows_path, self.blob(data), FILE_MODE)
+
+    def archive_commit(
+        self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str, row: str | None = None
+    ) -> pygit2.Oid:
+        """The next archive commit holding `final_tree` at <shard>/<key> (no ref move)."""
+        archive_tip = self.ref_target(ARCHIVE_REF)
+        if archive_tip is None:
+            base_parent = self.commit(self._repo.TreeBuilder().write(), [], "genjob archive\n")
+            base_tree = None
+        else:
+            base_parent = archive_tip
+            base_tree = self.get_commit(archive_tip).tree
+        tree = self.archive_tree_with(base_tree, key, final_tree, row)
+        return self.commit(tree, [base_parent, job_tip], message)
+
+    def archive_move(
+        self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str, row: str | None = None
+    ) -> pygit2.Oid:
+        """Move a job out of the live refs into the archive: archive first, then the live ref.
+
+        The files ref backend commits a multi-ref transaction one ref at a time, so a kill between
+        the two could lose the job if the deletion went first. In this order every prefix is
+        safe: after the first step the job is in both places, readers prefer the archive, and
+        `finish_archive_move` (run by apply, recover and status) deletes the leftover live ref.
+        """
+        archive_tip = self.ref_target(ARCHIVE_REF)
+        new_tip = self.archive_commit(key, job_tip, final_tree, message, row)
+        self.update_refs([RefUpdate(ARCHIVE_REF, archive_tip, new_tip)], message=f"genjob: archive {key}")
+        crash_point("archive-written")
+        self.finish_archive_move(key)
+        return new_tip
+
+    def finish_archive_move(self, key: str) -> bool:
+        """Delete a live ref whose chain the archive already holds (the second step of a move)."""
+        tip = self.ref_target(job_ref(key))
+        entry = self.archive_entry(key) if tip is not None else None
+        if tip is None or entry is None:
+            return False
+        if not self.archived_chain_holds(entry, tip):
+            return False
+        try:
+            self.update_refs([RefUpdate(job_ref(key), tip, None)], message=f"genjob: archived {key}")
+        except Conflict:
+            return False
+        return True
+
+    def archived_chain_holds(self, entry: pygit2.Tree, tip: pygit2.Oid) -> bool:
+        """Whether the archived job tree names `tip` in its chain (then the live ref is a leftover)."""
+        from git_genjob.documents.attempts import parse_meta
+
+        meta = self.file_at(entry, "meta.json")
+        try:
+            return meta is not None and any(c.commit == str(tip) for c in parse_meta(meta).chain)
+        except BadInput:
+            return False

@@ -1,0 +1,213 @@
+"""`exec:COMMAND`: sh -c in a scratch directory holding only the allowed input files."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from git_genjob.documents.errors import BadInput
+from git_genjob.worker.generators import GenContext, GenResult
+
+# What `sh -c` runs without a file on PATH: its keywords and special/regular built-ins.
+SH_WORDS = frozenset(
+    [
+        "!",
+        "{",
+        "(",
+        "if",
+        "for",
+        "while",
+        "until",
+        "case",
+        ".",
+        ":",
+        "[",
+        "alias",
+        "bg",
+        "break",
+        "cd",
+        "command",
+        "continue",
+        "echo",
+        "eval",
+        "exec",
+        "exit",
+        "export",
+        "false",
+        "fg",
+        "getopts",
+        "hash",
+        "jobs",
+        "kill",
+        "printf",
+        "pwd",
+        "read",
+        "readonly",
+        "return",
+        "set",
+        "shift",
+        "test",
+        "times",
+        "trap",
+        "true",
+        "type",
+        "ulimit",
+        "umask",
+        "unalias",
+        "unset",
+        "wait",
+    ]
+)
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+class ExecGenerator:
+    kind = "exec"
+    endpoint: str | None = None
+    model: str | None = None
+
+    def __init__(self, command: str, timeout: float):
+        self.command: str | None = resolve_command(command)
+        self.timeout = timeout
+
+    def describe(self) -> dict[str, str | None]:
+        return {"kind": self.kind, "endpoint": None, "model": None, "command": self.command}
+
+    def _env(self, ctx: GenContext) -> dict[str, str]:
+        env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+        env.update({k: v for k, v in os.environ.items() if k.startswith("GENJOB_") and k != "GENJOB_OUTPUTS"})
+        env.update({k: os.environ[k] for k in ctx.pass_env if k in os.environ})
+        env["GENJOB_INSTRUCTION"] = ctx.job.instruction
+        env["GENJOB_INSTRUCTION_FILE"] = ctx.instruction_file
+        env["GENJOB_JOB"] = ctx.job_file
+        env["GENJOB_KEY"] = ctx.job.key
+        return env
+
+    def generate(self, ctx: GenContext) -> GenResult:
+        assert self.command is not None
+        log_path = os.path.join(os.path.dirname(ctx.job_file), "generator.log")
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                ["sh", "-c", self.command],
+                cwd=ctx.scratch,
+                env=self._env(ctx),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        reaper = Reaper(proc.pid)
+        try:
+            deadline = time.monotonic() + min(ctx.timeout, self.timeout)
+            while proc.poll() is None:
+                if ctx.stop.wait(0.05):
+                    _kill(proc)
+                    return GenResult("aborted", "stopped: the worker was fenced")
+                if time.monotonic() > deadline:
+                    _kill(proc)
+                    return GenResult("aborted", f"timed out after {min(ctx.timeout, self.timeout):g}s")
+            _kill(proc)  # whatever it left running in the background goes with it
+        finally:
+            reaper.release()
+        with open(log_path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(log_path) - 2000))
+            tail = fh.read().decode("utf-8", "replace")
+        if proc.returncode != 0:
+            return GenResult("aborted", f"command exited {proc.returncode}: {tail.strip()[-500:]}")
+        return GenResult("ok")
+
+
+def resolve_command(command: str) -> str:
+    """The command as the scratch directory will run it: a relative program path made absolute.
+
+    The generator runs in a scratch directory, so `./gen.py` would only fail there (exit 127)
+    after the job was claimed and an attempt spent. Resolved here against the directory `work`
+    runs in, or refused (exit 2) before any claim when the program does not exist.
+    """
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command  # sh will parse it; an unbalanced quote is its own error message
+    program = next((w for w in words if not ASSIGNMENT.match(w)), None)
+    if program is None or program in SH_WORDS:
+        return command
+    fix = "the generator runs in a scratch directory: name it by an absolute path or a command on PATH"
+    if "/" not in program:
+        if shutil.which(program) is None:
+            raise BadInput(f"exec generator: {program!r} is not a command on PATH", fix)
+        return command
+    path = os.path.abspath(os.path.expanduser(program))
+    if not os.path.isfile(path):
+        raise BadInput(f"exec generator: {program} is not a file (looked for {path})", fix)
+    if not os.access(path, os.X_OK):
+        raise BadInput(
+            f"exec generator: {path} is not executable",
+            f"chmod +x {shlex.quote(path)}, or run it through its interpreter: exec:python3 {shlex.quote(path)}",
+        )
+    if os.path.isabs(program):
+        return command
+    head, sep, rest = command.partition(program)  # only an unquoted word is rewritten
+    if not sep or shlex.split(head + program) != words[: words.index(program) + 1]:
+        raise BadInput(f"exec generator: {program} is a relative path", f"{fix}, e.g. exec:{shlex.quote(path)}")
+    return head + shlex.quote(path) + rest
+
+
+class Reaper:
+    """Kills the generator's process group if this worker dies, even by SIGKILL.
+
+    PR_SET_PDEATHSIG reaches only the generator's `sh`; what it started (an agent CLI, a
+    `sleep`) would be left running under init. The reaper is a tiny `sh` in its own session
+    that blocks reading a pipe only this process holds the write end of: the kernel closes it
+    when the worker dies however it dies, `read` returns without "done", and the reaper kills
+    the whole group. A normal end writes "done" first, so a finished group is never signalled.
+    """
+
+    SCRIPT = 'read line; [ "$line" = done ] || kill -s KILL -- "-$1" 2>/dev/null'  # dash: -s KILL --
+
+    def __init__(self, pgid: int):
+        read_end, self._write_end = os.pipe()
+        try:
+            self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                ["sh", "-c", self.SCRIPT, "genjob-reaper", str(pgid)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C to the worker's terminal must not kill the reaper first
+            )
+        except OSError:
+            self._proc = None
+        finally:
+            os.close(read_end)
+
+    def release(self) -> None:
+        try:
+            os.write(self._write_end, b"done\n")
+        except OSError:
+            pass
+        os.close(self._write_end)
+        if self._proc is not None:
+            self._proc.wait()
+
+
+def _die_with_parent() -> None:
+    """Linux: the generator gets SIGKILL when the worker dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

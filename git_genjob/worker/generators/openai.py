@@ -1,0 +1,117 @@
+"""`openai:BASE_URL#MODEL`: chat completions constrained to a JSON schema of the allowed files."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from git_genjob.documents.errors import GeneratorUnavailable, HttpStatusError
+from git_genjob.replay.web import post_json
+from git_genjob.worker.generators import GenContext, GenResult, build_prompt
+from git_genjob.worker.generators.files import write_answer
+
+SYSTEM = (
+    "You are a code generator. Follow the instruction. Answer with one JSON object whose keys are "
+    "exactly the file paths listed and whose values are the complete new content of each file."
+)
+TEXT_SYSTEM = (
+    "You are a code generator. Follow the instruction. Answer with the complete new content of the "
+    "one file listed, and nothing else: no explanation, no code fence."
+)
+SAMPLING = {"temperature": 0, "max_tokens": 1024}
+
+
+def strip_fence(answer: str) -> str:
+    """A text answer without the one Markdown code fence small models wrap a file in."""
+    lines = answer.strip("\n").split("\n")
+    if len(lines) >= 2 and lines[0].startswith("```") and lines[-1].strip() == "```":
+        return "\n".join(lines[1:-1]) + "\n"
+    return answer
+
+
+def files_schema(paths: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {p: {"type": "string"} for p in paths},
+        "required": list(paths),
+        "additionalProperties": False,
+    }
+
+
+class OpenAIGenerator:
+    kind = "openai"
+    command: str | None = None
+
+    def __init__(self, base_url: str, model: str, timeout: float):
+        self.endpoint: str | None = base_url.rstrip("/")
+        self.model: str | None = model
+        self.timeout = timeout
+
+    def describe(self) -> dict[str, str | None]:
+        return {"kind": self.kind, "endpoint": self.endpoint, "model": self.model, "command": None}
+
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get("GENJOB_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def complete(self, user: str, schema: dict[str, Any] | None, timeout: float) -> str:
+        """One answer's message content: JSON files with the json_object fallback SPEC §5
+        describes, or (`schema` None, a one-file job) the file's text."""
+        url = f"{self.endpoint}/chat/completions"
+        system = SYSTEM if schema is not None else TEXT_SYSTEM
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            **SAMPLING,
+        }
+        if schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "genjob_files", "strict": True, "schema": schema},
+            }
+        try:
+            raw = post_json(url, body, timeout, self._headers())
+        except HttpStatusError as exc:
+            if schema is None or not (400 <= exc.status < 500 or "response_format" in exc.body):
+                raise
+            body["response_format"] = {"type": "json_object", "schema": schema}
+            raw = post_json(url, body, timeout, self._headers())
+        try:
+            choice = json.loads(raw)["choices"][0]
+            content = choice["message"]["content"]
+            finish = choice.get("finish_reason")
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise GeneratorUnavailable(f"{url}: the answer is not a chat completion", sent=True) from None
+        if finish != "stop" or not isinstance(content, str):
+            raise GeneratorUnavailable(
+                f"{url}: partial answer (finish_reason={finish})",
+                sent=True,
+                hint="raise max_tokens or shorten the files; nothing was recorded",
+            )
+        return content
+
+    def generate(self, ctx: GenContext) -> GenResult:
+        """A one-file job asks for the file's text (as `http:` does); several files, for one
+        JSON object constrained by a schema. Structured output is where local servers differ
+        most: llama.cpp's grammar fallback lets a small model break out of the JSON string, so
+        plain text is what every server and model can answer for a single file."""
+        assert ctx.cache is not None and self.endpoint is not None and self.model is not None
+        paths = ctx.job.allowed_paths
+        schema = files_schema(paths) if len(paths) > 1 else None
+        prompt = build_prompt(ctx.job, ctx.inputs)
+        params = {"system": SYSTEM, "schema": schema, **SAMPLING} if schema else {"system": TEXT_SYSTEM, **SAMPLING}
+        timeout = min(self.timeout, ctx.timeout)
+        result = ctx.cache.call(
+            self.endpoint, self.model, params, prompt, lambda text: self.complete(text, schema, timeout)
+        )
+        ctx.replays.append(result.fp)
+        if schema is None:
+            return write_answer(ctx.scratch, {paths[0]: strip_fence(result.answer)})
+        try:
+            files = json.loads(result.answer)
+        except ValueError:
+            return GenResult("rejected", "the model's answer is not JSON")
+        if not isinstance(files, dict):
+            return GenResult("rejected", "the model's answer is not a JSON object")
+        return write_answer(ctx.scratch, files)

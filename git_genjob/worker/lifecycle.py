@@ -1,0 +1,314 @@
+"""Job events after submit: claim, sending, renew, receipt, fail, recover, retry, drop (SPEC §4)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from git_genjob.documents.canonical import canonical_bytes, format_time, parse_time, utc_now
+from git_genjob.documents.errors import BadInput, Conflict, Refused
+from git_genjob.documents.states import transition
+from git_genjob.storage.faults import crash_point
+from git_genjob.storage.records import JobRecord, find_job, load_live, write_event
+from git_genjob.storage.store import RefUpdate, Store, job_ref
+
+
+class Publisher:
+    """Where event commits are published: the local refs, or a remote through leased pushes."""
+
+    def __init__(self, store: Store, remote: str | None = None):
+        self.store, self.remote = store, remote
+        self.remote_values: dict[str, pygit2.Oid] = {}
+
+    def refresh(self) -> None:
+        if self.remote is None:
+            return
+        from git_genjob.storage.remote import SyncReport, fetch_raw, reconcile
+
+        self.remote_values = fetch_raw(self.store, self.remote)
+        reconcile(self.store, self.remote_values, SyncReport())
+
+    def move(self, updates: list[RefUpdate], message: str) -> None:
+        if self.remote is not None:
+            from git_genjob.storage.remote import push_leases
+
+            leased = [RefUpdate(u.name, self.remote_values.get(u.name), u.new) for u in updates]
+            for u in updates:
+                if u.expected != self.remote_values.get(u.name):
+                    raise Conflict(f"{u.name} has local events the remote lacks", "run git genjob push first")
+            push_leases(self.store, self.remote, leased)
+            for u in updates:
+                if u.new is None:
+                    self.remote_values.pop(u.name, None)
+                else:
+                    self.remote_values[u.name] = u.new
+            crash_point("after-push")
+            # Locally one ref at a time, in the order given (an archive before the live ref's
+            # deletion), so that any prefix of these steps is recoverable.
+            for u in updates:
+                self.store.update_refs([RefUpdate(u.name, self.store.ref_target(u.name), u.new)], message=message)
+            return
+        for u in updates:
+            self.store.update_refs([u], message=message)
+
+
+def _files(record: JobRecord) -> dict[str, pygit2.Oid]:
+    return {p: o for p, o in record.files.items() if p != "attempts.json"}
+
+
+def _advance(
+    pub: Publisher,
+    record: JobRecord,
+    event: str,
+    attempts: dict[str, Any],
+    files: dict[str, pygit2.Oid] | None = None,
+    extra: dict[str, str] | None = None,
+) -> JobRecord:
+    """Write one event on top of record.tip and move the ref by compare-and-swap."""
+    store = pub.store
+    files = files if files is not None else _files(record)
+    state = transition(record.state, event, "done" if "receipt.json" in files else attempts["state"])
+    message = f"genjob: {event} {record.key}"
+    if pub.remote is None:  # the ref is locked before the event's objects are written: a loser writes none
+        store.update_ref_built(
+            job_ref(record.key),
+            record.tip,
+            lambda: write_event(store, record, event, files, attempts, state, extra),
+            message,
+            wait=event != "claimed",
+        )
+    else:
+        commit = write_event(store, record, event, files, attempts, state, extra)
+        pub.move([RefUpdate(job_ref(record.key), record.tip, commit)], message)
+    new = load_live(store, record.key)
+    assert new is not None
+    return new
+
+
+def _attempts(record: JobRecord) -> dict[str, Any]:
+    return record.attempts_doc.to_dict()
+
+
+@dataclass
+class Lease:
+    record: JobRecord
+    n: int
+    claim: str
+    lease_s: float
+
+
+def claim(pub: Publisher, record: JobRecord, worker_id: str, lease_s: float) -> Lease:
+    """Claim a queued job: a compare-and-swap from the state read, with a nonce."""
+    if record.state != "queued":
+        raise Conflict(f"job {record.key} is {record.state}, not queued", "pick another job")
+    doc = _attempts(record)
+    doc["epoch"] += 1
+    n = len(doc["attempts"]) + 1
+    now = time.time()
+    doc["attempts"].append(
+        {
+            "n": n,
+            "worker": worker_id,
+            "epoch": doc["epoch"],
+            "lease_until": format_time(now + lease_s),
+            "state": "claimed",
+            "started_at": format_time(now),
+        }
+    )
+    doc["state"] = "claimed"
+    new = _advance(pub, record, "claimed", doc, extra={"Genjob-Nonce": os.urandom(16).hex(), "Genjob-Attempt": str(n)})
+    assert new.tip is not None
+    return Lease(new, n, str(new.tip), lease_s)
+
+
+def _current(lease: Lease, doc: dict[str, Any]) -> dict[str, Any]:
+    attempt: dict[str, Any] = doc["attempts"][-1]
+    if attempt["n"] != lease.n:
+        raise Conflict(f"job {lease.record.key}: attempt {lease.n} was superseded", "this worker was fenced")
+    return attempt
+
+
+def record_sending(pub: Publisher, lease: Lease) -> None:
+    """Durable `sending` before the first byte goes to a generator."""
+    doc = _attempts(lease.record)
+    attempt = _current(lease, doc)
+    attempt.update(state="sending", claim=lease.claim, lease_until=format_time(time.time() + lease.lease_s))
+    doc["state"] = "sending"
+    lease.record = _advance(pub, lease.record, "sending", doc, extra={"Genjob-Attempt": str(lease.n)})
+
+
+def renew(pub: Publisher, lease: Lease) -> None:
+    doc = _attempts(lease.record)
+    _current(lease, doc)["lease_until"] = format_time(time.time() + lease.lease_s)
+    lease.record = _advance(pub, lease.record, "renewed", doc, extra={"Genjob-Attempt": str(lease.n)})
+
+
+def store_receipt(
+    pub: Publisher, lease: Lease, envelope: bytes, outputs: dict[str, bytes | None], replays: list[str]
+) -> JobRecord:
+    """The signed receipt, committed on top of the claim that made it (else: fenced, exit 4)."""
+    store = pub.store
+    doc = _attempts(lease.record)
+    attempt = _current(lease, doc)
+    attempt.update(state="finished", finished_at=utc_now(), replays=replays)
+    doc["state"] = "done"
+    doc.pop("refresh", None)  # asked afresh once: a later retry replays unless asked again
+    files = {p: o for p, o in _files(lease.record).items() if not p.startswith("outputs/")}
+    files["receipt.json"] = store.blob(envelope)
+    for path, data in outputs.items():
+        if data is not None:
+            files[f"outputs/{path}"] = store.blob(data)
+    lease.record = _advance(pub, lease.record, "receipt", doc, files, extra={"Genjob-Attempt": str(lease.n)})
+    return lease.record
+
+
+def end_attempt(pub: Publisher, lease: Lease, state: str, reason: str, replays: list[str] | None = None) -> None:
+    """The worker's own verdict on an attempt without a receipt: failed_before_send or unknown."""
+    doc = _attempts(lease.record)
+    attempt = _current(lease, doc)
+    attempt.update(state=state, finished_at=utc_now(), reason=reason, replays=replays or [])
+    doc["epoch"] += 1
+    doc["state"] = "queued" if state == "failed_before_send" else "unknown"
+    event = "failed" if state == "failed_before_send" else "unknown"
+    lease.record = _advance(pub, lease.record, event, doc, extra={"Genjob-Attempt": str(lease.n)})
+
+
+@dataclass
+class RecoverReport:
+    requeued: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    archived: list[str] = field(default_factory=list)  # interrupted archive moves completed
+    locks: list[str] = field(default_factory=list)  # stale lock files cleared
+
+    def to_json(self) -> dict[str, list[str]]:
+        return dict(self.__dict__)
+
+    def lines(self) -> list[str]:
+        """The human report."""
+        out = [f"requeued {k} (lease lapsed before sending)" for k in self.requeued]
+        out += [f"unknown  {k} (lease lapsed while sending; owner decides: retry or drop)" for k in self.unknown]
+        out += [f"archived {k} (finished an interrupted archive move)" for k in self.archived]
+        out += [f"cleared  {p} (stale lock of a writer that is gone)" for p in self.locks]
+        return out or ["no expired claims"]
+
+
+def recover(pub: Publisher, now: float | None = None) -> RecoverReport:
+    """Fence expired claims: lapsed `claimed` -> failed_before_send (requeued), lapsed `sending` -> unknown."""
+    from git_genjob.planner.queue import live_jobs
+    from git_genjob.storage import locks
+
+    report = RecoverReport()
+    report.locks = locks.clear_stale(pub.store.common_dir)
+    pub.refresh()
+    now = time.time() if now is None else now
+    for key in pub.store.live_keys():
+        if pub.store.finish_archive_move(key):
+            report.archived.append(key)
+    for record in live_jobs(pub.store, states=("claimed", "sending")):
+        if record.state not in ("claimed", "sending"):
+            continue
+        doc = _attempts(record)
+        attempt = doc["attempts"][-1]
+        if parse_time(attempt["lease_until"]) > now:
+            continue
+        was = attempt["state"]
+        attempt.update(state="failed_before_send" if was == "claimed" else "unknown", recovered_at=format_time(now))
+        doc["epoch"] += 1
+        doc["state"] = "queued" if was == "claimed" else "unknown"
+        try:
+            _advance(pub, record, "recovered", doc, extra={"Genjob-Attempt": str(attempt["n"])})
+        except Conflict:
+            report.lost.append(record.key)
+            continue
+        (report.requeued if was == "claimed" else report.unknown).append(record.key)
+    return report
+
+
+def retry(pub: Publisher, key: str, refresh: bool = False) -> JobRecord:
+    """The owner's explicit new attempt of the same job (same key, same digest).
+
+    With `refresh` the new attempt asks the model afresh instead of replaying the answer this
+    job already recorded; a different answer is recorded as a drift candidate (SPEC §7).
+    """
+    pub.refresh()
+    record = find_job(pub.store, key)
+    if record.archived:
+        raise BadInput(f"job {key} is {record.state} and archived", "submit a new job (with a new --key) instead")
+    if record.state in ("claimed", "sending"):
+        raise Conflict(
+            f"job {key} is {record.state} by a worker whose lease may still run",
+            "wait for the lease to lapse and run git genjob recover first",
+        )
+    if record.state == "queued":
+        raise Refused(f"job {key} is already queued", "a worker will pick it up: git genjob work")
+    if record.state == "done" and _receipt_status(record) == "ok":
+        raise Refused(f"job {key} has an ok receipt", f"apply it (git genjob apply {key}) or drop it")
+    doc = _attempts(record)
+    doc["epoch"] += 1
+    doc["state"] = "queued"
+    doc.pop("refresh", None)
+    if refresh:
+        doc["refresh"] = True
+    files = {p: o for p, o in _files(record).items() if p != "receipt.json" and not p.startswith("outputs/")}
+    return _advance(pub, record, "retried", doc, files)
+
+
+def _receipt_status(record: JobRecord) -> str | None:
+    if record.receipt_bytes is None:
+        return None
+    from git_genjob.documents.receipt import parse_envelope
+
+    try:
+        return parse_envelope(record.receipt_bytes).predicate.status
+    except BadInput:
+        return None
+
+
+def archive(pub: Publisher, record: JobRecord, final: dict[str, Any]) -> None:
+    """Move a live job into refs/genjob/archive (one atomic two-ref update)."""
+    from git_genjob.planner.queue import archive_row
+    from git_genjob.storage.records import events, load_tree
+
+    store = pub.store
+    assert record.tip is not None
+    meta = record.meta.to_dict()
+    meta["final"] = final
+    meta["chain"] = [{"commit": str(e.commit), "event": e.event, "state": e.state} for e in events(store, record.tip)]
+    files = dict(record.files)
+    files["meta.json"] = store.blob(canonical_bytes(meta))
+    tree = store.build_tree(files)
+    state = final["state"]
+    msg = f"genjob: archive {record.key} ({state})\n\nGenjob-Key: {record.key}\nGenjob-State: {state}\n"
+    final_tree = store.get(tree)
+    assert isinstance(final_tree, pygit2.Tree)
+    row = archive_row(load_tree(store, record.key, final_tree, None, archived=True))
+    if pub.remote is None:
+        store.archive_move(record.key, record.tip, tree, msg, row)
+        return
+    from git_genjob.storage.store import ARCHIVE_REF
+
+    archive_tip = store.ref_target(ARCHIVE_REF)
+    new_tip = store.archive_commit(record.key, record.tip, tree, msg, row)
+    pub.move(
+        [RefUpdate(ARCHIVE_REF, archive_tip, new_tip), RefUpdate(job_ref(record.key), record.tip, None)],
+        f"genjob: archive {record.key}",
+    )
+
+
+def drop(pub: Publisher, key: str, why: str, by: str) -> JobRecord:
+    """The owner ends a job: it moves to the archive with the reason."""
+    if not why.strip():
+        raise BadInput("drop needs a reason", "pass --why TEXT")
+    pub.refresh()
+    record = find_job(pub.store, key)
+    if record.archived:
+        return record
+    if record.state in ("claimed", "sending"):
+        raise Conflict(f"job {key} is {record.state} by a live worker", "wait for the lease, run recover, then drop")
+    archive(pub, record, {"state": "dropped", "why": why, "by": by, "at": utc_now(), "was": record.state})
+    return find_job(pub.store, key)

@@ -1,0 +1,525 @@
+"""The worker: claim -> record sending -> generate -> sign -> store (SPEC §4, §5)."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import random
+import shutil
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from git_genjob.documents.canonical import digest, utc_now
+from git_genjob.documents.config import Config, read_config
+from git_genjob.documents.errors import (
+    EXIT_CONFLICT,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNAVAILABLE,
+    Conflict,
+    GeneratorUnavailable,
+    GenjobError,
+    Painter,
+    StaleLock,
+    plain,
+)
+from git_genjob.documents.keys import SigningKey
+from git_genjob.documents.receipt import build_statement, sign_statement
+from git_genjob.documents.secretscan import find_secret, redact
+from git_genjob.documents.states import LEASE_S, TIMEOUT_S
+from git_genjob.planner.queue import Head, archived_leftover, heads
+from git_genjob.storage.faults import crash_point
+from git_genjob.storage.records import JobRecord, bundle_inputs, load_live
+from git_genjob.storage.store import Store, job_ref
+from git_genjob.worker.generators import GenContext, Generator, GenResult
+from git_genjob.worker.lifecycle import Lease, Publisher, claim, end_attempt, record_sending, renew, store_receipt
+from git_genjob.worker.scratch import clean_stale_scratch, scratch_dir
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class JobOutcome:
+    key: str
+    result: str  # ok | rejected | aborted | failed_before_send | unknown | fenced | lost
+    reason: str = ""
+    attempt: int | None = None
+    replayed: list[str] = field(default_factory=list)  # model answers served from the job's recording
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class WorkReport:
+    outcomes: list[JobOutcome] = field(default_factory=list)
+
+    strict: bool = False  # `work --strict`: a receipt that is not ok is exit 1
+
+    def lines(self, paint: Painter = plain) -> list[str]:
+        """The human report: one line per job, and how to ask afresh after a replay."""
+        if not self.outcomes:
+            return ["nothing to do: no queued job"]
+        out = []
+        for o in self.outcomes:
+            shown = paint(o.result, "green" if o.result == "ok" else "red")
+            out.append(f"{o.key:<34} {shown}" + (f": {o.reason}" if o.reason else ""))
+            if o.replayed:
+                out.append(
+                    f"{'':<34} replay of the answer recorded for this job ({o.replayed[0][:12]}); "
+                    f"git genjob retry {o.key} --refresh asks afresh"
+                )
+        return out
+
+    def warnings(self) -> list[str]:
+        """One line per stored receipt that is not ok (for stderr: `work` itself succeeded)."""
+        return [
+            f"warning: job {o.key}: its receipt is {o.result}, nothing to apply; "
+            f"see git genjob show {o.key}, then git genjob retry {o.key} or git genjob drop {o.key} --why TEXT"
+            for o in self.not_ok
+        ]
+
+    @property
+    def exit_code(self) -> int:
+        results = {o.result for o in self.outcomes}
+        if "fenced" in results:
+            return EXIT_CONFLICT
+        if results & {"failed_before_send", "unknown"}:
+            return EXIT_UNAVAILABLE
+        if self.strict and self.not_ok:
+            return EXIT_REFUSED
+        return EXIT_OK
+
+    @property
+    def not_ok(self) -> list[JobOutcome]:
+        """Receipts stored with a status other than ok (SPEC §4: a result, exit 0 unless strict)."""
+        return [o for o in self.outcomes if o.result in ("rejected", "aborted")]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jobs": [o.to_json() for o in self.outcomes], "exit_code": self.exit_code}
+
+
+@dataclass
+class WorkerOptions:
+    generator: Generator
+    signing_key: SigningKey
+    worker_id: str
+    lease_s: float = LEASE_S
+    max_jobs: int | None = None
+    wait: bool = False
+    poll_s: float = 2.0
+    timeout_s: float = TIMEOUT_S
+    pass_env: tuple[str, ...] = ()
+    remote: str | None = None
+    allow_secrets: bool = False
+    strict: bool = False
+
+
+def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None) -> WorkReport:
+    """Claim queued jobs oldest first until none is claimable (or max_jobs / forever with wait)."""
+    clean_stale_scratch()
+    pub = Publisher(store, opts.remote)
+    report = WorkReport(strict=opts.strict)
+    picker = Picker(store)
+    done = 0
+    while opts.max_jobs is None or done < opts.max_jobs:
+        pub.refresh()
+        lease = _claim_next(pub, opts, report, progress, picker)
+        if lease is None:
+            if opts.wait:
+                time.sleep(opts.poll_s)
+                continue
+            break
+        report.outcomes.append(run_claimed(pub, lease, opts, progress))
+        done += 1
+    return report
+
+
+PICK_WINDOW = 16
+
+
+class Picker:
+    """A worker's view of the queue, oldest first, re-read when used up or older than `ttl` s.
+
+    The list is a hint: each pick reads the job itself and claims it only if it is still
+    queued, so a long-running worker pays the scan of every live ref once per `ttl`, not once
+    per claim. Once this worker has lost a race, picks are random among the PICK_WINDOW oldest,
+    so workers started together spread out instead of all chasing the same job.
+    """
+
+    def __init__(self, store: Store, ttl: float = 1.0):
+        self.store, self.ttl = store, ttl
+        self.candidates: list[Head] = []
+        self.read_at = float("-inf")
+        self.lost = False
+        self.scanned = False  # whether the queue was read during the current pick
+
+    def next(self) -> Head | None:
+        if not self.candidates or (not self.scanned and time.monotonic() - self.read_at > self.ttl):
+            self.candidates = heads(self.store, ("queued",))
+            self.read_at, self.scanned = time.monotonic(), True
+        if not self.candidates:
+            return None
+        return self.candidates.pop(random.randrange(min(PICK_WINDOW, len(self.candidates))) if self.lost else 0)
+
+
+def _claim_next(
+    pub: Publisher, opts: WorkerOptions, report: WorkReport, progress: Progress, picker: Picker | None = None
+) -> Lease | None:
+    """Claim the oldest claimable queued job (see Picker for the order under contention)."""
+    damaged: dict[str, str] = {}
+    store = pub.store
+    picker = picker or Picker(store)
+    picker.scanned = False
+    while True:  # at most one scan per pick: a queue of damaged jobs ends the pick, never loops
+        if not picker.candidates and picker.scanned:
+            break
+        head = picker.next()  # the hint, or one fresh scan when it ran out or is old
+        if head is None:
+            break
+        if store.ref_target(job_ref(head.key)) != head.tip:
+            continue  # an event since the hint was read: claimed elsewhere (the next scan sees a requeue)
+        if archived_leftover(store, head.key):
+            continue
+        try:
+            record = load_live(store, head.key)
+            if record is None or record.state != "queued":
+                continue
+            if pub.remote is not None and pub.remote_values.get(f"refs/genjob/jobs/{head.key}") != record.tip:
+                continue  # local events the remote lacks: never claim from a view the remote does not share
+            bundle_inputs(store, record)  # checked before the claim: a damaged job is never started
+        except GenjobError as exc:
+            damaged[head.key] = exc.message
+            continue
+        try:
+            lease = claim(pub, record, opts.worker_id, opts.lease_s)
+        except StaleLock:
+            raise  # no race to lose: a dead writer's lock blocks the job until recover clears it
+        except Conflict:
+            report.outcomes.append(JobOutcome(record.key, "lost", "another worker claimed it first"))
+            progress(f"lost    {record.key} (claimed elsewhere)")
+            picker.lost = True
+            continue
+        progress(f"claimed {record.key} attempt {lease.n}")
+        _report_damaged(report, damaged, progress)
+        return lease
+    _report_damaged(report, damaged, progress)
+    return None
+
+
+def _report_damaged(report: WorkReport, damaged: dict[str, str], progress: Progress) -> None:
+    """Name each damaged job once per run; it is skipped, never fatal for the queue."""
+    seen = {o.key for o in report.outcomes if o.result == "damaged"}
+    for key, why in sorted(damaged.items()):
+        if key not in seen:
+            report.outcomes.append(JobOutcome(key, "damaged", why))
+            progress(f"damaged {key}: {why} (skipped)")
+
+
+class _Renewer(threading.Thread):
+    """Renews the lease every third of its length; a failed renewal fences the attempt."""
+
+    def __init__(self, pub: Publisher, lease: Lease, lock: threading.Lock, stop: threading.Event):
+        super().__init__(daemon=True)
+        self.pub, self.lease, self.lock, self.stop = pub, lease, lock, stop
+        self.fenced: str | None = None
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        own = Publisher(Store.open(self.pub.store.gitdir), self.pub.remote)
+        own.remote_values = dict(self.pub.remote_values)
+        while not self.finished.wait(self.lease.lease_s / 3):
+            with self.lock:
+                try:
+                    renew(own, self.lease)
+                    self.pub.remote_values.update(own.remote_values)
+                except GenjobError as exc:
+                    self.fenced = exc.message
+                    self.stop.set()
+                    return
+
+
+def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Progress) -> JobOutcome:
+    store, record = pub.store, lease.record
+    key = record.key
+    crash_point("after-claim")
+    try:
+        record_sending(pub, lease)
+    except Conflict as exc:
+        return JobOutcome(key, "fenced", exc.message, lease.n)
+    crash_point("after-sending")
+    cfg = read_config(store)
+    tmp = scratch_dir()
+    try:
+        scratch, ctx = _prepare(store, record, tmp, opts)
+        lock, stop = threading.Lock(), ctx.stop
+        renewer = _Renewer(pub, lease, lock, stop)
+        renewer.start()
+        progress(f"sending {key} to {opts.generator.kind}")
+        try:
+            result: GenResult | GeneratorUnavailable = opts.generator.generate(ctx)
+        except GeneratorUnavailable as exc:
+            result = exc
+        finally:
+            renewer.finished.set()
+            renewer.join()
+        crash_point("after-generate")
+        _report_cache(ctx, key, progress)
+        if renewer.fenced is not None:
+            progress(f"fenced  {key}: {renewer.fenced}")
+            return JobOutcome(key, "fenced", renewer.fenced, lease.n)
+        if isinstance(result, GeneratorUnavailable):
+            state = "unknown" if result.sent else "failed_before_send"
+            try:
+                end_attempt(pub, lease, state, result.message, ctx.replays)
+            except Conflict as exc:
+                return JobOutcome(key, "fenced", exc.message, lease.n)
+            progress(f"{state} {key}: {result.message}")
+            return JobOutcome(key, state, result.message, lease.n)
+        outcome = _finish(pub, lease, record, result, scratch, ctx, cfg, opts, progress)
+        outcome.replayed = [fp for fp, source in getattr(ctx.cache, "sources", []) if source == "replay"]
+        return outcome
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _report_cache(ctx: GenContext, key: str, progress: Progress) -> None:
+    """Say where each model answer came from: a replay is not a new answer (SPEC §7)."""
+    for fp, source in getattr(ctx.cache, "sources", []):
+        if source == "replay":
+            progress(
+                f"replay {fp}: the answer job {key} recorded before (git genjob retry {key} --refresh asks afresh)"
+            )
+        elif source == "drift":
+            progress(f"drift  {fp}: a new answer, recorded for review (git genjob cache show {fp[:12]})")
+        else:
+            progress(f"fresh  {fp}")
+
+
+def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> tuple[str, GenContext]:
+    scratch = os.path.join(tmp, "work")
+    meta = os.path.join(tmp, "meta")
+    os.makedirs(scratch)
+    os.makedirs(meta)
+    inputs = bundle_inputs(store, record)
+    for path in record.job.allowed_paths:  # a path the job may create gets its directory, as in the repo
+        os.makedirs(os.path.dirname(os.path.join(scratch, path)), exist_ok=True)
+    for path, data in inputs.items():
+        target = os.path.join(scratch, path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data)
+    instruction_file = os.path.join(meta, "instruction.txt")
+    with open(instruction_file, "w", encoding="utf-8") as fh:
+        fh.write(record.job.instruction)
+    job_file = os.path.join(meta, "job.json")
+    with open(job_file, "wb") as fh:
+        fh.write(record.job_bytes)
+    cache = None
+    if opts.generator.kind in ("http", "openai"):
+        from git_genjob.replay.cache import CacheClient
+
+        cache = CacheClient(store, scope_key=record.key, mode="refresh" if record.attempts_doc.refresh else "replay")
+    ctx = GenContext(
+        record.job, scratch, instruction_file, job_file, inputs, opts.timeout_s, threading.Event(), opts.pass_env, cache
+    )
+    return scratch, ctx
+
+
+def _ignored(path: str, patterns: tuple[str, ...]) -> bool:
+    parts = path.split("/")
+    for pat in patterns:
+        if pat.endswith("/"):
+            if pat.rstrip("/") in parts[:-1]:
+                return True
+        elif fnmatch.fnmatchcase(parts[-1], pat) or fnmatch.fnmatchcase(path, pat):
+            return True
+    return False
+
+
+@dataclass
+class Diff:
+    outputs: dict[str, bytes | None] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def diff_scratch(scratch: str, record: JobRecord, inputs: dict[str, bytes], cfg: Config) -> Diff:
+    """Outputs = allowed paths whose bytes changed, were created or deleted; anything else is named."""
+    allowed = set(record.job.allowed_paths)
+    result = Diff()
+    seen: set[str] = set()
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(scratch, followlinks=False):
+        for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, scratch).replace(os.sep, "/")
+            st = os.lstat(full)
+            if rel not in allowed:
+                if _ignored(rel, cfg.scratch_ignore):
+                    result.ignored.append(rel)
+                else:
+                    result.problems.append(f"wrote {rel} outside the allowed paths")
+                continue
+            seen.add(rel)
+            if not stat.S_ISREG(st.st_mode):
+                result.problems.append(f"{rel} is not a regular file (a symlink or special file is never read)")
+                continue
+            if st.st_size > cfg.limits.file_bytes:
+                result.problems.append(f"{rel} is {st.st_size} bytes, over the limit of {cfg.limits.file_bytes}")
+                continue
+            total += st.st_size
+            with open(full, "rb") as fh:
+                data = fh.read()
+            if inputs.get(rel) != data:
+                result.outputs[rel] = data
+    for path in allowed - seen:
+        if path in inputs:
+            result.outputs[path] = None
+    if total > cfg.limits.receipt_bytes:
+        result.problems.append(f"outputs total {total} bytes, over the limit of {cfg.limits.receipt_bytes}")
+    return result
+
+
+@dataclass
+class Verdict:
+    """What the worker signs: the status, why, the outputs it read back and what it ignored."""
+
+    status: str
+    reason: str
+    outputs: dict[str, bytes | None] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+
+
+UNCHANGED = "unchanged: the generator changed none of the allowed paths"
+
+
+def judge(
+    result: GenResult, scratch: str, record: JobRecord, ctx: GenContext, cfg: Config, allow_secrets: bool = False
+) -> Verdict:
+    """A generator's ok becomes a receipt's ok only if the scratch tree holds nothing amiss.
+
+    Whether secrets may pass is the worker's own decision (`work --allow-secrets`), never
+    meta.json's: meta lies outside the job's digest, so anyone who can push a ref could set it.
+    """
+    if result.status != "ok":
+        return Verdict(result.status, redact(result.reason))
+    diff = diff_scratch(scratch, record, ctx.inputs, cfg)
+    ignored = sorted(diff.ignored)
+    if diff.problems:
+        return Verdict("rejected", "; ".join(diff.problems), ignored=ignored)
+    if not diff.outputs:  # an ok receipt with nothing in it would make an empty commit
+        return Verdict("rejected", UNCHANGED, ignored=ignored)
+    if not allow_secrets:
+        leaks = [
+            f"{p} contains what looks like a {name}"
+            for p, data in diff.outputs.items()
+            if data is not None and (name := find_secret(data))
+        ]
+        if leaks:
+            return Verdict("rejected", "; ".join(leaks), ignored=ignored)
+    return Verdict("ok", "", diff.outputs, ignored)
+
+
+def predicate_for(
+    record: JobRecord, lease: Lease, verdict: Verdict, ctx: GenContext, opts: WorkerOptions
+) -> dict[str, Any]:
+    started = next((a.started_at for a in record.attempts if a.n == lease.n), utc_now())
+    return {
+        "job_digest": record.job.digest,
+        "key": record.key,
+        "claim": lease.claim,
+        "status": verdict.status,
+        "reason": verdict.reason,
+        "outputs": {p: (digest(d) if d is not None else None) for p, d in sorted(verdict.outputs.items())},
+        "ignored": verdict.ignored,
+        "worker_id": opts.worker_id,
+        "attempt": lease.n,
+        "generator": opts.generator.describe(),
+        "replays": list(ctx.replays),
+        "started_at": started,
+        "finished_at": utc_now(),
+    }
+
+
+def _finish(
+    pub: Publisher,
+    lease: Lease,
+    record: JobRecord,
+    result: GenResult,
+    scratch: str,
+    ctx: GenContext,
+    cfg: Config,
+    opts: WorkerOptions,
+    progress: Progress,
+) -> JobOutcome:
+    """Judge, sign, and store the receipt on top of the claim that made it."""
+    verdict = judge(result, scratch, record, ctx, cfg, opts.allow_secrets)
+    envelope = sign_statement(build_statement(predicate_for(record, lease, verdict, ctx, opts)), opts.signing_key)
+    try:
+        store_receipt(pub, lease, envelope, verdict.outputs, list(ctx.replays))
+    except Conflict as exc:
+        progress(f"fenced  {record.key}: {exc.message}")
+        return JobOutcome(record.key, "fenced", exc.message, lease.n)
+    progress(f"receipt {record.key} {verdict.status}" + (f": {verdict.reason}" if verdict.reason else ""))
+    return JobOutcome(record.key, verdict.status, verdict.reason, lease.n)
+
+
+class OutOfBand:
+    kind = "out-of-band"
+    endpoint: str | None = None
+    model: str | None = None
+    command: str | None = None
+
+    def describe(self) -> dict[str, str | None]:
+        return {"kind": self.kind, "endpoint": None, "model": None, "command": None}
+
+    def generate(self, ctx: GenContext) -> GenResult:
+        return GenResult("ok")
+
+
+def receipt_out_of_band(
+    store: Store,
+    key: str,
+    outputs_dir: str | None,
+    deletes: list[str],
+    signing_key: SigningKey,
+    worker_id: str,
+    status: str = "ok",
+    reason: str = "",
+    remote: str | None = None,
+) -> JobOutcome:
+    """Sign and store a receipt for outputs made elsewhere: claim, then receipt (two events)."""
+    from git_genjob.documents.errors import BadInput
+    from git_genjob.documents.paths import check_path
+    from git_genjob.storage.records import find_job
+
+    pub = Publisher(store, remote)
+    pub.refresh()
+    record = find_job(store, key)
+    for path in deletes:
+        check_path(path)
+        if path not in record.job.allowed_paths:
+            raise BadInput(f"--delete {path}: not an allowed path of job {key}")
+    if outputs_dir is not None and not os.path.isdir(outputs_dir):
+        raise BadInput(f"--outputs {outputs_dir} is not a directory")
+    opts = WorkerOptions(OutOfBand(), signing_key, worker_id)
+    bundle_inputs(store, record)  # a damaged job is refused before the claim
+    lease = claim(pub, record, worker_id, opts.lease_s)
+    tmp = scratch_dir()
+    try:
+        scratch, ctx = _prepare(store, lease.record, tmp, opts)
+        if outputs_dir is not None:
+            shutil.copytree(outputs_dir, scratch, symlinks=True, dirs_exist_ok=True)
+        for path in deletes:
+            target = os.path.join(scratch, path)
+            if os.path.lexists(target):
+                os.unlink(target)
+        result = GenResult(status, reason)
+        return _finish(pub, lease, lease.record, result, scratch, ctx, read_config(store), opts, lambda _: None)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
