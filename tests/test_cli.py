@@ -200,3 +200,25 @@ def test_coloured_reports_render_through_the_painter_they_are_given(tmp_path: Pa
         "then git genjob retry k2 or git genjob drop k2 --why TEXT"
     ]
     assert WorkReport().lines() == ["nothing to do: no queued job"]
+
+
+def test_status_and_show_render_their_own_lines(repo: Path) -> None:
+    """`status` rows and `show` text come from the planner; the cli prints them as they are."""
+    from git_genjob.planner.queue import StatusRow, show, show_lines, summarize
+    from git_genjob.storage.records import find_job
+    from git_genjob.storage.store import Store
+    from tests.conftest import submit_key
+
+    k = submit_key(repo, "-m", "Add a timeout\nto fetch_user", "src/user.py", "--create", "tests/t.py")
+    store = Store.open(str(repo))
+    row = StatusRow.of(summarize(find_job(store, k)))
+    assert row.text() == f"{k:<34} {'queued':<8} Add a timeout\n"  # the first line
+    assert row.text(lambda text, colour: f"<{colour}>{text}</{colour}>").startswith(f"{k:<34} <cyan>queued  </cyan>")
+    assert run_genjob("status", cwd=repo).out == row.text()
+    assert run_genjob("status", k, cwd=repo).out == row.text()
+    lines = show_lines(show(store, k))
+    assert lines[0] == f"job      {k}  (queued)"
+    assert lines[4] == "paths    src/user.py, tests/t.py (create)"
+    assert lines[5:8] == ["instruction:", "    Add a timeout", "    to fetch_user"]
+    assert lines[8] == "events:" and lines[9].endswith("submitted  -> queued (epoch 0)")
+    assert run_genjob("show", k, cwd=repo).out == "\n".join(lines) + "\n"

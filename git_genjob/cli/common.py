@@ -34,18 +34,6 @@ def quiet_mode() -> bool:
     return bool(ctx and ctx.find_root().params.get("quiet"))
 
 
-STATE_COLOURS = {
-    "queued": "cyan",
-    "claimed": "yellow",
-    "sending": "yellow",
-    "unknown": "red",
-    "done": "green",
-    "applied": "blue",
-    "dropped": "white",
-    "damaged": "red",
-}
-
-
 def paint(text: str, fg: str, stream_is_err: bool = False) -> str:
     """Colour only on a terminal, and never with NO_COLOR set."""
     stream = sys.stderr if stream_is_err else sys.stdout

@@ -5,22 +5,22 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 import click
 
 from git_genjob.cli.common import (
     CONTEXT,
-    STATE_COLOURS,
     echo_lines,
     emit,
     json_option,
     key_arg,
     main,
     open_store,
+    paint,
     quiet_mode,
     remote_name,
 )
+from git_genjob.documents.errors import Painter, plain
 
 
 @main.command(context_settings=CONTEXT)
@@ -147,9 +147,10 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
     from git_genjob.storage.records import find_job
 
     store = open_store()
+    painter = _row_painter()
     if key:
         doc = summarize(find_job(store, key))
-        emit(doc, as_json, lambda: _status_line(StatusRow.of(doc)))
+        emit(doc, as_json, lambda: click.echo(StatusRow.of(doc).text(painter), nl=False))
         return
     rows = do_status(store, state, include_all or state in ("applied", "dropped"))
     if as_json:  # one document, written in blocks of rows: 100,000 rows are never one string
@@ -161,8 +162,12 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
     elif not quiet_mode():
         if not rows:
             click.echo("no jobs" + (f" in state {state}" if state else ""))
-        colour = not os.environ.get("NO_COLOR") and sys.stdout.isatty()
-        _write_blocks([_status_text(r, colour) for r in rows])
+        _write_blocks([r.text(painter) for r in rows])
+
+
+def _row_painter() -> Painter:
+    """`paint`, decided once for the whole listing: plain off a terminal or under NO_COLOR."""
+    return plain if os.environ.get("NO_COLOR") or not sys.stdout.isatty() else paint
 
 
 def _write_blocks(lines: list[str], block: int = 2000) -> None:
@@ -171,48 +176,16 @@ def _write_blocks(lines: list[str], block: int = 2000) -> None:
     sys.stdout.flush()
 
 
-def _status_text(r: Any, colour: bool) -> str:
-    label = r.state if r.result in (None, "ok") else str(r.result)
-    shown = f"{label:<8}"
-    if colour:
-        shown = click.style(shown, fg="red" if label != r.state else STATE_COLOURS.get(r.state, "white"))
-    return f"{r.key:<34} {shown} {r.instruction[:60]}\n"
-
-
-def _status_line(r: Any) -> None:
-    colour = not os.environ.get("NO_COLOR") and sys.stdout.isatty()
-    click.echo(_status_text(r, colour), nl=False)
-
-
 @main.command(context_settings=CONTEXT)
 @click.argument("key", callback=key_arg)
 @json_option
 def show(key: str, as_json: bool) -> None:
     """One job: its work order, events, attempts and receipt."""
     from git_genjob.planner.queue import show as do_show
+    from git_genjob.planner.queue import show_lines
 
     doc = do_show(open_store(), key)
-
-    def human() -> None:
-        click.echo(f"job      {doc['key']}  ({doc['state']}{', archived' if doc['archived'] else ''})")
-        click.echo(f"digest   {doc['digest']}")
-        click.echo(f"created  {doc['meta'].get('created_at')} by {doc['meta'].get('submitter')}")
-        click.echo(f"base     {doc['meta'].get('base')}")
-        click.echo(
-            "paths    " + ", ".join(f"{p}{' (create)' if v is None else ''}" for p, v in doc["job"]["inputs"].items())
-        )
-        click.echo("instruction:")
-        for line in doc["job"]["instruction"].splitlines():
-            click.echo(f"    {line}")
-        click.echo("events:")
-        for e in doc["events"]:
-            click.echo(f"    {e['commit'][:12]} {e['event']:<10} -> {e['state']} (epoch {e['epoch']})")
-        for a in doc["attempt_records"]:
-            click.echo(f"attempt {a.get('n')}: {a.get('state')} worker={a.get('worker')} epoch={a.get('epoch')}")
-        if doc["receipt"]:
-            click.echo(f"receipt  present; outputs: {', '.join(doc['outputs']) or '(none)'}")
-
-    emit(doc, as_json, human)
+    emit(doc, as_json, lambda: echo_lines(show_lines(doc)))
 
 
 @main.command(context_settings=CONTEXT)

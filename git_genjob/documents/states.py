@@ -1,7 +1,7 @@
 """A job's state machine in one place: its states, the events that move it, the moves allowed.
 
-Every event the lifecycle writes goes through `transition`, so a job can only move the way
-SPEC §4 draws it:
+Every event the lifecycle writes asks `transition` for the state it leads to, so a job can
+only move the way SPEC §4 draws it:
 
     queued --claimed--> claimed --sending--> sending --receipt--> done --(apply/drop)--> archived
       ^                    | recovered           | recovered / unknown
@@ -51,32 +51,46 @@ class Event(StrEnum):
 LEASE_S = 600.0  # a claim's lease (`work --lease`, `receipt`'s own claim), renewed every third
 TIMEOUT_S = 1800.0  # `work --timeout`: how long a generator may run
 
+# The colour a terminal shows each state in (the cli's painter applies it; NO_COLOR and pipes get none).
+STATE_COLOURS = {
+    "queued": "cyan",
+    "claimed": "yellow",
+    "sending": "yellow",
+    "unknown": "red",
+    "done": "green",
+    "applied": "blue",
+    "dropped": "white",
+    "damaged": "red",
+}
 LIVE_STATES = (JobState.QUEUED, JobState.CLAIMED, JobState.SENDING, JobState.UNKNOWN, JobState.DONE)
 ARCHIVED_STATES = (JobState.APPLIED, JobState.DROPPED)
 
 Q, C, S, U, D = JobState.QUEUED, JobState.CLAIMED, JobState.SENDING, JobState.UNKNOWN, JobState.DONE
-TRANSITIONS: dict[tuple[JobState, Event], tuple[JobState, ...]] = {
-    (Q, Event.CLAIMED): (C,),
-    (C, Event.SENDING): (S,),
-    (C, Event.RENEWED): (C,),
-    (S, Event.RENEWED): (S,),
-    (C, Event.RECEIPT): (D,),  # `git genjob receipt`: out of band, nothing is sent by genjob
-    (S, Event.RECEIPT): (D,),
-    (S, Event.FAILED): (Q,),
-    (S, Event.UNKNOWN): (U,),
-    (C, Event.RECOVERED): (Q,),
-    (S, Event.RECOVERED): (U,),
-    (U, Event.RETRIED): (Q,),
-    (D, Event.RETRIED): (Q,),  # a receipt that is not ok
+# (state, event) -> the state the event moves the job to. One target per move: the lifecycle
+# never names the next state, it asks `transition`.
+TRANSITIONS: dict[tuple[JobState, Event], JobState] = {
+    (Q, Event.CLAIMED): C,
+    (C, Event.SENDING): S,
+    (C, Event.RENEWED): C,
+    (S, Event.RENEWED): S,
+    (C, Event.RECEIPT): D,  # `git genjob receipt`: out of band, nothing is sent by genjob
+    (S, Event.RECEIPT): D,
+    (S, Event.FAILED): Q,
+    (S, Event.UNKNOWN): U,
+    (C, Event.RECOVERED): Q,
+    (S, Event.RECOVERED): U,
+    (U, Event.RETRIED): Q,
+    (D, Event.RETRIED): Q,  # a receipt that is not ok
 }
 
 
-def transition(state: str, event: str, target: str) -> JobState:
-    """`target`, if `event` may move a job from `state` to it; else the writer is stale (exit 4)."""
-    allowed = TRANSITIONS.get((JobState(state), Event(event)), ())
-    if JobState(target) not in allowed:
+def transition(state: str, event: str) -> JobState:
+    """The state `event` moves a job in `state` to; a move off the table means the writer is
+    stale (it read the job before another event moved it): exit 4, nothing written."""
+    target = TRANSITIONS.get((JobState(state), Event(event)))
+    if target is None:
         raise Conflict(
-            f"a job in state {state} cannot take event {event} to {target}",
+            f"a job in state {state} cannot take event {event}",
             "the job moved since it was read; read it again (git genjob status)",
         )
-    return JobState(target)
+    return target

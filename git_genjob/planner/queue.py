@@ -16,10 +16,11 @@ import pygit2
 
 from git_genjob.documents.canonical import canonical_bytes, digest, parse_strict, utc_now
 from git_genjob.documents.config import Config, read_config
-from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused
+from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Painter, Refused, plain
 from git_genjob.documents.job import Job, describe_difference
 from git_genjob.documents.paths import check_path
 from git_genjob.documents.secretscan import find_secret
+from git_genjob.documents.states import STATE_COLOURS
 from git_genjob.storage.records import (
     JobRecord,
     bundle_inputs,
@@ -421,6 +422,14 @@ class StatusRow(NamedTuple):
     json: str
     result: str | None = None
 
+    def text(self, paint: Painter = plain) -> str:
+        """The human line: key, state (or the attempt's result when it is not ok), instruction."""
+        label = self.state if self.result in (None, "ok") else str(self.result)
+        shown = f"{label:<8}"
+        if paint is not plain:  # 100,000 rows: no call per row when nothing is coloured
+            shown = paint(shown, "red" if label != self.state else STATE_COLOURS.get(self.state, "white"))
+        return f"{self.key:<34} {shown} {self.instruction[:60]}\n"
+
     @classmethod
     def of(cls, doc: dict[str, Any]) -> StatusRow:
         text = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -574,6 +583,29 @@ def show(store: Store, key: str) -> dict[str, Any]:
         for e in (events(store, tip) if tip is not None else [])
     ]
     return doc
+
+
+def show_lines(doc: dict[str, Any]) -> list[str]:
+    """`show`'s human text for the document `show` returns."""
+    meta, job = doc["meta"], doc["job"]
+    lines = [
+        f"job      {doc['key']}  ({doc['state']}{', archived' if doc['archived'] else ''})",
+        f"digest   {doc['digest']}",
+        f"created  {meta.get('created_at')} by {meta.get('submitter')}",
+        f"base     {meta.get('base')}",
+        "paths    " + ", ".join(f"{p}{' (create)' if v is None else ''}" for p, v in job["inputs"].items()),
+        "instruction:",
+        *(f"    {line}" for line in job["instruction"].splitlines()),
+        "events:",
+        *(f"    {e['commit'][:12]} {e['event']:<10} -> {e['state']} (epoch {e['epoch']})" for e in doc["events"]),
+        *(
+            f"attempt {a.get('n')}: {a.get('state')} worker={a.get('worker')} epoch={a.get('epoch')}"
+            for a in doc["attempt_records"]
+        ),
+    ]
+    if doc["receipt"]:
+        lines.append(f"receipt  present; outputs: {', '.join(doc['outputs']) or '(none)'}")
+    return lines
 
 
 def chain_tip(record: JobRecord) -> pygit2.Oid | None:

@@ -71,7 +71,8 @@ def _advance(
     """Write one event on top of record.tip and move the ref by compare-and-swap."""
     store = pub.store
     files = files if files is not None else _files(record)
-    state = transition(record.state, event, "done" if "receipt.json" in files else attempts["state"])
+    state = transition(record.state, event)  # the one table decides where the event leads
+    attempts["state"] = state.value
     message = f"genjob: {event} {record.key}"
     if pub.remote is None:  # the ref is locked before the event's objects are written: a loser writes none
         store.update_ref_built(
@@ -119,7 +120,6 @@ def claim(pub: Publisher, record: JobRecord, worker_id: str, lease_s: float) -> 
             "started_at": format_time(now),
         }
     )
-    doc["state"] = "claimed"
     new = _advance(pub, record, "claimed", doc, extra={"Genjob-Nonce": os.urandom(16).hex(), "Genjob-Attempt": str(n)})
     assert new.tip is not None
     return Lease(new, n, str(new.tip), lease_s)
@@ -137,7 +137,6 @@ def record_sending(pub: Publisher, lease: Lease) -> None:
     doc = _attempts(lease.record)
     attempt = _current(lease, doc)
     attempt.update(state="sending", claim=lease.claim, lease_until=format_time(time.time() + lease.lease_s))
-    doc["state"] = "sending"
     lease.record = _advance(pub, lease.record, "sending", doc, extra={"Genjob-Attempt": str(lease.n)})
 
 
@@ -155,7 +154,6 @@ def store_receipt(
     doc = _attempts(lease.record)
     attempt = _current(lease, doc)
     attempt.update(state="finished", finished_at=utc_now(), replays=replays)
-    doc["state"] = "done"
     doc.pop("refresh", None)  # asked afresh once: a later retry replays unless asked again
     files = {p: o for p, o in _files(lease.record).items() if not p.startswith("outputs/")}
     files["receipt.json"] = store.blob(envelope)
@@ -172,7 +170,6 @@ def end_attempt(pub: Publisher, lease: Lease, state: str, reason: str, replays: 
     attempt = _current(lease, doc)
     attempt.update(state=state, finished_at=utc_now(), reason=reason, replays=replays or [])
     doc["epoch"] += 1
-    doc["state"] = "queued" if state == "failed_before_send" else "unknown"
     event = "failed" if state == "failed_before_send" else "unknown"
     lease.record = _advance(pub, lease.record, event, doc, extra={"Genjob-Attempt": str(lease.n)})
 
@@ -219,7 +216,6 @@ def recover(pub: Publisher, now: float | None = None) -> RecoverReport:
         was = attempt["state"]
         attempt.update(state="failed_before_send" if was == "claimed" else "unknown", recovered_at=format_time(now))
         doc["epoch"] += 1
-        doc["state"] = "queued" if was == "claimed" else "unknown"
         try:
             _advance(pub, record, "recovered", doc, extra={"Genjob-Attempt": str(attempt["n"])})
         except Conflict:
@@ -250,7 +246,6 @@ def retry(pub: Publisher, key: str, refresh: bool = False) -> JobRecord:
         raise Refused(f"job {key} has an ok receipt", f"apply it (git genjob apply {key}) or drop it")
     doc = _attempts(record)
     doc["epoch"] += 1
-    doc["state"] = "queued"
     doc.pop("refresh", None)
     if refresh:
         doc["refresh"] = True
