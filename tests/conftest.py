@@ -15,6 +15,7 @@ import pygit2
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+SEAL_DATE = "1700000000 +0000"
 
 
 @pytest.fixture(autouse=True)
@@ -33,6 +34,9 @@ def hermetic_seal(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "ada@example.com")
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Ada Author")
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "ada@example.com")
+    # Pinned, as git's own test suite pins them: a commit id never depends on the wall clock.
+    monkeypatch.setenv("GIT_AUTHOR_DATE", SEAL_DATE)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", SEAL_DATE)
     monkeypatch.setenv("GIT_EDITOR", "false")
     monkeypatch.setenv("NO_COLOR", "1")
     (home / ".gitconfig").write_text(

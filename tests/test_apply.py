@@ -444,3 +444,40 @@ def test_outputs_larger_than_the_stream_threshold_verify_and_apply(repo: Path) -
     assert checks[6]["ok"] and checks[6]["detail"] == "1 output(s) re-hashed"
     assert run_genjob("apply", k, cwd=repo).code == 0  # the hook compared the streamed copy
     assert (repo / "data.bin").read_bytes() == (repo / "data.bin.expected").read_bytes()
+
+
+def test_apply_commits_as_git_would_under_the_same_environment(
+    done: tuple[Path, Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Author and committer come apart, dates from GIT_*_DATE: `git commit` is the reference."""
+    repo, _, k = done
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Bea Author")
+    monkeypatch.setenv("GIT_AUTHOR_DATE", "1700000000 +0130")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Cy Committer")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "cy@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2023-11-15T08:00:00-05:00")
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    shape = "--format=%an <%ae> %at %ai|%cn <%ce> %ct %ci"
+    other = tmp_path / "other"
+    git(tmp_path, "init", "-q", str(other))
+    git(other, "commit", "-q", "--allow-empty", "-m", "reference")
+    assert git(repo, "log", "-1", shape) == git(other, "log", "-1", shape)
+    assert git(repo, "log", "-1", "--format=%an|%cn|%ct").strip() == "Bea Author|Cy Committer|1700053200"
+
+
+def test_apply_without_an_identity_or_with_a_bad_date_changes_nothing(
+    done: tuple[Path, Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, _, k = done
+    before = snapshot(repo)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "last tuesday")
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 2 and "GIT_COMMITTER_DATE='last tuesday' is not a date git understands" in res.err
+    assert snapshot(repo) == before
+    monkeypatch.delenv("GIT_COMMITTER_DATE")
+    for var in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.delenv(var)
+    git(repo, "config", "--global", "--unset", "user.name")
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 2 and "no git identity" in res.err and "git config user.name" in res.err
+    assert snapshot(repo) == before

@@ -297,9 +297,8 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     # 5. the commit from the verified blob ids, branch moved by CAS
     cfg = read_config(store)
     new_tree = store.outputs_tree(tree, outputs)
-    sig = _person(store)
     message = commit_message(record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate.generator))
-    commit = store.commit(new_tree, [head] if head else [], message, person=sig)
+    commit = store.commit(new_tree, [head] if head else [], message, identity_required=True)
     write_intent(store, key, Intent(str(commit), verdict.envelope.digest, ref_name))
     try:
         store.update_refs([RefUpdate(ref_name, head, commit)], message=f"genjob: apply {key}")
@@ -381,13 +380,3 @@ def _outputs(store: Store, record: JobRecord, verdict: Verdict) -> dict[str, pyg
     assert verdict.envelope is not None
     stored = record.output_oids()
     return {p: (stored[p] if d is not None else None) for p, d in verdict.envelope.predicate.outputs.items()}
-
-
-def _person(store: Store) -> pygit2.Signature:
-    name = os.environ.get("GIT_AUTHOR_NAME")
-    email = os.environ.get("GIT_AUTHOR_EMAIL")
-    name = name or store.config_get("user.name")
-    email = email or store.config_get("user.email")
-    if not name or not email:
-        raise BadInput("no git identity", 'set one: git config user.name "…"; git config user.email …')
-    return pygit2.Signature(name, email)

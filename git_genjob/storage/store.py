@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import functools
 import hashlib
 import os
@@ -122,6 +124,33 @@ def _refuse_reftable(gitdir: str) -> None:
         )
 
 
+def git_date(value: str, what: str) -> tuple[int, int]:
+    """(unix seconds, offset in minutes) of a date as git takes it in GIT_*_DATE: its own
+    `<seconds> <+hhmm>` (or `@<seconds>`), RFC 2822 or ISO 8601; anything else exits 2."""
+    raw = value.strip().removeprefix("@")
+    parts = raw.split()
+    try:
+        if parts and parts[0].isdigit() and len(parts) <= 2:
+            zone = parts[1] if len(parts) == 2 else "+0000"
+            if len(zone) != 5 or zone[0] not in "+-" or not zone[1:].isdigit():
+                raise ValueError(zone)
+            minutes = int(zone[1:3]) * 60 + int(zone[3:])
+            return int(parts[0]), -minutes if zone[0] == "-" else minutes
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            when = datetime.datetime.fromisoformat(raw)
+        if when.tzinfo is None:
+            when = when.astimezone()  # a local time, as git reads one
+        offset = when.utcoffset()
+        assert offset is not None
+        return int(when.timestamp()), int(offset.total_seconds() // 60)
+    except ValueError:
+        raise BadInput(
+            f"{what}={value!r} is not a date git understands", 'e.g. "1700000000 +0000" or an ISO 8601 time'
+        ) from None
+
+
 @dataclass(frozen=True)
 class RefUpdate:
     """Move `name` from `expected` (None: must not exist) to `new` (None: delete)."""
@@ -178,15 +207,20 @@ class Store:
         return str(wd).rstrip("/") if wd else None
 
     # -- objects ---------------------------------------------------------
-    def signature(self) -> pygit2.Signature:
-        name = os.environ.get("GIT_COMMITTER_NAME")
-        email = os.environ.get("GIT_COMMITTER_EMAIL")
-        try:
-            cfg = self._repo.config
-            name = name or cfg["user.name"]
-            email = email or cfg["user.email"]
-        except (KeyError, pygit2.GitError):
-            pass
+    def signature(self, role: str = "committer", required: bool = False) -> pygit2.Signature:
+        """git's identity for `role` ("author" or "committer"), read as git reads it:
+        GIT_<ROLE>_NAME / _EMAIL / _DATE, else user.name / user.email and now. Without one,
+        `required` refuses (exit 2, apply's commit lands on a user's branch); otherwise the
+        fallback is git-genjob <genjob@localhost> (event commits under refs/genjob)."""
+        upper = role.upper()
+        name = os.environ.get(f"GIT_{upper}_NAME") or self.config_get("user.name")
+        email = os.environ.get(f"GIT_{upper}_EMAIL") or self.config_get("user.email")
+        if required and not (name and email):
+            raise BadInput("no git identity", 'set one: git config user.name "…"; git config user.email …')
+        when = os.environ.get(f"GIT_{upper}_DATE")
+        if when:
+            seconds, offset = git_date(when, f"GIT_{upper}_DATE")
+            return pygit2.Signature(name or "git-genjob", email or "genjob@localhost", seconds, offset)
         return pygit2.Signature(name or "git-genjob", email or "genjob@localhost")
 
     def blob(self, data: bytes) -> pygit2.Oid:
@@ -357,11 +391,12 @@ class Store:
         return out
 
     def commit(
-        self, tree: pygit2.Oid, parents: list[pygit2.Oid], message: str, person: pygit2.Signature | None = None
+        self, tree: pygit2.Oid, parents: list[pygit2.Oid], message: str, identity_required: bool = False
     ) -> pygit2.Oid:
-        """A commit object (no ref moves); `person` is author and committer (default: signature())."""
-        sig = person or self.signature()
-        return self._repo.create_commit(None, sig, sig, message, tree, parents)
+        """A commit object (no ref moves), authored and committed as git would (`signature`)."""
+        author = self.signature("author", identity_required)
+        committer = self.signature("committer", identity_required)
+        return self._repo.create_commit(None, author, committer, message, tree, parents)
 
     def outputs_tree(self, base: pygit2.Tree | None, outputs: dict[str, pygit2.Oid | None]) -> pygit2.Oid:
         """`base` with each output path set to its blob (None: removed), through an in-memory
