@@ -52,9 +52,10 @@ def local(workers: int, jobs: int) -> float:
 
 def remote_claim_latency(rounds: int = 10) -> float:
     from git_genjob.planner.queue import submit
+    from git_genjob.storage.publish import publisher
     from git_genjob.storage.records import load_live
     from git_genjob.storage.store import Store
-    from git_genjob.worker.lifecycle import Publisher, claim
+    from git_genjob.worker.lifecycle import claim
 
     repo = make_repo()
     bare = repo + "-remote.git"
@@ -67,7 +68,7 @@ def remote_claim_latency(rounds: int = 10) -> float:
 
     push(store, "origin")
     times = []
-    pub = Publisher(store, "origin")
+    pub = publisher(store, "origin")
     for i in range(rounds):
         pub.refresh()
         record = load_live(store, f"r{i}")

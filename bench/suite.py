@@ -101,14 +101,15 @@ def genjob_one(store: Any, opts: Any, i: int, path: str) -> dict[str, float]:
     from git_genjob.landing.apply import apply
     from git_genjob.landing.verify import verify
     from git_genjob.planner.queue import submit
+    from git_genjob.storage.publish import publisher
     from git_genjob.storage.records import load_live
-    from git_genjob.worker.lifecycle import Publisher, claim
+    from git_genjob.worker.lifecycle import claim
     from git_genjob.worker.run import run_claimed
 
     t0 = time.perf_counter()
     res = submit(store, f"round trip {i}", [path], key=f"rt-{i}-{os.getpid()}")
     t1 = time.perf_counter()
-    pub = Publisher(store)
+    pub = publisher(store)
     record = load_live(store, res.key)
     assert record is not None
     lease = claim(pub, record, opts.worker_id, opts.lease_s)
@@ -222,8 +223,8 @@ def child_run(argv: list[str], cwd: str) -> tuple[float, float, int]:
 
 def row_scale(sizes: list[int], live: int, jobs: int) -> list[Row]:
     from git_genjob.landing.audit import audit
+    from git_genjob.storage.publish import publisher
     from git_genjob.storage.store import Store
-    from git_genjob.worker.lifecycle import Publisher
     from git_genjob.worker.run import Picker, WorkReport, _claim_next
 
     apply_ms, audit_ms, claim_ms, status_s, status_mb = [], [], [], [], []
@@ -239,7 +240,7 @@ def row_scale(sizes: list[int], live: int, jobs: int) -> list[Row]:
         bad = [r for r in results if r.problems]
         assert not bad, bad[0].problems
         claims = []
-        pub = Publisher(store)
+        pub = publisher(store)
         picker = Picker(store)
         for _ in range(min(15, live)):
             t = time.perf_counter()
@@ -307,8 +308,8 @@ def row_scale(sizes: list[int], live: int, jobs: int) -> list[Row]:
 
 def row_claim_next_queued(queued: list[int]) -> list[Row]:
     """A worker's pick: cold (its first, one scan of the live refs) and warm (later picks of a loop)."""
+    from git_genjob.storage.publish import publisher
     from git_genjob.storage.store import Store
-    from git_genjob.worker.lifecycle import Publisher
     from git_genjob.worker.run import Picker, WorkReport, _claim_next
 
     cold, warm, refs_ms = [], [], []
@@ -316,7 +317,7 @@ def row_claim_next_queued(queued: list[int]) -> list[Row]:
         repo, keypath = scale_repo(0, q)
         store = Store.open(repo)
         opts = worker_opts(keypath, PyGen(append_line))
-        pub = Publisher(store)
+        pub = publisher(store)
         c, w, r = [], [], []
         picker = Picker(store)
         for _ in range(15):
@@ -362,14 +363,14 @@ def row_claim_next_queued(queued: list[int]) -> list[Row]:
 
 CLAIMER = """
 import sys, time
-from git_genjob.worker.lifecycle import Publisher
+from git_genjob.storage.publish import publisher
 from git_genjob.storage.store import Store
 from git_genjob.worker.run import Picker, WorkReport, WorkerOptions, _claim_next
 from git_genjob.documents.keys import generate
 repo, wid, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 store = Store.open(repo)
 opts = WorkerOptions(None, generate("c"), wid, lease_s=600)
-pub = Publisher(store)
+pub = publisher(store)
 picker = Picker(store)
 n = lost = 0
 sys.stdin.readline()
@@ -433,9 +434,10 @@ def row_claims_per_second(workers: list[int], queued: int, seconds: float) -> Ro
 def big_job(files: int, each: int, kind: str) -> tuple[str, str]:
     """A repository with one done job whose outputs are `files` files of `each` bytes."""
     from git_genjob.planner.queue import submit
+    from git_genjob.storage.publish import publisher
     from git_genjob.storage.records import load_live
     from git_genjob.storage.store import Store
-    from git_genjob.worker.lifecycle import Publisher, claim
+    from git_genjob.worker.lifecycle import claim
     from git_genjob.worker.run import run_claimed
 
     repo = make_repo(2)
@@ -458,7 +460,7 @@ def big_job(files: int, each: int, kind: str) -> tuple[str, str]:
     opts = worker_opts(keypath, PyGen(make))
     record = load_live(store, res.key)
     assert record is not None
-    pub = Publisher(store)
+    pub = publisher(store)
     lease = claim(pub, record, "bench", 600)
     assert run_claimed(pub, lease, opts, lambda _: None).result == "ok"
     return repo, res.key

@@ -15,9 +15,10 @@ import pytest
 from git_genjob.documents.canonical import canonical_bytes, digest
 from git_genjob.documents.keys import generate, read_signing_key
 from git_genjob.documents.receipt import build_statement, sign_statement, subjects_for
+from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import load_live, write_event
 from git_genjob.storage.store import RefUpdate, Store, job_ref
-from git_genjob.worker.lifecycle import Publisher, claim, record_sending, recover
+from git_genjob.worker.lifecycle import claim, record_sending, recover
 from tests.conftest import git, live, raw_repo, refs, run_genjob, setup_worker, submit_key, work
 
 GOOD = "echo 'def fetch_user(uid, timeout=1):\n    return uid' > src/user.py"
@@ -194,9 +195,9 @@ def test_fenced_receipt_is_refused(repo: Path) -> None:
     key_path = setup_worker(repo)
     k = submit_key(repo, "-m", "x", "src/user.py")
     store, record = live(repo, k)
-    lease = claim(Publisher(store), record, "w1", 1)
-    record_sending(Publisher(store), lease)
-    recover(Publisher(store), now=time.time() + 5)
+    lease = claim(publisher(store), record, "w1", 1)
+    record_sending(publisher(store), lease)
+    recover(publisher(store), now=time.time() + 5)
     fenced = load_live(store, k)
     assert fenced is not None
     pred = {

@@ -149,7 +149,8 @@ def test_reports_print_their_own_lines(tmp_path: Path) -> None:
     """init, recover, push and fetch print what their reports say, in the words users read."""
     import time
 
-    from git_genjob.worker.lifecycle import Publisher, claim
+    from git_genjob.storage.publish import publisher
+    from git_genjob.worker.lifecycle import claim
     from tests.conftest import live, repo_with_remote, setup_worker, submit_key
 
     _, repo = repo_with_remote(tmp_path)
@@ -158,7 +159,7 @@ def test_reports_print_their_own_lines(tmp_path: Path) -> None:
     assert run_genjob("recover", cwd=repo).out == "no expired claims\n"
     lapsed = submit_key(repo, "-m", "Lapses", "README.md")
     store, record = live(repo, lapsed)
-    claim(Publisher(store), record, "w1", 0.05)
+    claim(publisher(store), record, "w1", 0.05)
     time.sleep(0.1)
     assert run_genjob("recover", cwd=repo).out == f"requeued {lapsed} (lease lapsed before sending)\n"
     k = submit_key(repo, "-m", "Add a timeout", "src/user.py")

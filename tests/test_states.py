@@ -8,9 +8,10 @@ import pytest
 
 from git_genjob.documents.errors import Conflict
 from git_genjob.documents.states import TRANSITIONS, Event, JobState, transition
+from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import load_live
 from git_genjob.storage.store import Store
-from git_genjob.worker.lifecycle import Publisher, claim, end_attempt, record_sending, store_receipt
+from git_genjob.worker.lifecycle import claim, end_attempt, record_sending, store_receipt
 from tests.conftest import refs, setup_worker, submit_key
 
 
@@ -45,7 +46,7 @@ def test_a_write_off_the_machine_is_refused_before_anything_moves(repo: Path) ->
     setup_worker(repo)
     k = submit_key(repo, "-m", "x", "src/user.py")
     store = Store.open(str(repo))
-    pub = Publisher(store)
+    pub = publisher(store)
     record = load_live(store, k)
     assert record is not None
     lease = claim(pub, record, "w1", 60)

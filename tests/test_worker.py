@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from git_genjob.documents.errors import Conflict
+from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import load_live
 from git_genjob.storage.store import Store
-from git_genjob.worker.lifecycle import Publisher, claim, record_sending, recover, store_receipt
+from git_genjob.worker.lifecycle import claim, record_sending, recover, store_receipt
 from tests.conftest import git, live, make_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
 
 
@@ -103,17 +104,17 @@ def test_a_claim_from_a_stale_read_loses(ready: tuple[Path, Path]) -> None:
     repo, key = ready
     k = submit_key(repo, "-m", "x", "src/user.py")
     store, record = live(repo, k)
-    claim(Publisher(store), record, "other", 60)
+    claim(publisher(store), record, "other", 60)
     with pytest.raises(Conflict, match="moved: expected"):
-        claim(Publisher(store), record, "third", 60)  # the record read before the first claim
+        claim(publisher(store), record, "third", 60)  # the record read before the first claim
 
 
 def test_killed_before_sending_is_requeued(ready: tuple[Path, Path]) -> None:
     repo, key = ready
     k = submit_key(repo, "-m", "x", "src/user.py")
     store, record = live(repo, k)
-    claim(Publisher(store), record, "crashed", 1)
-    report = recover(Publisher(store), now=time.time() + 5)
+    claim(publisher(store), record, "crashed", 1)
+    report = recover(publisher(store), now=time.time() + 5)
     assert report.requeued == [k]
     assert json.loads(run_genjob("status", k, "--json", cwd=repo).out)["state"] == "queued"
     res = work(repo, key, "echo ok > src/user.py", "--once")
@@ -124,12 +125,12 @@ def test_late_receipt_from_a_fenced_attempt_is_refused(ready: tuple[Path, Path])
     repo, key_path = ready
     k = submit_key(repo, "-m", "x", "src/user.py")
     store, record = live(repo, k)
-    lease = claim(Publisher(store), record, "slow", 1)
-    record_sending(Publisher(store), lease)
-    assert recover(Publisher(store), now=time.time() + 5).unknown == [k]
+    lease = claim(publisher(store), record, "slow", 1)
+    record_sending(publisher(store), lease)
+    assert recover(publisher(store), now=time.time() + 5).unknown == [k]
     before = refs(repo)
     with pytest.raises(Conflict):  # exit 4
-        store_receipt(Publisher(store), lease, b"{}", {}, [])
+        store_receipt(publisher(store), lease, b"{}", {}, [])
     assert refs(repo) == before
 
 
@@ -382,7 +383,7 @@ def test_recover_through_a_remote(tmp_path: Path) -> None:
     worker = tmp_path / "worker"
     git(tmp_path, "init", "-q", str(worker))
     git(worker, "remote", "add", "origin", str(bare))
-    pub = Publisher(Store.open(str(worker)), "origin")
+    pub = publisher(Store.open(str(worker)), "origin")
     pub.refresh()
     record = load_live(pub.store, k)
     assert record is not None
@@ -604,3 +605,4 @@ def test_a_generator_that_changes_nothing_makes_no_commit(ready: tuple[Path, Pat
     assert run_genjob("apply", k, cwd=repo).code == 1
     assert git(repo, "rev-parse", "HEAD") == head
     assert git(repo, "status", "--porcelain") == ""
+

@@ -223,10 +223,10 @@ def bundle(key: str, out: str, as_json: bool) -> None:
 @json_option
 def recover(remote: str | None, as_json: bool) -> None:
     """Fence expired claims: requeue lapsed claims, hold lapsed sends as unknown."""
-    from git_genjob.worker.lifecycle import Publisher
+    from git_genjob.storage.publish import publisher
     from git_genjob.worker.lifecycle import recover as do_recover
 
-    report = do_recover(Publisher(open_store(), remote))
+    report = do_recover(publisher(open_store(), remote))
 
     emit(report.to_json(), as_json, lambda: echo_lines(report.lines()))
 
@@ -246,10 +246,10 @@ def retry(key: str, remote: str | None, refresh: bool, as_json: bool) -> None:
 
     A model generator replays the answer this job already paid for unless --refresh is given.
     """
-    from git_genjob.worker.lifecycle import Publisher
+    from git_genjob.storage.publish import publisher
     from git_genjob.worker.lifecycle import retry as do_retry
 
-    record = do_retry(Publisher(open_store(), remote), key, refresh)
+    record = do_retry(publisher(open_store(), remote), key, refresh)
 
     def human() -> None:
         how = (
@@ -269,10 +269,10 @@ def retry(key: str, remote: str | None, refresh: bool, as_json: bool) -> None:
 @json_option
 def drop(key: str, why: str, remote: str | None, as_json: bool) -> None:
     """The owner ends job KEY: it moves to refs/genjob/archive."""
-    from git_genjob.worker.lifecycle import Publisher
+    from git_genjob.storage.publish import publisher
     from git_genjob.worker.lifecycle import drop as do_drop
 
     store = open_store()
     sig = store.signature()
-    record = do_drop(Publisher(store, remote), key, why, f"{sig.name} <{sig.email}>")
+    record = do_drop(publisher(store, remote), key, why, f"{sig.name} <{sig.email}>")
     emit({"key": key, "state": record.state}, as_json, lambda: click.echo(f"dropped {key} ({record.state})"))

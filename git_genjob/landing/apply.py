@@ -18,6 +18,7 @@ from git_genjob.documents.receipt import GeneratorInfo
 from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, next_step
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.notes import write_note
+from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import JobRecord, find_job, parse_trailers
 from git_genjob.storage.store import ARCHIVE_REF, RefUpdate, Store, lookup
 from git_genjob.storage.worktree import (
@@ -28,7 +29,7 @@ from git_genjob.storage.worktree import (
     sparse_paths,
     worktree_oids,
 )
-from git_genjob.worker.lifecycle import Publisher, archive
+from git_genjob.worker.lifecycle import archive
 from git_genjob.worker.scratch import scratch_dir
 
 TRAILERS = ("Genjob-Key", "Genjob-Job", "Genjob-Receipt", "Genjob-Signer", "Genjob-Worker")
@@ -366,7 +367,7 @@ def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oi
             clear_intent(store, record.key)
             return
         try:
-            archive(Publisher(store), live, final)
+            archive(publisher(store), live, final)
             clear_intent(store, record.key)
             return
         except StaleLock:

@@ -2,9 +2,10 @@
 
 Owns the refs and their compare-and-swap updates (`store`, the only libgit2 writer), the job
 records read back from them and the archive rows (`records`), notes by path and their union
-merge (`notes`, `merge`), the repository layout (`gitdir`), ref locks and writer records
-(`locks`), the named crash points (`faults`), leased pushes and fetches (`remote`) and the
-work tree for output paths (`worktree`).
+merge (`notes`), the repository layout (`gitdir`), ref locks and writer records
+(`locks`), the named crash points (`faults`), leased pushes and fetches (`remote`), the one
+ref-writer interface events are published through, local or leased-remote (`publish`), and
+the work tree for output paths (`worktree`).
 
 May import: the documents plane and this package.
 """

@@ -14,17 +14,17 @@ def common_dir(start: str | None = None) -> str | None:
         return os.path.abspath(env_common)
     gitdir = os.environ.get("GIT_DIR")
     if gitdir:
-        return _resolve_common(os.path.abspath(gitdir))
+        return resolve_common(os.path.abspath(gitdir))
     path = os.path.abspath(start or os.getcwd())
     while True:
         dotgit = os.path.join(path, ".git")
         if os.path.isdir(dotgit):
-            return _resolve_common(dotgit)
+            return resolve_common(dotgit)
         if os.path.isfile(dotgit):
             with open(dotgit, encoding="utf-8") as fh:
                 line = fh.read().strip()
             if line.startswith("gitdir:"):
-                return _resolve_common(os.path.normpath(os.path.join(path, line[len("gitdir:") :].strip())))
+                return resolve_common(os.path.normpath(os.path.join(path, line[len("gitdir:") :].strip())))
         if os.path.isfile(os.path.join(path, "HEAD")) and os.path.isdir(os.path.join(path, "refs")):
             return path  # a bare repository
         parent = os.path.dirname(path)
@@ -33,7 +33,9 @@ def common_dir(start: str | None = None) -> str | None:
         path = parent
 
 
-def _resolve_common(gitdir: str) -> str:
+def resolve_common(gitdir: str) -> str:
+    """The common directory of a git directory: itself, or what its `commondir` file names (a
+    linked worktree's). The one place this is resolved."""
     common = os.path.join(gitdir, "commondir")
     if os.path.exists(common):
         with open(common, encoding="utf-8") as fh:

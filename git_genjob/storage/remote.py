@@ -189,9 +189,15 @@ def _relation(store: Store, local: pygit2.Oid | None, remote: pygit2.Oid) -> str
     return "diverged"
 
 
+def merge_union(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> pygit2.Oid:
+    """A two-parent commit whose tree is the union of both trees: how the shared ledgers kept
+    as union trees (the archive, the replay cache) merge; notes merge in notes.merge_notes."""
+    a, b = store.get_commit(local), store.get_commit(remote)
+    return store.commit(store.union_tree(a.tree, b.tree), [local, remote], "genjob: merge\n")
+
+
 def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncReport) -> None:
     """Bring local refs up to what the remote holds, without losing local work."""
-    from git_genjob.storage.merge import merge_union
     from git_genjob.storage.notes import merge_notes
 
     for name, merge in ((ARCHIVE_REF, merge_union), (REPLAYS_REF, merge_union), (NOTES_REF, merge_notes)):

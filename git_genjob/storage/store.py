@@ -18,6 +18,7 @@ from git_genjob.documents.errors import BadInput, Conflict, NotARepository, Stal
 from git_genjob.documents.paths import check_entry_name
 from git_genjob.storage import locks
 from git_genjob.storage.faults import crash_point
+from git_genjob.storage.gitdir import resolve_common
 
 JOBS_PREFIX = "refs/genjob/jobs/"
 ARCHIVE_REF = "refs/genjob/archive"
@@ -107,11 +108,7 @@ def open_repo(path: str | None = None) -> pygit2.Repository:
 
 
 def _refuse_reftable(gitdir: str) -> None:
-    config_path = os.path.join(gitdir, "config")
-    common = os.path.join(gitdir, "commondir")
-    if os.path.exists(common):
-        with open(common) as fh:
-            config_path = os.path.join(gitdir, fh.read().strip(), "config")
+    config_path = os.path.join(resolve_common(gitdir), "config")
     try:
         with open(config_path, encoding="utf-8", errors="replace") as fh:
             text = fh.read().lower()
@@ -637,11 +634,7 @@ class Store:
 
     @functools.cached_property
     def common_dir(self) -> str:
-        common = os.path.join(self.gitdir, "commondir")
-        if os.path.exists(common):
-            with open(common) as fh:
-                return os.path.normpath(os.path.join(self.gitdir, fh.read().strip()))
-        return self.gitdir
+        return resolve_common(self.gitdir)
 
     def live_keys(self) -> list[str]:
         from git_genjob.storage.gitdir import live_keys

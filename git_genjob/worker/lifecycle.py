@@ -12,48 +12,9 @@ import pygit2
 from git_genjob.documents.canonical import canonical_bytes, format_time, parse_time, utc_now
 from git_genjob.documents.errors import BadInput, Conflict, Refused
 from git_genjob.documents.states import transition
-from git_genjob.storage.faults import crash_point
+from git_genjob.storage.publish import Publisher
 from git_genjob.storage.records import JobRecord, find_job, load_live, write_event
-from git_genjob.storage.store import RefUpdate, Store, job_ref
-
-
-class Publisher:
-    """Where event commits are published: the local refs, or a remote through leased pushes."""
-
-    def __init__(self, store: Store, remote: str | None = None):
-        self.store, self.remote = store, remote
-        self.remote_values: dict[str, pygit2.Oid] = {}
-
-    def refresh(self) -> None:
-        if self.remote is None:
-            return
-        from git_genjob.storage.remote import SyncReport, fetch_raw, reconcile
-
-        self.remote_values = fetch_raw(self.store, self.remote)
-        reconcile(self.store, self.remote_values, SyncReport())
-
-    def move(self, updates: list[RefUpdate], message: str) -> None:
-        if self.remote is not None:
-            from git_genjob.storage.remote import push_leases
-
-            leased = [RefUpdate(u.name, self.remote_values.get(u.name), u.new) for u in updates]
-            for u in updates:
-                if u.expected != self.remote_values.get(u.name):
-                    raise Conflict(f"{u.name} has local events the remote lacks", "run git genjob push first")
-            push_leases(self.store, self.remote, leased)
-            for u in updates:
-                if u.new is None:
-                    self.remote_values.pop(u.name, None)
-                else:
-                    self.remote_values[u.name] = u.new
-            crash_point("after-push")
-            # Locally one ref at a time, in the order given (an archive before the live ref's
-            # deletion), so that any prefix of these steps is recoverable.
-            for u in updates:
-                self.store.update_refs([RefUpdate(u.name, self.store.ref_target(u.name), u.new)], message=message)
-            return
-        for u in updates:
-            self.store.update_refs([u], message=message)
+from git_genjob.storage.store import job_ref
 
 
 def _files(record: JobRecord) -> dict[str, pygit2.Oid]:
@@ -74,17 +35,13 @@ def _advance(
     state = transition(record.state, event)  # the one table decides where the event leads
     attempts["state"] = state.value
     message = f"genjob: {event} {record.key}"
-    if pub.remote is None:  # the ref is locked before the event's objects are written: a loser writes none
-        store.update_ref_built(
-            job_ref(record.key),
-            record.tip,
-            lambda: write_event(store, record, event, files, attempts, state, extra),
-            message,
-            wait=event != "claimed",
-        )
-    else:
-        commit = write_event(store, record, event, files, attempts, state, extra)
-        pub.move([RefUpdate(job_ref(record.key), record.tip, commit)], message)
+    pub.advance(
+        job_ref(record.key),
+        record.tip,
+        lambda: write_event(store, record, event, files, attempts, state, extra),
+        message,
+        wait=event != "claimed",  # a claim that meets another worker's lock picks another job
+    )
     new = load_live(store, record.key)
     assert new is not None
     return new
@@ -282,17 +239,7 @@ def archive(pub: Publisher, record: JobRecord, final: dict[str, Any]) -> None:
     final_tree = store.get(tree)
     assert isinstance(final_tree, pygit2.Tree)
     row = archive_row(load_tree(store, record.key, final_tree, None, archived=True))
-    if pub.remote is None:
-        store.archive_move(record.key, record.tip, tree, msg, row)
-        return
-    from git_genjob.storage.store import ARCHIVE_REF
-
-    archive_tip = store.ref_target(ARCHIVE_REF)
-    new_tip = store.archive_commit(record.key, record.tip, tree, msg, row)
-    pub.move(
-        [RefUpdate(ARCHIVE_REF, archive_tip, new_tip), RefUpdate(job_ref(record.key), record.tip, None)],
-        f"genjob: archive {record.key}",
-    )
+    pub.archive(record.key, record.tip, tree, msg, row)
 
 
 def drop(pub: Publisher, key: str, why: str, by: str) -> JobRecord:

@@ -33,10 +33,11 @@ from git_genjob.documents.secretscan import find_secret, redact
 from git_genjob.documents.states import LEASE_S, TIMEOUT_S
 from git_genjob.planner.queue import Head, archived_leftover, heads
 from git_genjob.storage.faults import crash_point
+from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import JobRecord, bundle_inputs, load_live
 from git_genjob.storage.store import Store, job_ref
 from git_genjob.worker.generators import GenContext, Generator, GenResult
-from git_genjob.worker.lifecycle import Lease, Publisher, claim, end_attempt, record_sending, renew, store_receipt
+from git_genjob.worker.lifecycle import Lease, claim, end_attempt, record_sending, renew, store_receipt
 from git_genjob.worker.scratch import clean_stale_scratch, scratch_dir
 
 Progress = Callable[[str], None]
@@ -122,7 +123,7 @@ class WorkerOptions:
 def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None) -> WorkReport:
     """Claim queued jobs oldest first until none is claimable (or max_jobs / forever with wait)."""
     clean_stale_scratch()
-    pub = Publisher(store, opts.remote)
+    pub = publisher(store, opts.remote)
     report = WorkReport(strict=opts.strict)
     picker = Picker(store)
     done = 0
@@ -189,7 +190,7 @@ def _claim_next(
             record = load_live(store, head.key)
             if record is None or record.state != "queued":
                 continue
-            if pub.remote is not None and pub.remote_values.get(f"refs/genjob/jobs/{head.key}") != record.tip:
+            if not pub.shares(f"refs/genjob/jobs/{head.key}", record.tip):
                 continue  # local events the remote lacks: never claim from a view the remote does not share
             bundle_inputs(store, record)  # checked before the claim: a damaged job is never started
         except GenjobError as exc:
@@ -230,13 +231,12 @@ class _Renewer(threading.Thread):
         self.finished = threading.Event()
 
     def run(self) -> None:
-        own = Publisher(Store.open(self.pub.store.gitdir), self.pub.remote)
-        own.remote_values = dict(self.pub.remote_values)
+        own = self.pub.twin(Store.open(self.pub.store.gitdir))
         while not self.finished.wait(self.lease.lease_s / 3):
             with self.lock:
                 try:
                     renew(own, self.lease)
-                    self.pub.remote_values.update(own.remote_values)
+                    self.pub.adopt(own)
                 except GenjobError as exc:
                     self.fenced = exc.message
                     self.stop.set()
@@ -498,7 +498,7 @@ def receipt_out_of_band(
     from git_genjob.documents.paths import check_path
     from git_genjob.storage.records import find_job
 
-    pub = Publisher(store, remote)
+    pub = publisher(store, remote)
     pub.refresh()
     record = find_job(store, key)
     for path in deletes:

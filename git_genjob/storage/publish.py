@@ -1,0 +1,131 @@
+"""Where a job's events are published: one ref-writer interface, two implementations.
+
+`LocalRefs` writes this repository's refs by compare-and-swap. `LeasedRemote` publishes to a
+remote first, each ref pushed with a lease on the value last fetched from it, and only then
+moves the local refs, so the remote (shared by every worker) is the one place a race is
+decided. The lifecycle only sees `Publisher`: it never asks which one it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pygit2
+
+from git_genjob.documents.errors import Conflict
+from git_genjob.storage.faults import crash_point
+from git_genjob.storage.store import ARCHIVE_REF, RefUpdate, Store, job_ref
+
+
+class Publisher:
+    """The ref-writer interface (see the module docstring)."""
+
+    remote: str | None = None
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def refresh(self) -> None:
+        """Bring the local view up to date with where events are published."""
+
+    def shares(self, name: str, value: pygit2.Oid | None) -> bool:
+        """Whether the place events are published holds `value` at `name` too (a worker never
+        claims from a view the remote does not share)."""
+        return True
+
+    def twin(self, store: Store) -> Publisher:
+        """The same publisher over another handle of the repository (for another thread)."""
+        return LocalRefs(store)
+
+    def adopt(self, twin: Publisher) -> None:
+        """Take over what a twin learned about the published refs."""
+
+    def move(self, updates: list[RefUpdate], message: str) -> None:
+        """Move refs by compare-and-swap, one at a time in the order given: every prefix of the
+        steps is a state the next command recovers from (an archive before a deletion)."""
+        raise NotImplementedError
+
+    def advance(
+        self, name: str, expected: pygit2.Oid | None, build: Callable[[], pygit2.Oid], message: str, wait: bool = True
+    ) -> None:
+        """Move `name` from `expected` to the commit `build()` writes (an event). With
+        wait=False (a claim) a lock another worker holds is a conflict at once, where the
+        implementation can tell."""
+        self.move([RefUpdate(name, expected, build())], message)
+
+    def archive(self, key: str, job_tip: pygit2.Oid, tree: pygit2.Oid, message: str, row: str) -> None:
+        """Move a live job into refs/genjob/archive: the archive first, then the live ref."""
+        new_tip = self.store.archive_commit(key, job_tip, tree, message, row)
+        self.move(
+            [
+                RefUpdate(ARCHIVE_REF, self.store.ref_target(ARCHIVE_REF), new_tip),
+                RefUpdate(job_ref(key), job_tip, None),
+            ],
+            f"genjob: archive {key}",
+        )
+
+
+class LocalRefs(Publisher):
+    """This repository's refs."""
+
+    def move(self, updates: list[RefUpdate], message: str) -> None:
+        for u in updates:
+            self.store.update_refs([u], message=message)
+
+    def advance(
+        self, name: str, expected: pygit2.Oid | None, build: Callable[[], pygit2.Oid], message: str, wait: bool = True
+    ) -> None:
+        # The ref is locked before the event's objects are written: a loser writes none.
+        self.store.update_ref_built(name, expected, build, message, wait)
+
+    def archive(self, key: str, job_tip: pygit2.Oid, tree: pygit2.Oid, message: str, row: str) -> None:
+        self.store.archive_move(key, job_tip, tree, message, row)
+
+
+class LeasedRemote(Publisher):
+    """A remote through leased pushes, then the local refs."""
+
+    def __init__(self, store: Store, remote: str):
+        super().__init__(store)
+        self.remote: str = remote
+        self.remote_values: dict[str, pygit2.Oid] = {}
+
+    def refresh(self) -> None:
+        from git_genjob.storage.remote import SyncReport, fetch_raw, reconcile
+
+        self.remote_values = fetch_raw(self.store, self.remote)
+        reconcile(self.store, self.remote_values, SyncReport())
+
+    def shares(self, name: str, value: pygit2.Oid | None) -> bool:
+        return self.remote_values.get(name) == value
+
+    def twin(self, store: Store) -> Publisher:
+        twin = LeasedRemote(store, self.remote)
+        twin.remote_values = dict(self.remote_values)
+        return twin
+
+    def adopt(self, twin: Publisher) -> None:
+        if isinstance(twin, LeasedRemote):
+            self.remote_values.update(twin.remote_values)
+
+    def move(self, updates: list[RefUpdate], message: str) -> None:
+        from git_genjob.storage.remote import push_leases
+
+        for u in updates:
+            if u.expected != self.remote_values.get(u.name):
+                raise Conflict(f"{u.name} has local events the remote lacks", "run git genjob push first")
+        push_leases(self.store, self.remote, updates)
+        for u in updates:
+            if u.new is None:
+                self.remote_values.pop(u.name, None)
+            else:
+                self.remote_values[u.name] = u.new
+        crash_point("after-push")
+        # Locally one ref at a time, in the order given, whatever the local value: the remote decided.
+        for u in updates:
+            self.store.update_refs([RefUpdate(u.name, self.store.ref_target(u.name), u.new)], message=message)
+
+
+def publisher(store: Store, remote: str | None = None) -> Publisher:
+    """The local refs, or `remote` through leased pushes."""
+    return LocalRefs(store) if remote is None else LeasedRemote(store, remote)
