@@ -606,3 +606,42 @@ def test_a_generator_that_changes_nothing_makes_no_commit(ready: tuple[Path, Pat
     assert git(repo, "rev-parse", "HEAD") == head
     assert git(repo, "status", "--porcelain") == ""
 
+
+HOLD_A_CLAIM_LOCK = """
+import sys, pygit2
+from git_genjob.storage import locks
+from git_genjob.storage.store import Store
+store = Store.open(sys.argv[1])
+locks.announce(store.common_dir, [sys.argv[2]])
+with pygit2.Repository(sys.argv[1]).transaction() as txn:
+    txn.lock_ref(sys.argv[2])
+    print("locked", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_claim_that_meets_a_running_writer_s_lock_is_lost_and_says_why(repo: Path) -> None:
+    """Another live git-genjob process mid-update of the job's ref: the worker moves on at once,
+    names the lock in its report, and claims the job once the lock is gone."""
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "Add a timeout", "src/user.py")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_A_CLAIM_LOCK, str(repo), f"refs/genjob/jobs/{k}"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        res = work(repo, key, "echo 'x = 1' >> src/user.py", "--once", "--json")
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(10)
+    assert res.code == 0, res.err
+    (outcome,) = json.loads(res.out)["jobs"]
+    assert outcome["result"] == "lost" and outcome["key"] == k
+    assert outcome["reason"].startswith(f"another writer got there first: refs/genjob/jobs/{k} is locked by another")
+    assert live(repo, k)[1].state == "queued"
+    res = work(repo, key, "echo 'x = 1' >> src/user.py", "--once", "--json")
+    assert res.code == 0 and json.loads(res.out)["jobs"][0]["result"] == "ok", res.out

@@ -200,8 +200,8 @@ def _claim_next(
             lease = claim(pub, record, opts.worker_id, opts.lease_s)
         except StaleLock:
             raise  # no race to lose: a dead writer's lock blocks the job until recover clears it
-        except Conflict:
-            report.outcomes.append(JobOutcome(record.key, "lost", "another worker claimed it first"))
+        except Conflict as exc:  # its own words say which race: the ref moved, or a lock was held
+            report.outcomes.append(JobOutcome(record.key, "lost", f"another writer got there first: {exc.message}"))
             progress(f"lost    {record.key} (claimed elsewhere)")
             picker.lost = True
             continue
