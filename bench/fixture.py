@@ -133,7 +133,7 @@ def add_rows(repo: str) -> None:
     assert tip is not None
     raw = pygit2.Repository(store.gitdir)
     rows = raw.TreeBuilder()
-    for name, shard_tree, _ in store.archive_shards():
+    for name, shard_tree, _, _ in store.archive_shards():
         lines = {}
         for entry in shard_tree:
             sub = store.get(entry.id)

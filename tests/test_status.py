@@ -132,3 +132,93 @@ def test_live_rows_are_cached_by_tip_and_follow_every_event(repo: Path) -> None:
     assert [(r["key"], r["state"]) for r in _all(repo)] == [(k, "done")]
     cache.write_text(f"{new_tip}\tnot json\n")
     assert [(r["key"], r["state"]) for r in _all(repo)] == [(k, "done")]
+
+
+def _strict(text: str) -> list[dict]:  # type: ignore[type-arg]
+    """The output as a strict JSON parser reads it: no NaN or Infinity, no raw control characters."""
+
+    def no_constant(name: str) -> None:
+        raise AssertionError(f"{name} in the output")
+
+    return json.loads(text, parse_constant=no_constant)  # type: ignore[no-any-return]
+
+
+def _set_rows(repo: Path, name: str, blob: str) -> None:
+    def change(root: pygit2.TreeBuilder, store: Store) -> None:
+        rows = raw_repo(store).TreeBuilder()
+        rows.insert(name, store.blob(blob.encode()), pygit2.enums.FileMode.BLOB)
+        root.insert(ROWS_DIR, rows.write(), pygit2.enums.FileMode.TREE)
+
+    _rewrite_archive(repo, change)
+
+
+def test_a_row_out_of_shape_or_disagreeing_with_its_json_is_not_believed(repo: Path) -> None:
+    """A hostile archive's rows name the right trees but carry a line that is not one JSON
+    object, or one that says another thing than its columns: `status --all --json` stays one
+    strict JSON document and shows what the job's documents say, with and without `#tree`."""
+    a, b = _same_shard_keys()
+    for k in (a, b):
+        assert run_genjob("submit", "-m", f"job {k}", "README.md", "--key", k, cwd=repo).code == 0
+        assert run_genjob("drop", k, "--why", "x", cwd=repo).code == 0
+    truth = _all(repo)
+    assert sorted((r["key"], r["state"]) for r in truth) == sorted([(a, "dropped"), (b, "dropped")])
+    header, *lines = git(repo, "show", f"{ARCHIVE_REF}:{ROWS_DIR}/{shard(a)}").splitlines()
+    cols = {line.split("\t")[1]: line.split("\t") for line in lines}
+
+    def line(k: str, text: str, state: str = "dropped") -> str:
+        c = cols[k]
+        return "\t".join([c[0], k, c[2], state, c[4], text])
+
+    def row_json(k: str, **change: object) -> str:
+        doc = {**json.loads(cols[k][5]), **change}
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+    good_b = line(b, cols[b][5])
+    forged = {
+        "a raw tab in the JSON": [line(a, row_json(a).replace('"dropped"', '"drop\tped"')), good_b],
+        "not JSON": [line(a, row_json(a)[:-1]), good_b],
+        "NaN": [line(a, row_json(a, state="applied").replace('"archived":true', '"archived":NaN'), "applied"), good_b],
+        "another key in the JSON": [line(a, row_json(b)), good_b],
+        "columns disagree with the JSON": [line(a, row_json(a, state="applied")), good_b],
+        "trailing text": [line(a, row_json(a) + " "), good_b],
+        "two lines that are JSON only together": [  # `{…"x":[1,` then `2]}{…b's row…}`
+            line(a, row_json(a, state="applied", x=[1, 2]).removesuffix("2]}"), "applied"),
+            line(b, "2]}" + row_json(b)),
+        ],
+        "one key twice": [line(a, cols[a][5]), line(a, cols[a][5])],
+    }
+    for why, forged_lines in forged.items():
+        for head in (header + "\n", ""):  # vouched for the shard tree, or line by line
+            _set_rows(repo, shard(a), head + "".join(f"{x}\n" for x in forged_lines))
+            res = run_genjob("status", "--all", "--json", cwd=repo)
+            assert res.code == 0, res.err
+            assert _strict(res.out) == truth, (why, head)
+            human = run_genjob("status", "--all", cwd=repo).out.splitlines()
+            assert [x.split()[:2] for x in human] == [[r["key"], "dropped"] for r in truth], (why, head)
+
+
+def test_a_rows_blob_is_parsed_once_then_remembered(repo: Path) -> None:
+    """A rows blob that passed every check is remembered by id in `.git/genjob/rows-checked`;
+    the file follows the archive (only current blobs) and never names a blob that failed."""
+    checked = repo / ".git/genjob/rows-checked"
+    k1 = submit_key(repo, "-m", "one", "README.md")
+    assert run_genjob("drop", k1, "--why", "x", cwd=repo).code == 0
+    assert not checked.exists()  # nothing is written until status reads the archive
+    first = _all(repo)
+
+    def blob_ids() -> set[str]:
+        out = git(repo, "ls-tree", f"{ARCHIVE_REF}:{ROWS_DIR}")
+        return {line.split()[2] for line in out.splitlines()}
+
+    assert set(checked.read_text().split()) == blob_ids()
+    assert _all(repo) == first  # remembered: the same rows
+    k2 = submit_key(repo, "-m", "two", "src/user.py")
+    assert run_genjob("drop", k2, "--why", "x", cwd=repo).code == 0
+    assert sorted((r["key"], r["state"]) for r in _all(repo)) == sorted([(k1, "dropped"), (k2, "dropped")])
+    assert set(checked.read_text().split()) == blob_ids()  # the replaced blobs are forgotten
+    header, line = git(repo, "show", f"{ARCHIVE_REF}:{ROWS_DIR}/{shard(k1)}").splitlines()
+    _set_rows(repo, shard(k1), f"{header}\n{line[:-1]}\n")  # its JSON cut short
+    forged = git(repo, "rev-parse", f"{ARCHIVE_REF}:{ROWS_DIR}/{shard(k1)}").strip()
+    assert sorted((r["key"], r["state"]) for r in _all(repo)) == sorted([(k1, "dropped"), (k2, "dropped")])
+    assert forged in blob_ids()
+    assert checked.read_text().split() == []  # the forged blob failed; k2's shard has none now

@@ -154,11 +154,11 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
         return
     rows = do_status(store, state, include_all or state in ("applied", "dropped"))
     if as_json:  # one document, written in blocks of rows: 100,000 rows are never one string
-        _write_blocks(
-            ["[\n" if rows else "[]\n"]
-            + [r.json + (",\n" if n + 1 < len(rows) else "\n") for n, r in enumerate(rows)]
-            + (["]\n"] if rows else [])
-        )
+        sys.stdout.write("[\n" if rows else "[]\n")
+        for n in range(0, len(rows), 2000):
+            sys.stdout.write((",\n" if n else "") + ",\n".join(r.json for r in rows[n : n + 2000]))
+        sys.stdout.write("\n]\n" if rows else "")
+        sys.stdout.flush()
     elif not quiet_mode():
         if not rows:
             click.echo("no jobs" + (f" in state {state}" if state else ""))

@@ -10,6 +10,7 @@ import tarfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import pygit2
@@ -433,50 +434,96 @@ class StatusRow(NamedTuple):
     @classmethod
     def of(cls, doc: dict[str, Any]) -> StatusRow:
         text = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return cls(
-            str(doc.get("created_at", "")), doc["key"], doc["state"], doc["instruction"], text, doc.get("result")
-        )
+        flat = " ".join(doc["instruction"].split())  # one line, no tab: the human line and a rows column
+        return cls(str(doc.get("created_at", "")), doc["key"], doc["state"], flat, text, doc.get("result"))
 
 
 def archive_row(record: JobRecord) -> str:
     """The `_rows/<shard>` line of an archived job (the store adds its key and tree id)."""
     row = StatusRow.of(summarize(record))
-    flat = " ".join(row.instruction.split())  # the line's columns hold no tab
-    return f"{row.sort_key}\t{row.state}\t{flat}\t{row.json}"
+    return f"{row.sort_key}\t{row.state}\t{row.instruction}\t{row.json}"
 
 
-def _vouched_rows(data: bytes | None, shard_tree: pygit2.Tree) -> list[StatusRow] | None:
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_ROW_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # strict: no NaN, no raw control characters
+
+
+def _row_from(text: str, key: str, body: str | None = None, start: int = 0) -> StatusRow | None:
+    """The row whose JSON is `text` (at `start` of `body`, when given), if `text` is exactly one
+    JSON object and names `key`; its human columns are taken from that JSON, so the line and
+    the document can never disagree."""
+    try:
+        doc, end = _ROW_DECODER.raw_decode(text if body is None else body, start)
+    except ValueError:
+        return None
+    if end - start != len(text) or not isinstance(doc, dict) or doc.get("key") != key:
+        return None
+    state, instruction, result = doc.get("state"), doc.get("instruction"), doc.get("result")
+    if not (isinstance(state, str) and isinstance(instruction, str) and isinstance(result, (str, type(None)))):
+        return None
+    return StatusRow(str(doc.get("created_at", "")), key, state, " ".join(instruction.split()), text, result)
+
+
+def _vouched_rows(data: bytes | None, shard_tree: pygit2.Tree, known: bool) -> list[StatusRow] | None:
     """A shard's rows, if the blob was written for exactly this shard tree (its `#tree` line)
-    and has one well-formed line per entry; else None (each entry is then checked)."""
+    and holds one line per entry, each naming that entry and its tree and ending in that job's
+    row as exactly one JSON object that agrees with the line; else None (each entry is then
+    checked on its own). `known`: this very blob passed before (its id is remembered, and a
+    blob never changes), so its lines are only cut into columns."""
     header = f"{ROWS_TREE}{shard_tree.id}\n".encode()
     if data is None or not data.startswith(header):
         return None
-    rows = []
-    for line in data[len(header) :].decode("utf-8", "replace").split("\n")[:-1]:  # not splitlines: U+2028
-        p = line.split("\t")  # JSON escapes tabs and the instruction column has none: 6 fields
-        if len(p) != 6:
+    text = data[len(header) :].decode("utf-8", "replace")
+    if known:  # six tab-separated columns per line (JSON escapes tabs and newlines): one split
+        c = text.replace("\n", "\t").split("\t")
+        return list(map(StatusRow, c[0:-1:6], c[1:-1:6], c[3:-1:6], c[4:-1:6], c[5:-1:6]))
+    lines = text.split("\n")  # not splitlines: a row's JSON may hold U+2028
+    if lines.pop() != "" or len(lines) != len(shard_tree):
+        return None
+    fields = [line.split("\t") for line in lines]
+    if any(len(p) != 6 for p in fields):
+        return None
+    entries = {str(e.name): str(e.id) for e in shard_tree}
+    body = "".join(p[5] for p in fields)  # one string, decoded in place: no copy per row
+    rows, at = [], 0
+    for p in fields:
+        row = _row_from(p[5], p[1], body, at) if entries.pop(p[1], None) == p[2] else None
+        # An archived job has no attempt result to show (`summarize`), so a row never has one.
+        if row is None or row.result is not None or row[:4] != (p[0], p[1], p[3], p[4]):
             return None
-        rows.append(StatusRow(p[0], p[1], p[3], p[4], p[5]))
-    return rows if len(rows) == len(shard_tree) else None
+        rows.append(row)
+        at += len(p[5])
+    return rows
 
 
 def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     """Every archived job's row: from its shard's `_rows` line when that line names the entry's
-    current tree, else (a merge kept the other side's rows, an older archive) from the job."""
+    current tree and holds that job's row, else (a merge kept the other side's rows, an older
+    archive, a forged line) from the job's documents.
+
+    A rows blob that passed every check once is remembered by id in `.git/genjob/rows-checked`
+    (a blob never changes meaning), so its JSON is decoded once, not on every `status --all`."""
+    path = os.path.join(store.common_dir, "genjob", "rows-checked")
+    checked = {line for line in _read_lines(path) if line}
+    passed: list[str] = []
     out = []
-    for _, shard_tree, data in store.archive_shards():
-        fast = _vouched_rows(data, shard_tree)
+    for _, shard_tree, data, rows_id in store.archive_shards():
+        fast = _vouched_rows(data, shard_tree, rows_id in checked)
         if fast is not None:
             out += fast
+            passed.append(str(rows_id))
             continue
         _, lines = parse_rows(data)
         for entry in shard_tree:
             key, oid = str(entry.name), entry.id
             hint = lines.get(key)
-            parts = hint[1].split("\t", 5) if hint is not None and hint[0] == str(oid) else []
-            if len(parts) == 6:
-                sort_key, _, _, state, instruction, text = parts
-                out.append(StatusRow(sort_key, key, state, instruction, text))
+            parts = hint[1].split("\t") if hint is not None and hint[0] == str(oid) else []
+            row = _row_from(parts[5], key) if len(parts) == 6 else None
+            if row is not None and row.result is None and row[:4] == (parts[0], key, parts[3], parts[4]):
+                out.append(row)
                 continue
             sub = store.get(oid)
             try:
@@ -485,7 +532,20 @@ def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
                 out.append(StatusRow.of(summarize(load_tree(store, key, sub, None, archived=True))))
             except GenjobError as exc:
                 damaged[key] = exc.message
+    if set(passed) != checked:
+        _write_cache_file(path, "".join(f"{i}\n" for i in passed))
     return out
+
+
+def _read_lines(path: str) -> list[str]:
+    """A local cache file's lines ([] when it is missing, unreadable or implausibly large)."""
+    try:
+        if os.path.getsize(path) > ROWS_CACHE_MAX:
+            return []
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read().split("\n")
+    except OSError:
+        return []
 
 
 ROWS_CACHE_MAX = 64 * 1024 * 1024
@@ -501,13 +561,7 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     (`.git/genjob/status-rows`, never shared, rewritten only when a tip changed): a job is read
     whole only once per event, not on every `status`."""
     path = _rows_cache_path(store)
-    cache: dict[str, str] = {}
-    try:
-        if os.path.getsize(path) <= ROWS_CACHE_MAX:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                cache = dict(line.rstrip("\n").split("\t", 1) for line in fh if "\t" in line)
-    except OSError:
-        pass
+    cache = dict(line.split("\t", 1) for line in _read_lines(path) if "\t" in line)
     archived = archived_lookup(store)
     rows, seen = [], {}
     for key in store.live_keys():
@@ -535,17 +589,17 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
         rows.append(row)
         seen[tip] = row.json
     if seen != cache:
-        _write_rows_cache(path, seen)
+        _write_cache_file(path, "".join(f"{tip}\t{text}\n" for tip, text in seen.items()))
     return rows
 
 
-def _write_rows_cache(path: str, rows: dict[str, str]) -> None:
+def _write_cache_file(path: str, text: str) -> None:
     """A cache: written atomically, never fsynced, and a failure to write it is no failure."""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write("".join(f"{tip}\t{text}\n" for tip, text in rows.items()))
+            fh.write(text)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
@@ -559,7 +613,8 @@ def status(store: Store, state: str | None = None, include_archived: bool = Fals
     rows = _live_rows(store, damaged)
     if include_archived:
         rows += _archived_rows(store, damaged)
-    rows.sort()
+    rows.sort(key=itemgetter(1))  # by submit time, then key: two stable sorts on one string each
+    rows.sort(key=itemgetter(0))
     for k, why in damaged.items():
         doc = {"key": k, "state": "damaged", "error": why, "instruction": f"damaged: {why}"}
         rows.append(StatusRow.of(doc))

@@ -651,11 +651,11 @@ class Store:
     # -- archive -----------------------------------------------------------
     def archive_entries(self) -> Iterator[tuple[str, pygit2.Oid]]:
         """(key, object id) of every entry under the archive's shards, in tree order."""
-        for _, shard_tree, _ in self.archive_shards():
+        for _, shard_tree, _, _ in self.archive_shards():
             yield from ((str(e.name), e.id) for e in shard_tree)
 
-    def archive_shards(self) -> Iterator[tuple[str, pygit2.Tree, bytes | None]]:
-        """(shard, its tree, that shard's rows blob or None) for every archive shard."""
+    def archive_shards(self) -> Iterator[tuple[str, pygit2.Tree, bytes | None, str | None]]:
+        """(shard, its tree, that shard's rows blob's bytes and id, or None) for every archive shard."""
         tip = self.ref_target(ARCHIVE_REF)
         if tip is None:
             return
@@ -672,7 +672,7 @@ class Store:
             # A hint, so an oversized one (a hostile push) is ignored, not read into memory.
             small = blob is not None and self._repo.odb.read_header(blob.id)[1] <= ROWS_MAX_BYTES
             data = self._hint_bytes(blob) if isinstance(blob, pygit2.Blob) and small else None
-            yield name, shard_tree, data
+            yield name, shard_tree, data, str(blob.id) if data is not None and blob is not None else None
 
     @staticmethod
     def _hint_bytes(blob: pygit2.Blob) -> bytes:
