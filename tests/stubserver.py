@@ -14,6 +14,7 @@ class Stub:
         self.requests: list[dict[str, Any]] = []
         self.mode = "ok"  # ok | status:N | truncate | reject_json_schema | length
         self.answer = "hello\n"
+        self.error = b'{"error":"nope"}'  # the body of a `status:N` answer
         self.delay = 0.0  # seconds before each answer
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -43,7 +44,7 @@ class Stub:
 
                     time.sleep(stub.delay)
                 if stub.mode.startswith("status:"):
-                    return self._send(int(stub.mode.split(":")[1]), b'{"error":"nope"}')
+                    return self._send(int(stub.mode.split(":")[1]), stub.error)
                 if stub.mode == "reject_json_schema" and body.get("response_format", {}).get("type") == "json_schema":
                     return self._send(500, b'{"error":"response_format json_schema is not supported"}')
                 if self.path.endswith("/chat/completions"):

@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 
 import click
 
+from git_genjob.documents.display import printable
+
 F = TypeVar("F", bound=Callable[..., Any])
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -115,7 +117,7 @@ def progress_printer(quiet: bool) -> Callable[[str], None]:
     """Progress lines on a terminal's stderr only."""
     if quiet or quiet_mode() or not sys.stderr.isatty():
         return lambda _: None
-    return lambda msg: click.echo(msg, err=True)
+    return lambda msg: click.echo(printable(msg), err=True)  # a progress line may quote a generator
 
 
 # -- the options `work` and `receipt` share, with one default and one help each -----------------

@@ -20,6 +20,7 @@ from git_genjob.cli.common import (
     quiet_mode,
     remote_name,
 )
+from git_genjob.documents.display import printable
 from git_genjob.documents.errors import Painter, plain
 
 
@@ -101,7 +102,7 @@ def submit(
         verb = "created" if result.created else ("exists (archived)" if result.archived else "exists")
         click.echo(f"{verb} {result.key} {result.digest} state={result.state}")
         for w in result.warnings:
-            click.echo(f"warning: {w}", err=True)
+            click.echo(f"warning: {printable(w)}", err=True)
 
     emit(doc, as_json, human)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from git_genjob.documents.canonical import parse_strict
+from git_genjob.documents.display import printable
 from git_genjob.documents.errors import BadInput
 from git_genjob.documents.states import ARCHIVED_STATES, LIVE_STATES, AttemptState
 
@@ -45,6 +46,13 @@ def check_text(value: object, what: str, limit: int = MAX_TEXT) -> str:
     if any(not (c.isprintable() or c in "\n\t") for c in value):
         raise BadInput(f"{what} contains control characters")
     return value
+
+
+def as_text(value: str, limit: int = MAX_TEXT) -> str:
+    """Words a worker did not write (a generator's stderr, a server's error) as free text that
+    `check_text` accepts: control characters but newline and tab escaped, cut to `limit`."""
+    text = printable(value, keep="\n\t")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def check_time(value: object, what: str) -> str:

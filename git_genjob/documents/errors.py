@@ -147,8 +147,12 @@ def report_crash(exc: BaseException, argv: list[str]) -> int:
 
 
 def format_error(err: GenjobError) -> str:
-    lines = [f"error: {err.message}"]
-    lines += [f"  - {d}" for d in err.details]
+    """The human text of an error; a message may quote a hostile name, so nothing in it
+    reaches the terminal unescaped but the message's own line breaks."""
+    from git_genjob.documents.display import printable
+
+    lines = [f"error: {printable(err.message, keep=chr(10))}"]
+    lines += [f"  - {printable(d)}" for d in err.details]
     if err.hint:
-        lines.append(f"hint: {err.hint}")
+        lines.append(f"hint: {printable(err.hint)}")
     return "\n".join(lines)

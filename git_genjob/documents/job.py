@@ -14,9 +14,14 @@ SCHEMA = "genjob.job/v1"
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 
 
-def check_key(key: str) -> str:
+def is_key(key: str) -> bool:
     """A key names a ref: 1-128 of [a-z0-9._-], starting alnum, no '..', no '.'/'.lock' end."""
-    if not _KEY_RE.match(key) or ".." in key or key.endswith(".") or key.endswith(".lock"):
+    return bool(_KEY_RE.match(key)) and ".." not in key and not key.endswith((".", ".lock"))
+
+
+def check_key(key: str) -> str:
+    """`key` if it is a valid job key (`is_key`), else BadInput saying what one is."""
+    if not is_key(key):
         raise BadInput(
             f"key {key!r} is not a valid job key",
             "use 1 to 128 of [a-z0-9._-], lowercase, starting with a letter or digit, "

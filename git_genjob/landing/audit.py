@@ -10,6 +10,7 @@ from typing import Any
 import pygit2
 
 from git_genjob.documents.canonical import digest
+from git_genjob.documents.display import printable
 from git_genjob.documents.errors import BadInput, GenjobError, Painter, plain
 from git_genjob.documents.job import check_key
 from git_genjob.documents.receipt import Predicate, check_output_paths, check_signature, parse_envelope
@@ -68,8 +69,8 @@ def audit_lines(results: list[CommitAudit], quiet: bool = False, paint: Painter 
         if quiet and a.ok:
             continue
         mark = paint("ok  ", "green") if a.ok else paint("FAIL", "red")
-        out.append(f"{mark} {a.commit[:12]} {a.provenance:<22} {a.subject}")
-        out += [f"       {line}" for line in a.facts + a.problems]
+        out.append(f"{mark} {a.commit[:12]} {a.provenance:<22} {printable(a.subject)}")
+        out += [f"       {printable(line)}" for line in a.facts + a.problems]  # they quote trailers and notes
     failing = sum(1 for a in results if not a.ok)
     return [*out, f"{len(results)} genjob commit(s), {failing} failing"]
 

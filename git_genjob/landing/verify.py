@@ -11,6 +11,7 @@ from typing import Any
 import pygit2
 
 from git_genjob.documents.canonical import digest, parse_strict
+from git_genjob.documents.display import printable
 from git_genjob.documents.errors import EXIT_OK, EXIT_REFUSED, BadInput, GenjobError, Painter, Refused, plain
 from git_genjob.documents.keys import TrustedKey, parse_revoked, read_allowed_signers
 from git_genjob.documents.receipt import Envelope, Predicate, check_output_paths, check_signature, parse_envelope
@@ -56,7 +57,7 @@ class Verdict:
         out = []
         for c in self.checks:
             mark = paint("ok  ", "green") if c.ok else paint("FAIL", "red")
-            out.append(f"{mark} {c.n} {CHECKS[c.n]:<9} {c.detail}")
+            out.append(f"{mark} {c.n} {CHECKS[c.n]:<9} {printable(c.detail)}")  # a detail quotes the receipt
         return [*out, f"{self.key}: {'applyable' if self.ok else 'NOT applyable'}"]
 
     @property

@@ -17,11 +17,12 @@ import pygit2
 
 from git_genjob.documents.canonical import canonical_bytes, digest, parse_strict, utc_now
 from git_genjob.documents.config import Config, read_config
+from git_genjob.documents.display import one_line, printable
 from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Painter, Refused, plain
 from git_genjob.documents.job import Job, describe_difference
 from git_genjob.documents.paths import check_path
 from git_genjob.documents.secretscan import find_secret
-from git_genjob.documents.states import STATE_COLOURS
+from git_genjob.documents.states import ARCHIVED_STATES, STATE_COLOURS
 from git_genjob.storage.records import (
     JobRecord,
     bundle_inputs,
@@ -429,12 +430,12 @@ class StatusRow(NamedTuple):
         shown = f"{label:<8}"
         if paint is not plain:  # 100,000 rows: no call per row when nothing is coloured
             shown = paint(shown, "red" if label != self.state else STATE_COLOURS.get(self.state, "white"))
-        return f"{self.key:<34} {shown} {self.instruction[:60]}\n"
+        return f"{printable(self.key):<34} {shown} {self.instruction[:60]}\n"  # a damaged entry's name: any bytes
 
     @classmethod
     def of(cls, doc: dict[str, Any]) -> StatusRow:
         text = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        flat = " ".join(doc["instruction"].split())  # one line, no tab: the human line and a rows column
+        flat = one_line(doc["instruction"])  # the human line and a rows column: one line, printable
         return cls(str(doc.get("created_at", "")), doc["key"], doc["state"], flat, text, doc.get("result"))
 
 
@@ -451,28 +452,42 @@ def _no_constant(name: str) -> Any:
 _ROW_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # strict: no NaN, no raw control characters
 
 
-def _row_from(text: str, key: str, body: str | None = None, start: int = 0) -> StatusRow | None:
-    """The row whose JSON is `text` (at `start` of `body`, when given), if `text` is exactly one
-    JSON object and names `key`; its human columns are taken from that JSON, so the line and
-    the document can never disagree."""
+def _vetted(doc: object, cols: list[str]) -> StatusRow | None:
+    """The row of one archive rows line (its six columns), given what its last column decoded
+    to, if the line is an archived job's row that agrees with itself: its JSON is an object
+    naming the line's key and saying the line's submit time, archived state and one-line
+    instruction, with no attempt result (an archived job has none). Else None."""
+    sort_key, key, _, state, instruction, text = cols
+    if (
+        type(doc) is not dict
+        or doc.get("key") != key
+        or doc.get("state") != state
+        or doc.get("created_at") != sort_key
+        or doc.get("result") is not None
+        or state not in ARCHIVED_STATES
+    ):
+        return None
+    raw = doc.get("instruction")
+    if not isinstance(raw, str) or one_line(raw) != instruction:
+        return None
+    return StatusRow(sort_key, key, state, instruction, text)
+
+
+def _decode_one(text: str) -> object | None:
+    """`text` decoded, if it is exactly one strict JSON value (nothing before or after it)."""
     try:
-        doc, end = _ROW_DECODER.raw_decode(text if body is None else body, start)
+        doc, end = _ROW_DECODER.raw_decode(text)
     except ValueError:
         return None
-    if end - start != len(text) or not isinstance(doc, dict) or doc.get("key") != key:
-        return None
-    state, instruction, result = doc.get("state"), doc.get("instruction"), doc.get("result")
-    if not (isinstance(state, str) and isinstance(instruction, str) and isinstance(result, (str, type(None)))):
-        return None
-    return StatusRow(str(doc.get("created_at", "")), key, state, " ".join(instruction.split()), text, result)
+    return doc if end == len(text) else None
 
 
 def _vouched_rows(data: bytes | None, shard_tree: pygit2.Tree, known: bool) -> list[StatusRow] | None:
     """A shard's rows, if the blob was written for exactly this shard tree (its `#tree` line)
     and holds one line per entry, each naming that entry and its tree and ending in that job's
-    row as exactly one JSON object that agrees with the line; else None (each entry is then
-    checked on its own). `known`: this very blob passed before (its id is remembered, and a
-    blob never changes), so its lines are only cut into columns."""
+    row as exactly one JSON object that agrees with the line (`_vetted`); else None (each entry
+    is then checked on its own). `known`: this very blob passed before (its id is remembered,
+    and a blob never changes), so its lines are only cut into columns."""
     header = f"{ROWS_TREE}{shard_tree.id}\n".encode()
     if data is None or not data.startswith(header):
         return None
@@ -484,18 +499,21 @@ def _vouched_rows(data: bytes | None, shard_tree: pygit2.Tree, known: bool) -> l
     if lines.pop() != "" or len(lines) != len(shard_tree):
         return None
     fields = [line.split("\t") for line in lines]
-    if any(len(p) != 6 for p in fields):
+    if any(len(cols) != 6 for cols in fields):
         return None
     entries = {str(e.name): str(e.id) for e in shard_tree}
-    body = "".join(p[5] for p in fields)  # one string, decoded in place: no copy per row
-    rows, at = [], 0
-    for p in fields:
-        row = _row_from(p[5], p[1], body, at) if entries.pop(p[1], None) == p[2] else None
-        # An archived job has no attempt result to show (`summarize`), so a row never has one.
-        if row is None or row.result is not None or row[:4] != (p[0], p[1], p[3], p[4]):
+    body = "".join(cols[5] for cols in fields)  # one string, each column decoded in place
+    decode, rows, at = _ROW_DECODER.raw_decode, [], 0
+    for cols in fields:
+        try:
+            doc, end = decode(body, at)
+        except ValueError:
+            return None
+        at += len(cols[5])
+        row = _vetted(doc, cols) if end == at and entries.pop(cols[1], None) == cols[2] else None
+        if row is None:
             return None
         rows.append(row)
-        at += len(p[5])
     return rows
 
 
@@ -520,9 +538,9 @@ def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
         for entry in shard_tree:
             key, oid = str(entry.name), entry.id
             hint = lines.get(key)
-            parts = hint[1].split("\t") if hint is not None and hint[0] == str(oid) else []
-            row = _row_from(parts[5], key) if len(parts) == 6 else None
-            if row is not None and row.result is None and row[:4] == (parts[0], key, parts[3], parts[4]):
+            cols = hint[1].split("\t") if hint is not None and hint[0] == str(oid) else []
+            row = _vetted(_decode_one(cols[5]), cols) if len(cols) == 6 and cols[1] == key else None
+            if row is not None:
                 out.append(row)
                 continue
             sub = store.get(oid)
@@ -646,15 +664,15 @@ def show_lines(doc: dict[str, Any]) -> list[str]:
     lines = [
         f"job      {doc['key']}  ({doc['state']}{', archived' if doc['archived'] else ''})",
         f"digest   {doc['digest']}",
-        f"created  {meta.get('created_at')} by {meta.get('submitter')}",
-        f"base     {meta.get('base')}",
+        f"created  {printable(str(meta.get('created_at')))} by {printable(str(meta.get('submitter')))}",
+        f"base     {printable(str(meta.get('base')))}",
         "paths    " + ", ".join(f"{p}{' (create)' if v is None else ''}" for p, v in job["inputs"].items()),
         "instruction:",
-        *(f"    {line}" for line in job["instruction"].splitlines()),
+        *(f"    {printable(line, keep=chr(9))}" for line in job["instruction"].splitlines()),
         "events:",
         *(f"    {e['commit'][:12]} {e['event']:<10} -> {e['state']} (epoch {e['epoch']})" for e in doc["events"]),
         *(
-            f"attempt {a.get('n')}: {a.get('state')} worker={a.get('worker')} epoch={a.get('epoch')}"
+            printable(f"attempt {a.get('n')}: {a.get('state')} worker={a.get('worker')} epoch={a.get('epoch')}")
             for a in doc["attempt_records"]
         ),
     ]

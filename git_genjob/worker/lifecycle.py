@@ -9,6 +9,7 @@ from typing import Any
 
 import pygit2
 
+from git_genjob.documents.attempts import as_text
 from git_genjob.documents.canonical import canonical_bytes, format_time, parse_time, utc_now
 from git_genjob.documents.errors import BadInput, Conflict, Refused
 from git_genjob.documents.states import transition
@@ -125,7 +126,7 @@ def end_attempt(pub: Publisher, lease: Lease, state: str, reason: str, replays: 
     """The worker's own verdict on an attempt without a receipt: failed_before_send or unknown."""
     doc = _attempts(lease.record)
     attempt = _current(lease, doc)
-    attempt.update(state=state, finished_at=utc_now(), reason=reason, replays=replays or [])
+    attempt.update(state=state, finished_at=utc_now(), reason=as_text(reason), replays=replays or [])
     doc["epoch"] += 1
     event = "failed" if state == "failed_before_send" else "unknown"
     lease.record = _advance(pub, lease.record, event, doc, extra={"Genjob-Attempt": str(lease.n)})

@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from git_genjob.documents.attempts import as_text
 from git_genjob.documents.canonical import digest, utc_now
 from git_genjob.documents.config import Config, read_config
+from git_genjob.documents.display import printable
 from git_genjob.documents.errors import (
     EXIT_CONFLICT,
     EXIT_OK,
@@ -68,7 +70,7 @@ class WorkReport:
         out = []
         for o in self.outcomes:
             shown = paint(o.result, "green" if o.result == "ok" else "red")
-            out.append(f"{o.key:<34} {shown}" + (f": {o.reason}" if o.reason else ""))
+            out.append(f"{o.key:<34} {shown}" + (f": {printable(o.reason)}" if o.reason else ""))
             if o.replayed:
                 out.append(
                     f"{'':<34} replay of the answer recorded for this job ({o.replayed[0][:12]}); "
@@ -434,7 +436,7 @@ def predicate_for(
         "key": record.key,
         "claim": lease.claim,
         "status": verdict.status,
-        "reason": verdict.reason,
+        "reason": as_text(verdict.reason),  # a generator's own words: never a reason to lose the receipt
         "outputs": {p: (digest(d) if d is not None else None) for p, d in sorted(verdict.outputs.items())},
         "ignored": verdict.ignored,
         "worker_id": opts.worker_id,
