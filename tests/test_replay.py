@@ -202,3 +202,62 @@ def test_two_processes_missing_one_fingerprint_ask_once(repo: Path, stub: Stub) 
     assert stub.count == 1 and outs == ["fresh", "replay"]
     assert (repo / "o0.txt").read_text() == (repo / "o1.txt").read_text() == "hello\n"
     assert not list((repo / ".git/genjob/asking").iterdir())  # no lock file outlives its ask
+
+
+def test_a_model_answer_that_looks_like_a_credential_ends_the_attempt_at_once(repo: Path, stub: Stub) -> None:
+    """The answer is refused (never stored) and the attempt ends with an aborted receipt that
+    says why; before, `work` exited 2 and left the job `sending` until its lease lapsed."""
+    from tests.conftest import setup_worker, submit_key
+
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "ask the model", "src/user.py")
+    token = "ghp_" + "x1Y2" * 10
+    stub.answer = f"key: {token}"
+    res = run_genjob("work", "--generator", f"http:{stub.url}/gen", "--signing-key", str(key), "--once", cwd=repo)
+    assert res.code == 0, res.err
+    doc = json.loads(run_genjob("status", k, "--json", cwd=repo).out)
+    assert (doc["state"], doc["result"]) == ("done", "aborted")
+    receipt = json.loads(run_genjob("show", k, "--json", cwd=repo).out)["receipt"]
+    assert receipt is not None
+    verdict = json.loads(run_genjob("verify", k, "--json", cwd=repo).out)
+    reasons = [c["detail"] for c in verdict["checks"]]
+    assert any("looks like a GitHub token" in r for r in reasons), reasons
+    assert "refs/genjob/replays" not in refs(repo)
+    assert token not in git(repo, "log", "--all", "-p", "--format=%B")
+    assert stub.count == 1
+
+
+def test_cache_ls_lists_a_damaged_entry_as_one_row_and_ignores_what_is_no_entry(repo: Path, stub: Stub) -> None:
+    """A replays ref from a remote may hold anything: a blob where an entry's tree belongs is one
+    DAMAGED row, names that are no fingerprint are not entries; the listing itself succeeds."""
+    import pygit2
+
+    from git_genjob.storage.store import REPLAYS_REF, RefUpdate, Store
+    from tests.conftest import raw_repo
+
+    code, text, _ = ask(repo, stub.url, "Write hello")
+    good = text.split()[1]
+    store = Store.open(str(repo))
+    tip = store.ref_target(REPLAYS_REF)
+    assert tip is not None
+    raw = raw_repo(store)
+    root = raw.TreeBuilder(raw[tip].peel(pygit2.Commit).tree)
+    damaged = "ab" + "0" * 62
+    shard = raw.TreeBuilder()
+    shard.insert(damaged, store.blob(b"not a tree"), pygit2.enums.FileMode.BLOB)
+    shard.insert("README", store.blob(b"x"), pygit2.enums.FileMode.BLOB)
+    root.insert("ab", shard.write(), pygit2.enums.FileMode.TREE)
+    junk = raw.TreeBuilder()
+    junk.insert("cd" + "1" * 62, store.blob(b"x"), pygit2.enums.FileMode.BLOB)  # under another shard
+    root.insert("src", junk.write(), pygit2.enums.FileMode.TREE)
+    new = store.commit(root.write(), [tip], "hostile\n")
+    store.update_refs([RefUpdate(REPLAYS_REF, tip, new)], message="test")
+    res = run_genjob("cache", "ls", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    rows = {r["fingerprint"]: r for r in json.loads(res.out)}
+    assert sorted(rows) == sorted([good, damaged])
+    assert rows[good]["damaged"] is None and rows[damaged]["damaged"] == f"replay cache entry {damaged} is not a tree"
+    human = run_genjob("cache", "ls", cwd=repo)
+    assert human.code == 0 and f"{damaged} DAMAGED: replay cache entry" in human.out
+    shown = run_genjob("cache", "show", damaged, cwd=repo)
+    assert shown.code == 2 and "is not a tree" in shown.err

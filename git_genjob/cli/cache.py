@@ -14,6 +14,7 @@ from git_genjob.cli.common import (
     open_store,
     parse_duration,
 )
+from git_genjob.documents.display import printable
 from git_genjob.documents.errors import EXIT_REFUSED
 
 
@@ -74,6 +75,9 @@ def cache_ls(as_json: bool) -> None:
 
     def human() -> None:
         for r in rows:
+            if r["damaged"]:
+                click.echo(f"{r['fingerprint']} DAMAGED: {printable(r['damaged'])}")
+                continue
             click.echo(f"{r['fingerprint']} {(r['served'] or '-')[:12]} {'DRIFT' if r['pending'] else ''}".rstrip())
 
     emit(rows, as_json, human)

@@ -99,8 +99,11 @@ def fingerprint(doc: dict[str, Any]) -> str:
     return sha256_hex(canonical_bytes(doc))
 
 
+_FP = re.compile(r"[0-9a-f]{64}")
+
+
 def check_fp(fp: str) -> str:
-    if not re.fullmatch(r"[0-9a-f]{64}", fp):
+    if not _FP.fullmatch(fp):
         raise BadInput(f"{fp!r} is not a fingerprint (64 lowercase hex)", "list them with: git genjob cache ls")
     return fp
 
@@ -170,7 +173,8 @@ class Cache:
             node = self.store.get(tree[_base(fp)].id)
         except KeyError:
             return None
-        assert isinstance(node, pygit2.Tree)
+        if not isinstance(node, pygit2.Tree):  # the ref came from a remote: anything can sit here
+            raise BadInput(f"replay cache entry {fp} is not a tree", "fetch again, or ask its writer to push it again")
         files = self.store.tree_files(node)
         events = []
         for path, oid in files.items():
@@ -216,8 +220,8 @@ class Cache:
         out = []
         for shard in tree:
             sub = self.store.get(shard.id)
-            if isinstance(sub, pygit2.Tree):
-                out += [str(e.name) for e in sub]
+            if isinstance(sub, pygit2.Tree):  # only `<2 hex>/<64 hex starting with them>` is an entry
+                out += [str(e.name) for e in sub if _FP.fullmatch(str(e.name)) and str(e.name)[:2] == shard.name]
         return sorted(out)
 
     def add(

@@ -90,13 +90,23 @@ def _chat_sender(url: str, model: str, timeout: float) -> Callable[[str], str]:
 
 def ls(store: Store) -> list[dict[str, Any]]:
     cache = Cache(store)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for fp in cache.fingerprints():
-        entry = cache.entry(fp)
-        assert entry is not None
-        rows.append(
-            {"fingerprint": fp, "served": entry.served(), "pending": entry.pending(), "events": len(entry.events)}
-        )
+        try:
+            entry = cache.entry(fp)
+        except GenjobError as exc:  # one damaged entry (a hostile push) is one row, not the listing's end
+            rows.append({"fingerprint": fp, "served": None, "pending": [], "events": 0, "damaged": exc.message})
+            continue
+        if entry is not None:
+            rows.append(
+                {
+                    "fingerprint": fp,
+                    "served": entry.served(),
+                    "pending": entry.pending(),
+                    "events": len(entry.events),
+                    "damaged": None,
+                }
+            )
     return rows
 
 

@@ -266,6 +266,11 @@ def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pro
             result: GenResult | GeneratorUnavailable = opts.generator.generate(ctx)
         except GeneratorUnavailable as exc:
             result = exc
+        except GenjobError as exc:
+            # A model's answer refused (it looked like a credential) or a damaged replay-cache
+            # entry: the attempt ends now with a receipt that says why, not `sending` until the
+            # lease lapses; the owner retries or drops it.
+            result = GenResult("aborted", f"{exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
         finally:
             renewer.finished.set()
             renewer.join()
