@@ -161,3 +161,46 @@ def test_child_git_gets_only_allowed_git_variables(monkeypatch) -> None:  # type
         "GIT_SSH_COMMAND",
         "GIT_TRACE_PACKET",
     ]
+
+
+def test_a_remote_genjob_ref_that_names_no_commit_is_refused_and_the_rest_is_fetched(tmp_path: Path) -> None:
+    """A hostile or broken remote: its archive a blob, its notes a tree, a job ref a tag. fetch
+    imports every other ref, leaves those alone and says which (exit 1); push writes nothing
+    over them. Before, both crashed (exit 70) in the ancestry check."""
+    bare, a = repo_with_remote(tmp_path, "a")
+    assert run_genjob("submit", "-m", "x", "README.md", "--key", "old", "--push", cwd=a).code == 0
+    git(tmp_path, "clone", "-q", str(bare), "b")
+    b = tmp_path / "b"
+    assert run_genjob("fetch", cwd=b).code == 0
+    assert run_genjob("drop", "old", "--why", "x", cwd=b).code == 0
+    assert run_genjob("submit", "-m", "y", "src/user.py", "--key", "new", "--push", cwd=a).code == 0
+    blob = git(bare, "hash-object", "-w", "--stdin", input="junk\n").strip()
+    tree = git(bare, "mktree", input=f"100644 blob {blob}\tjunk\n").strip()
+    main = git(bare, "rev-parse", "main").strip()
+    tag = git(bare, "mktag", input=f"object {main}\ntype commit\ntag t\ntagger t <t@x> 0 +0000\n\nx\n").strip()
+    for ref, oid in (("refs/genjob/archive", blob), ("refs/notes/genjob", tree), ("refs/genjob/jobs/old", tag)):
+        git(bare, "update-ref", ref, oid)
+    hostile, mine = refs(bare), refs(b)
+    res = run_genjob("fetch", "--json", cwd=b)
+    assert res.code == 1, res.err
+    err = json.loads(res.err)
+    assert "name no commit" in err["error"]
+    assert sorted(d.split()[0] for d in err["details"]) == [
+        "refs/genjob/archive",
+        "refs/genjob/jobs/old",
+        "refs/notes/genjob",
+    ]
+    after = refs(b)
+    assert after["refs/genjob/jobs/new"] == hostile["refs/genjob/jobs/new"]  # the rest was fetched
+    for ref in ("refs/genjob/archive", "refs/notes/genjob"):  # as they were (b has no notes yet)
+        assert after.get(ref) == mine.get(ref)
+    assert "refs/genjob/jobs/old" not in after  # dropped (archived) here, and not re-imported
+    human = run_genjob("push", cwd=b)
+    assert human.code == 1 and "refs/genjob/archive (blob " in human.err and "git push origin --delete" in human.err
+    assert refs(bare) == hostile
+    git(b, "fsck", "--strict")
+    listing = run_genjob("status", "--all", cwd=b)  # the local archive is untouched and read as before
+    assert listing.code == 0 and [line.split()[:2] for line in listing.out.splitlines()] == [
+        ["old", "dropped"],
+        ["new", "queued"],
+    ]

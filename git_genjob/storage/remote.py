@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from git_genjob.documents.errors import BadInput, Conflict, RemoteUnavailable
+from git_genjob.documents.errors import BadInput, Conflict, Refused, RemoteUnavailable
 from git_genjob.storage.store import ARCHIVE_REF, JOBS_PREFIX, NOTES_REF, REPLAYS_REF, RefUpdate, Store
 
 TRACK = "refs/genjob-remotes/"
@@ -165,6 +165,7 @@ class SyncReport:
     merged: list[str] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
     pushed: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # remote refs that name no commit: left alone
 
     def to_json(self) -> dict[str, list[str]]:
         return dict(self.__dict__)
@@ -200,6 +201,12 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
     """Bring local refs up to what the remote holds, without losing local work."""
     from git_genjob.storage.notes import merge_notes
 
+    remote_refs = dict(remote_refs)
+    for name, oid in sorted(remote_refs.items()):
+        obj = store.get(oid)
+        if not isinstance(obj, pygit2.Commit):  # genjob writes only commits there: never ours to import
+            report.refused.append(f"{name} ({obj.type_str if obj is not None else 'missing'} {str(oid)[:12]})")
+            del remote_refs[name]
     for name, merge in ((ARCHIVE_REF, merge_union), (REPLAYS_REF, merge_union), (NOTES_REF, merge_notes)):
         if name in remote_refs:
             _reconcile_mergeable(store, name, remote_refs[name], merge, report)
@@ -255,6 +262,7 @@ def fetch(store: Store, remote: str) -> SyncReport:
     """`git genjob fetch`: fast-forward, merge the shared ledgers, drop what was archived."""
     report = SyncReport()
     reconcile(store, fetch_raw(store, remote), report)
+    _refuse_non_commits(report, remote)
     if report.diverged:
         raise Conflict(
             "job refs diverged from the remote: " + ", ".join(report.diverged),
@@ -263,11 +271,24 @@ def fetch(store: Store, remote: str) -> SyncReport:
     return report
 
 
+def _refuse_non_commits(report: SyncReport, remote: str) -> None:
+    """A remote genjob ref that names no commit was not imported (and is never pushed over):
+    the rest of the fetch stands, and the user decides what to do with that ref."""
+    if report.refused:
+        raise Refused(
+            f"{remote} holds genjob refs that name no commit; they were not fetched",
+            f"look with: git ls-remote {remote} 'refs/genjob/*' 'refs/notes/genjob'; if nothing there is "
+            f"yours, delete them (git push {remote} --delete REF) and run this again",
+            details=report.refused,
+        )
+
+
 def push(store: Store, remote: str) -> SyncReport:
     """`git genjob push`: fetch and reconcile first, then push what differs, atomically with leases."""
     report = SyncReport()
     remote_refs = fetch_raw(store, remote)
     reconcile(store, remote_refs, report)
+    _refuse_non_commits(report, remote)
     if report.diverged:
         raise Conflict(
             "job refs diverged from the remote: " + ", ".join(report.diverged),
