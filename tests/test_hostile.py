@@ -352,6 +352,32 @@ def test_hostile_attempts_json_is_one_damaged_row(ready: tuple[Path, Path]) -> N
     assert rows == {bad: "damaged", good: "queued"}
 
 
+def test_a_document_bomb_from_a_remote_is_one_damaged_row_and_never_claimed(tmp_path: Path) -> None:
+    """A pushed job whose attempts.json is 17 MiB of zeros (a few KiB packed) is refused by its
+    size before it is inflated: `status` shows it damaged, naming the limit; no worker claims it."""
+    from git_genjob.storage.store import DOCUMENT_MAX
+    from tests.conftest import repo_with_remote
+
+    bare, a = repo_with_remote(tmp_path, "a")
+    bad = submit_key(a, "-m", "bomb", "README.md")
+    good = submit_key(a, "-m", "fine", "src/user.py")
+    _replace_tip(a, bad, {"attempts.json": b"\0" * (DOCUMENT_MAX + 1)})
+    git(a, "push", "-q", "origin", "refs/genjob/*:refs/genjob/*")
+    git(tmp_path, "clone", "-q", str(bare), "b")
+    b = tmp_path / "b"
+    key = setup_worker(b)
+    assert run_genjob("fetch", cwd=b).code == 0
+    res = run_genjob("status", "--json", cwd=b)
+    assert res.code == 0, res.err
+    rows = {r["key"]: r for r in json.loads(res.out)}
+    assert rows[bad]["state"] == "damaged" and f"over the {DOCUMENT_MAX}-byte limit" in rows[bad]["error"]
+    assert rows[good]["state"] == "queued"
+    for _ in range(2):
+        assert work(b, key, "echo y >> src/user.py", "--once").code == 0
+    after = {r["key"]: r["state"] for r in json.loads(run_genjob("status", "--json", cwd=b).out)}
+    assert after == {bad: "damaged", good: "done"}
+
+
 @pytest.mark.parametrize(
     "text, names",
     [("limits = 5\n", "limits must be a table"), ("[commit]\ndisclosure = 'A\\nB'\n", "commit.disclosure")],

@@ -187,3 +187,23 @@ def test_a_failed_object_write_inside_the_lock_is_not_taken_for_a_held_lock(repo
         store.update_ref_built(REF, first, build, "fails")
     assert store.ref_target(REF) == first
     assert not (repo / ".git" / f"{REF}.lock").exists()
+
+
+def test_an_object_over_its_limit_is_refused_before_it_is_inflated(repo: Path) -> None:
+    """`read` checks the object header first: a document over DOCUMENT_MAX, a commit over it,
+    is BadInput naming its size and the limit; a caller reading the user's own files says so."""
+    from git_genjob.documents.errors import BadInput
+    from git_genjob.storage.store import DOCUMENT_MAX
+
+    store = Store.open(str(repo))
+    big = store.blob(b"\0" * (DOCUMENT_MAX + 1))  # 16 MiB of zeros: a few KiB in a pack
+    with pytest.raises(BadInput, match=rf"is {DOCUMENT_MAX + 1} bytes, over the {DOCUMENT_MAX}-byte limit"):
+        store.read(big)
+    assert len(store.read(big, limit=None)) == DOCUMENT_MAX + 1
+    tree = git(repo, "mktree", input=f"100644 blob {big}\tf\n").strip()
+    message = "x" * (DOCUMENT_MAX + 1)
+    commit = git(repo, "commit-tree", tree, input=message).strip()
+    with pytest.raises(BadInput, match="commit .* over the"):
+        store.get_commit(commit)
+    small = store.blob(b"ok")
+    assert store.read(small) == b"ok"

@@ -261,7 +261,7 @@ def audit_squash(
 
 
 def _digest_at(store: Store, tree: pygit2.Tree, path: str) -> str | None:
-    data = store.file_at(tree, path)
+    data = store.file_at(tree, path, limit=None)  # a file of the audited history
     return digest(data) if data is not None else None
 
 
@@ -278,7 +278,7 @@ def _diff_problems(store: Store, commit: pygit2.Commit, pred: Predicate) -> list
         if delta.status == pygit2.enums.DeltaStatus.DELETED:
             changed[delta.old_file.path] = None
         else:
-            changed[delta.new_file.path] = digest(store.read(delta.new_file.id))
+            changed[delta.new_file.path] = digest(store.read(delta.new_file.id, limit=None))
     outputs = pred.outputs
     if changed != outputs:
         extra = sorted(set(changed) - set(outputs))

@@ -313,7 +313,7 @@ def check_fresh(store: Store, record: JobRecord, tree: pygit2.Tree | None) -> li
         elif entry.type_str != "blob":
             problems.append(f"{path} is now a {entry.type_str}, not a file (want {want})")
         else:
-            have = digest(store.read(entry.id))
+            have = digest(store.read(entry.id, limit=None))  # the branch's own file
             if have != want:
                 problems.append(f"{path} changed since it was submitted (want {want}, have {have})")
     return problems

@@ -185,7 +185,7 @@ def submit(
     base = _resolve_base(store, rev)
     oids = _read_inputs(store, base, paths, rev, cfg, allow_secrets)
     _check_creates(store, base, creates, rev)
-    inputs: dict[str, str | None] = {p: digest(store.read(o)) for p, o in oids.items()}
+    inputs: dict[str, str | None] = {p: digest(store.read(o, limit=None)) for p, o in oids.items()}
     inputs.update({p: None for p in creates})
     job = Job.mint(instruction, inputs, key)
     existing = _existing(store, job)

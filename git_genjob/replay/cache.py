@@ -18,7 +18,7 @@ from git_genjob.documents.config import Config
 from git_genjob.documents.errors import BadInput, Conflict, Refused, Unavailable
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.store import REPLAYS_REF, TREE_MODE, RefUpdate, Store, lookup
+from git_genjob.storage.store import CONTENT_MAX, REPLAYS_REF, TREE_MODE, RefUpdate, Store, lookup
 
 SENTINEL = "model_unavailable"
 MODES = ("replay", "offline", "refresh")
@@ -211,7 +211,7 @@ class Cache:
     def answer(self, entry: Entry, sha: str) -> str:
         if sha not in entry.answers:
             raise BadInput(f"fingerprint {entry.fp} has no answer {sha}", f"see: git genjob cache show {entry.fp}")
-        return self.store.read(entry.answers[sha]).decode("utf-8")
+        return self.store.read(entry.answers[sha], limit=CONTENT_MAX).decode("utf-8")
 
     def fingerprints(self) -> list[str]:
         tree = self._tree()

@@ -13,7 +13,7 @@ from git_genjob.documents.canonical import canonical_bytes, digest
 from git_genjob.documents.errors import BadInput, NoSuchJob
 from git_genjob.documents.job import Job
 from git_genjob.storage.gitdir import parse_trailers
-from git_genjob.storage.store import Store, job_ref, lookup
+from git_genjob.storage.store import CONTENT_MAX, Store, job_ref, lookup
 
 __all__ = ["NoSuchJob", "parse_trailers"]
 
@@ -104,7 +104,7 @@ def bundle_inputs(store: Store, record: JobRecord) -> dict[str, bytes]:
     for path, want in sorted(wanted.items()):
         if path not in stored:
             raise BadInput(f"{where}: inputs/{path} is missing")
-        data = store.read(stored[path])
+        data = store.read(stored[path], limit=CONTENT_MAX)
         have = digest(data)
         if have != want:
             raise BadInput(

@@ -34,6 +34,8 @@ def is_shard(name: str) -> bool:
     return len(name) == 2 and all(c in "0123456789abcdef" for c in name)
 
 
+DOCUMENT_MAX = 16 * 1024 * 1024  # a job's JSON documents, a commit, a note: far above any real one
+CONTENT_MAX = 256 * 1024 * 1024  # a file's bytes (SPEC §8's per-receipt limit)
 ROWS_MAX_BYTES = 64 * 1024 * 1024  # a shard's rows at 1,000,000 archived jobs are about 1 MiB
 ROWS_TREE = "#tree "  # the rows blob's first line: the shard tree id its lines were written for
 
@@ -223,7 +225,24 @@ class Store:
     def blob(self, data: bytes) -> pygit2.Oid:
         return self._repo.create_blob(data)
 
-    def read(self, oid: pygit2.Oid | str) -> bytes:
+    def _check_size(self, oid: pygit2.Oid | str, limit: int | None, what: str) -> None:
+        """Refuse an object over `limit` bytes before it is inflated: a fetched ref may name a
+        2 GiB blob that packs into a few MiB (zeros), and reading it whole would exhaust memory."""
+        if limit is None:
+            return
+        try:
+            size = self._repo.odb.read_header(oid)[1]
+        except (KeyError, ValueError, pygit2.GitError):
+            return  # missing: the lookup after this says so
+        if size > limit:
+            raise BadInput(
+                f"{what} {oid} is {size} bytes, over the {limit}-byte limit for it",
+                "the ref that names it was damaged or forged; drop the job or fetch again",
+            )
+
+    def read(self, oid: pygit2.Oid | str, limit: int | None = DOCUMENT_MAX) -> bytes:
+        """A blob's bytes, refused (BadInput) over `limit` (a document's unless told)."""
+        self._check_size(oid, limit, "object")
         obj = self._repo.get(oid)
         if not isinstance(obj, pygit2.Blob):
             raise BadInput(f"object {oid} is not a blob")
@@ -511,19 +530,20 @@ class Store:
         return [str(n) for n in self._repo.remotes.names()]
 
     def get_commit(self, oid: pygit2.Oid | str) -> pygit2.Commit:
+        self._check_size(oid, DOCUMENT_MAX, "commit")
         obj = self._repo.get(oid)
         if not isinstance(obj, pygit2.Commit):
             raise BadInput(f"object {oid} is not a commit")
         return obj
 
-    def file_at(self, tree: pygit2.Tree, path: str) -> bytes | None:
+    def file_at(self, tree: pygit2.Tree, path: str, limit: int | None = DOCUMENT_MAX) -> bytes | None:
         try:
             entry = tree[path]
         except KeyError:
             return None
         if entry.type_str != "blob":
             return None
-        return self.read(entry.id)
+        return self.read(entry.id, limit)
 
     # -- refs ------------------------------------------------------------
     def ref_target(self, name: str) -> pygit2.Oid | None:
