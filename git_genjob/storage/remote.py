@@ -203,9 +203,9 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
 
     remote_refs = dict(remote_refs)
     for name, oid in sorted(remote_refs.items()):
-        obj = store.get(oid)
-        if not isinstance(obj, pygit2.Commit):  # genjob writes only commits there: never ours to import
-            report.refused.append(f"{name} ({obj.type_str if obj is not None else 'missing'} {str(oid)[:12]})")
+        kind = store.object_type(oid)  # from the header: a hostile ref may name a huge blob
+        if kind != "commit":  # genjob writes only commits there: never ours to import
+            report.refused.append(f"{name} ({kind or 'missing'} {str(oid)[:12]})")
             del remote_refs[name]
     for name, merge in ((ARCHIVE_REF, merge_union), (REPLAYS_REF, merge_union), (NOTES_REF, merge_notes)):
         if name in remote_refs:

@@ -459,6 +459,15 @@ class Store:
         """Any object, or None when it is not in the object database."""
         return self._repo.get(oid)
 
+    def object_type(self, oid: pygit2.Oid | str) -> str | None:
+        """ "commit", "tree", "blob" or "tag" from the object's header (nothing inflated), or None."""
+        try:
+            kind = self._repo.odb.read_header(oid)[0]
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        t = pygit2.enums.ObjectType
+        return {t.COMMIT: "commit", t.TREE: "tree", t.BLOB: "blob", t.TAG: "tag"}.get(kind, "unknown")
+
     def has(self, oid: pygit2.Oid | str) -> bool:
         return oid in self._repo
 
