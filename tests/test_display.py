@@ -89,3 +89,32 @@ def test_a_model_server_s_hostile_error_is_recorded_escaped_and_the_job_moves_on
     assert doc["state"] == "queued"  # failed before send: requeued, not stuck
     assert doc["attempt_records"][-1]["reason"].endswith("overloaded\\x1b[2J\\x1b]52;c;cm0gLXJmIH4=\\x07")
     assert stub.count == 1
+
+
+RAW_IN_JSON = ("\u202e", "\x9b", "\x7f", "\u200b", "\u2028")
+
+
+@given(st.text())
+def test_terminal_json_is_the_same_json_value(text: str) -> None:
+    from git_genjob.documents.display import terminal_json
+
+    doc = json.dumps({"s": text}, ensure_ascii=False)
+    shown = terminal_json(doc)
+    assert json.loads(shown) == {"s": text}
+    assert not any(c in shown for c in RAW_IN_JSON)
+
+
+def test_json_output_escapes_what_a_terminal_would_act_on_and_keeps_the_value(repo: Path) -> None:
+    """JSON escapes only C0: a C1 CSI, DEL, a bidi override, a zero-width space or a line
+    separator would reach the terminal raw in --json output; they are written as \\uXXXX."""
+    instruction = "fix \u202eit\x9b1m\x7f\u200b\u2028 now"
+    k = submit_key(repo, "-m", instruction, "src/user.py")
+    live = [run_genjob("status", "--json", cwd=repo), run_genjob("show", k, "--json", cwd=repo)]
+    assert run_genjob("drop", k, "--why", "x", cwd=repo).code == 0
+    archived = run_genjob("status", "--all", "--json", cwd=repo)
+    for res in [*live, archived]:
+        assert res.code == 0, res.err
+        assert not any(c in res.out for c in RAW_IN_JSON), res.out
+    assert [r["instruction"] for r in json.loads(live[0].out)] == [instruction.splitlines()[0]]
+    assert json.loads(live[1].out)["job"]["instruction"] == instruction
+    assert [r["instruction"] for r in json.loads(archived.out)] == [instruction.splitlines()[0]]

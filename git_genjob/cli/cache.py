@@ -14,7 +14,7 @@ from git_genjob.cli.common import (
     open_store,
     parse_duration,
 )
-from git_genjob.documents.display import printable
+from git_genjob.documents.display import printable, terminal_json
 from git_genjob.documents.errors import EXIT_REFUSED
 
 
@@ -91,7 +91,7 @@ def cache_show(fp: str, as_json: bool) -> None:
     from git_genjob.replay.commands import show as do_show
 
     doc = do_show(open_store(), fp)
-    emit(doc, as_json, lambda: click.echo(json.dumps(doc, indent=2, ensure_ascii=False)))
+    emit(doc, as_json, lambda: click.echo(terminal_json(json.dumps(doc, indent=2, ensure_ascii=False))))
 
 
 @cache.command("drift", context_settings=CONTEXT)

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from git_genjob.documents.display import printable
+from git_genjob.documents.display import printable, terminal_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -20,7 +20,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 def emit(doc: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
     """One JSON document with --json; else the human text, unless `git genjob -q`."""
     if as_json:
-        click.echo(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+        click.echo(terminal_json(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)))
     elif human is not None and not quiet_mode():
         human()
 

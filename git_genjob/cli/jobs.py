@@ -20,7 +20,7 @@ from git_genjob.cli.common import (
     quiet_mode,
     remote_name,
 )
-from git_genjob.documents.display import printable
+from git_genjob.documents.display import printable, terminal_json
 from git_genjob.documents.errors import Painter, plain
 
 
@@ -157,7 +157,8 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
     if as_json:  # one document, written in blocks of rows: 100,000 rows are never one string
         sys.stdout.write("[\n" if rows else "[]\n")
         for n in range(0, len(rows), 2000):
-            sys.stdout.write((",\n" if n else "") + ",\n".join(r.json for r in rows[n : n + 2000]))
+            block = ",\n".join(r.json for r in rows[n : n + 2000])
+            sys.stdout.write((",\n" if n else "") + terminal_json(block))
         sys.stdout.write("\n]\n" if rows else "")
         sys.stdout.flush()
     elif not quiet_mode():
