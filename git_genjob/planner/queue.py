@@ -524,7 +524,7 @@ def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
 
     A rows blob that passed every check once is remembered by id in `.git/genjob/rows-checked`
     (a blob never changes meaning), so its JSON is decoded once, not on every `status --all`."""
-    path = os.path.join(store.common_dir, "genjob", "rows-checked")
+    path = _cache_path(store, "rows-checked")
     checked = {line for line in _read_lines(path) if line}
     passed: list[str] = []
     out = []
@@ -555,6 +555,9 @@ def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     return out
 
 
+ROWS_CACHE_MAX = 64 * 1024 * 1024
+
+
 def _read_lines(path: str) -> list[str]:
     """A local cache file's lines ([] when it is missing, unreadable or implausibly large)."""
     try:
@@ -566,11 +569,9 @@ def _read_lines(path: str) -> list[str]:
         return []
 
 
-ROWS_CACHE_MAX = 64 * 1024 * 1024
-
-
-def _rows_cache_path(store: Store) -> str:
-    return os.path.join(store.common_dir, "genjob", "status-rows")
+def _cache_path(store: Store, name: str) -> str:
+    """A local cache file of `status` under `.git/genjob/` (never shared; deleting one only costs time)."""
+    return os.path.join(store.common_dir, "genjob", name)
 
 
 def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
@@ -578,7 +579,7 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     document it shows), so rows are kept in a local cache keyed by tip id
     (`.git/genjob/status-rows`, never shared, rewritten only when a tip changed): a job is read
     whole only once per event, not on every `status`."""
-    path = _rows_cache_path(store)
+    path = _cache_path(store, "status-rows")
     cache = dict(line.split("\t", 1) for line in _read_lines(path) if "\t" in line)
     archived = archived_lookup(store)
     rows, seen = [], {}

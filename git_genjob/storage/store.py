@@ -225,15 +225,21 @@ class Store:
     def blob(self, data: bytes) -> pygit2.Oid:
         return self._repo.create_blob(data)
 
+    def _header(self, oid: pygit2.Oid | str) -> tuple[int, int] | None:
+        """(type, size) from the object's header, nothing inflated; None when it is missing."""
+        try:
+            kind, size = self._repo.odb.read_header(oid)
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        return int(kind), int(size)
+
     def _check_size(self, oid: pygit2.Oid | str, limit: int | None, what: str) -> None:
         """Refuse an object over `limit` bytes before it is inflated: a fetched ref may name a
         2 GiB blob that packs into a few MiB (zeros), and reading it whole would exhaust memory."""
-        if limit is None:
-            return
-        try:
-            size = self._repo.odb.read_header(oid)[1]
-        except (KeyError, ValueError, pygit2.GitError):
-            return  # missing: the lookup after this says so
+        header = self._header(oid) if limit is not None else None
+        if header is None or limit is None:
+            return  # no limit, or missing: the lookup after this says so
+        size = header[1]
         if size > limit:
             raise BadInput(
                 f"{what} {oid} is {size} bytes, over the {limit}-byte limit for it",
@@ -461,12 +467,12 @@ class Store:
 
     def object_type(self, oid: pygit2.Oid | str) -> str | None:
         """ "commit", "tree", "blob" or "tag" from the object's header (nothing inflated), or None."""
-        try:
-            kind = self._repo.odb.read_header(oid)[0]
-        except (KeyError, ValueError, pygit2.GitError):
+        header = self._header(oid)
+        if header is None:
             return None
         t = pygit2.enums.ObjectType
-        return {t.COMMIT: "commit", t.TREE: "tree", t.BLOB: "blob", t.TAG: "tag"}.get(kind, "unknown")
+        names: dict[int, str] = {t.COMMIT: "commit", t.TREE: "tree", t.BLOB: "blob", t.TAG: "tag"}
+        return names.get(header[0], "unknown")
 
     def has(self, oid: pygit2.Oid | str) -> bool:
         return oid in self._repo
@@ -699,7 +705,8 @@ class Store:
                 continue
             blob = rows[name] if isinstance(rows, pygit2.Tree) and name in rows else None
             # A hint, so an oversized one (a hostile push) is ignored, not read into memory.
-            small = blob is not None and self._repo.odb.read_header(blob.id)[1] <= ROWS_MAX_BYTES
+            header = self._header(blob.id) if blob is not None else None
+            small = header is not None and header[1] <= ROWS_MAX_BYTES
             data = self._hint_bytes(blob) if isinstance(blob, pygit2.Blob) and small else None
             yield name, shard_tree, data, str(blob.id) if data is not None and blob is not None else None
 

@@ -270,7 +270,7 @@ def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pro
             # A model's answer refused (it looked like a credential) or a damaged replay-cache
             # entry: the attempt ends now with a receipt that says why, not `sending` until the
             # lease lapses; the owner retries or drops it.
-            result = GenResult("aborted", f"{exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+            result = GenResult("aborted", exc.message + (f" ({exc.hint})" if exc.hint else ""))
         finally:
             renewer.finished.set()
             renewer.join()
