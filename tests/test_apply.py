@@ -112,17 +112,17 @@ CORPUS: list[tuple[str, int | tuple[int, ...], Callable[[Path, Path, str], None]
         lambda r, kp, k: (r / ".genjob/allowed_signers").write_text(
             (r / ".genjob/allowed_signers")
             .read_text()
-            .replace('namespaces="genjob-receipt"', 'namespaces="genjob-receipt",valid-before="20200101Z"')
+            .replace('namespaces="genjob-receipt,genjob-replay"', 'namespaces="genjob-receipt",valid-before="20200101Z"')
         ),
     ),
     (
         "no namespaces option",
         2,
         lambda r, kp, k: (r / ".genjob/allowed_signers").write_text(
-            (r / ".genjob/allowed_signers").read_text().replace('namespaces="genjob-receipt" ', "")
+            (r / ".genjob/allowed_signers").read_text().replace('namespaces="genjob-receipt,genjob-replay" ', "")
         ),
     ),
-    ("empty trust store", 2, lambda r, kp, k: (r / ".genjob/allowed_signers").write_text("# none\n")),
+    ("empty trust store", (2, 9), lambda r, kp, k: (r / ".genjob/allowed_signers").write_text("# none\n")),
     ("wrong payloadType", 1, lambda r, kp, k: _raw(r, k, lambda e: e.update(payloadType="application/json"))),
     ("wrong predicateType", 1, lambda r, kp, k: _resign(r, kp, k, lambda st: st.update(predicateType="urn:x"))),
     ("key mismatch", 3, lambda r, kp, k: _resign(r, kp, k, _pred(key="someone-else"))),

@@ -83,6 +83,7 @@ def _on_a_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> str:
 
 
 def test_colour_only_on_a_terminal_and_never_with_no_color(repo: Path) -> None:
+    assert run_genjob("init", cwd=repo).code == 0  # a signed job: listed as queued, not unsigned
     assert run_genjob("submit", "-m", "x", "README.md", cwd=repo).code == 0
     assert "\x1b[" not in run_genjob("status", cwd=repo).out  # not a terminal
     coloured = _on_a_terminal(["status"], repo, {"NO_COLOR": ""})
@@ -210,6 +211,7 @@ def test_status_and_show_render_their_own_lines(repo: Path) -> None:
     from git_genjob.storage.store import Store
     from tests.conftest import submit_key
 
+    assert run_genjob("init", cwd=repo).code == 0
     k = submit_key(repo, "-m", "Add a timeout\nto fetch_user", "src/user.py", "--create", "tests/t.py")
     store = Store.open(str(repo))
     row = StatusRow.of(summarize(find_job(store, k)))

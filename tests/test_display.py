@@ -47,6 +47,7 @@ def test_a_fetched_job_s_instruction_reaches_the_terminal_escaped(tmp_path: Path
     """A job minted elsewhere (a hostile instruction), fetched, listed, shown, worked and
     archived: no human line carries a control character, and --json carries it exact."""
     bare, a = repo_with_remote(tmp_path, "a")
+    assert run_genjob("init", cwd=a).code == 0  # the planner's key, which b trusts below (one HOME)
     k = submit_key(a, "-m", HOSTILE + "\nsecond line \x1b[1A", "src/user.py")
     assert run_genjob("push", cwd=a).code == 0
     git(tmp_path, "clone", "-q", str(bare), "b")

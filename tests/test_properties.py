@@ -20,7 +20,8 @@ from git_genjob.documents.canonical import canonical_bytes
 from git_genjob.documents.errors import GenjobError
 from git_genjob.documents.job import Job
 from git_genjob.documents.keys import read_signing_key
-from git_genjob.documents.receipt import PAYLOAD_TYPE, pae, parse_envelope
+from git_genjob.documents.receipt import PAYLOAD_TYPE, parse_envelope
+from git_genjob.documents.signing import pae
 from git_genjob.landing.verify import check_receipt, trust_from_worktree
 from git_genjob.storage.records import JobRecord, load_live
 from git_genjob.storage.store import Store

@@ -229,6 +229,7 @@ def test_python_dash_m_entry(repo: Path) -> None:
 
 
 def test_damaged_job_refs_are_reported_not_fatal(repo: Path) -> None:
+    assert run_genjob("init", cwd=repo).code == 0
     good = submit_json(repo, "-m", "fine", "src/user.py")["key"]
     blob = git(repo, "hash-object", "-w", "--stdin", input="not a commit").strip()
     git(repo, "update-ref", "refs/genjob/jobs/blobref", blob)

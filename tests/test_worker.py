@@ -275,7 +275,9 @@ def _race_through(remote_url: str, tmp_path: Path, n_jobs: int) -> None:
         git(clone, "remote", "add", "origin", remote_url)
         clones.append(clone)
     command = f'echo "$GENJOB_KEY" >> {log}; echo "$GENJOB_KEY" > src/user.py'
-    procs = _spawn_workers(clones, key, command, ["--remote", "origin"])
+    # No branch, so no .genjob/: the planners a worker trusts come from the file it is handed.
+    trust = ["--allowed-signers", str(planner / ".genjob" / "allowed_signers")]
+    procs = _spawn_workers(clones, key, command, ["--remote", "origin", *trust])
     for p in procs:
         out, err = p.communicate(timeout=900)
         assert p.returncode == 0, err
@@ -467,6 +469,8 @@ def test_lease_renewals_through_a_remote(tmp_path: Path) -> None:
         "exec:sleep 2; echo done > src/user.py",
         "--signing-key",
         str(key),
+        "--allowed-signers",
+        str(planner / ".genjob" / "allowed_signers"),
         cwd=worker,
     )
     assert res.code == 0, res.err

@@ -79,6 +79,13 @@ def cache_ls(as_json: bool) -> None:
                 click.echo(f"{r['fingerprint']} DAMAGED: {printable(r['damaged'])}")
                 continue
             click.echo(f"{r['fingerprint']} {(r['served'] or '-')[:12]} {'DRIFT' if r['pending'] else ''}".rstrip())
+        for r in rows:
+            if r["ignored"]:
+                click.echo(
+                    f"warning: {r['fingerprint']}: {r['ignored']} event(s) no trusted key signed and this clone did "
+                    f"not write; never served (git genjob cache show {r['fingerprint'][:12]})",
+                    err=True,
+                )
 
     emit(rows, as_json, human)
 
@@ -92,6 +99,8 @@ def cache_show(fp: str, as_json: bool) -> None:
 
     doc = do_show(open_store(), fp)
     emit(doc, as_json, lambda: click.echo(terminal_json(json.dumps(doc, indent=2, ensure_ascii=False))))
+    if doc["ignored"] and not as_json:
+        click.echo(f"warning: {len(doc['ignored'])} event(s) do not count here and are never served", err=True)
 
 
 @cache.command("drift", context_settings=CONTEXT)
@@ -117,9 +126,11 @@ def cache_drift(fp: str, as_json: bool) -> None:
 @click.argument("sha")
 def cache_accept(fp: str, sha: str) -> None:
     """Serve answer SHA for FP from now on."""
+    from git_genjob.planner.trust import planner_key
     from git_genjob.replay.cache import Cache, accept
 
-    cache = Cache(open_store())
+    store = open_store()
+    cache = Cache(store, sign=planner_key(store))  # a review signed by a planner key counts in other clones
     sha = accept(cache, fp, sha)
     click.echo(f"accepted {sha[:19]} for {cache.resolve(fp)}")
 
@@ -129,9 +140,11 @@ def cache_accept(fp: str, sha: str) -> None:
 @click.argument("sha")
 def cache_reject(fp: str, sha: str) -> None:
     """Reject candidate answer SHA for FP (the served answer stays)."""
+    from git_genjob.planner.trust import planner_key
     from git_genjob.replay.cache import Cache, reject
 
-    cache = Cache(open_store())
+    store = open_store()
+    cache = Cache(store, sign=planner_key(store))  # a review signed by a planner key counts in other clones
     sha = reject(cache, fp, sha)
     click.echo(f"rejected {sha[:19]} for {cache.resolve(fp)}")
 

@@ -91,13 +91,18 @@ def _make_repo(base: str) -> str:
     return repo
 
 
-def _trusted_key(store: Store, base: str, say: Callable[[str], None]) -> tuple[SigningKey, str]:
+def _trusted_key(store: Store, base: str, say: Callable[[str], None]) -> tuple[SigningKey, str, SigningKey]:
+    """(worker key, its path, planner key): both made in the demo's folder, never the user's."""
     from git_genjob.documents.keys import generate, write_key_files
     from git_genjob.planner.initrepo import init
     from git_genjob.planner.trust import add
 
-    init(store)
-    say("$ git genjob init                  # .genjob/ trust store and config, notes display")
+    init(store, planner=False)
+    planner = generate("demo-planner")
+    planner_path = os.path.join(base, "keys", "demo-planner")
+    write_key_files(planner, planner_path)
+    add(store, "demo-planner", planner_path + ".pub", None, None, ("planner",))
+    say("$ git genjob init                  # .genjob/ trust store and config, notes display, your planner key")
     key = generate("demo-worker")
     key_path = os.path.join(base, "keys", "demo-worker")
     write_key_files(key, key_path)
@@ -106,7 +111,7 @@ def _trusted_key(store: Store, base: str, say: Callable[[str], None]) -> tuple[S
     _git(store.workdir or "", "add", ".genjob")
     _git(store.workdir or "", "commit", "-q", "-m", "Trust the demo worker")
     say("$ git genjob trust add demo-worker keys/demo-worker.pub && git commit -m 'Trust the demo worker'")
-    return key, key_path
+    return key, key_path, planner
 
 
 def _run_worker(store: Store, key: SigningKey, key_path: str, model: str | None, say: Callable[[str], None]) -> None:
@@ -137,10 +142,10 @@ def run_demo(keep: bool, model: str | None, say: Callable[[str], None]) -> DemoR
             repo = _make_repo(base)
             say(f"$ cd {repo}")
             store = Store.open(repo)
-            key, key_path = _trusted_key(store, base, say)
+            key, key_path, planner = _trusted_key(store, base, say)
             # A model gets a one-file job: every OpenAI-compatible server can answer it as text.
             instruction, creates = (INSTRUCTION, ["tests/test_timeout.py"]) if model is None else (MODEL_TASK, [])
-            job = submit(store, instruction, ["src/user.py"], creates)
+            job = submit(store, instruction, ["src/user.py"], creates, signing_key=planner)
             created = "".join(f" --create {p}" for p in creates)
             say(f"$ git genjob submit -m '{instruction.splitlines()[0]}' src/user.py{created}")
             say(f"  created {job.key} {job.digest}")

@@ -34,7 +34,12 @@ EXAMPLES = {
 K = "3f0c9a…"
 D = "sha256:…"
 JSON_SHAPES = {
-    "init": {"created": [".genjob/allowed_signers"], "config": ["notes.displayRef=refs/notes/genjo[b]"], "hooks": []},
+    "init": {
+        "created": [".genjob/allowed_signers"],
+        "config": ["notes.displayRef=refs/notes/genjo[b]"],
+        "hooks": [],
+        "planner": ["created planner key …/keys/planner (signs the jobs you submit)"],
+    },
     "submit": {"key": K, "digest": D, "state": "queued", "created": True, "archived": False, "warnings": []},
     "status": [
         {
@@ -48,6 +53,7 @@ JSON_SHAPES = {
             "instruction": "first line",
             "archived": False,
             "result": None,
+            "planner": "trusted",
         }
     ],
     "show": {
@@ -79,7 +85,7 @@ JSON_SHAPES = {
         {
             "name": "w1",
             "keyid": "SHA256:…",
-            "namespaces": ["genjob-receipt"],
+            "namespaces": ["genjob-receipt", "genjob-replay"],
             "valid_after": None,
             "valid_before": None,
             "revoked": False,
@@ -94,6 +100,7 @@ JSON_SHAPES = {
         "key": K,
         "ok": False,
         "signer": "SHA256:…",
+        "planner": "SHA256:…",
         "receipt": D,
         "checks": [{"check": 2, "code": "signature", "ok": False, "detail": "…"}],
     },
@@ -121,6 +128,7 @@ JSON_SHAPES = {
         "merged": [],
         "dropped": [],
         "diverged": [],
+        "kept": [],
     },
     "fetch": {
         "created": [K],
@@ -129,9 +137,10 @@ JSON_SHAPES = {
         "dropped": [],
         "diverged": [],
         "pushed": [],
+        "kept": [],
     },
     "ask": {"fingerprint": "64 hex", "source": "replay", "out_file": "a.txt"},
-    "cache ls": [{"fingerprint": "64 hex", "served": "64 hex", "pending": [], "events": 1}],
+    "cache ls": [{"fingerprint": "64 hex", "served": "64 hex", "pending": [], "events": 1, "ignored": 0}],
     "cache drift": {"fingerprint": "64 hex", "served": "64 hex", "pending": ["64 hex"]},
     "cache explain": {"fingerprint": "64 hex", "request": {"v": 1}, "rewrites": ["home directory: …"]},
     "demo": {"repository": None, "key": K, "commit": "…", "verify": ["ok 1 envelope …"]},

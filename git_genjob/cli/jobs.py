@@ -27,13 +27,23 @@ from git_genjob.documents.errors import Painter, plain
 @main.command(context_settings=CONTEXT)
 @click.option("--hooks", is_flag=True, help="Also install the git hooks (an existing hook is chained, run first).")
 @click.option("--force", is_flag=True, help="With --hooks: proceed even if a chained hook already exists.")
+@click.option(
+    "--no-planner-key",
+    "no_planner",
+    is_flag=True,
+    help="Do not create or trust your planner key (a worker-only clone).",
+)
 @json_option
-def init(hooks: bool, force: bool, as_json: bool) -> None:
-    """Create .genjob/, the notes display and the remote refspecs."""
+def init(hooks: bool, force: bool, no_planner: bool, as_json: bool) -> None:
+    """Create .genjob/, the notes display and the remote refspecs.
+
+    Also your planner key: it (~/.config/git-genjob/keys/planner, or git config genjob.plannerKey) signs
+    the jobs you submit; init trusts it in .genjob/allowed_signers for genjob-job and
+    genjob-review. Commit .genjob/ so that workers claim your jobs."""
     from git_genjob.planner.initrepo import init as do_init
 
     store = open_store()
-    report = do_init(store)
+    report = do_init(store, planner=not no_planner)
     if hooks:
         from git_genjob.landing.hooks import install_hooks
 
@@ -65,6 +75,12 @@ def init(hooks: bool, force: bool, as_json: bool) -> None:
     metavar="[REMOTE]",
     help="Push the job to REMOTE afterwards.",
 )
+@click.option(
+    "--signing-key",
+    "key_file",
+    type=click.Path(dir_okay=False),
+    help="The planner's private key (default: git config genjob.plannerKey, else the key init created).",
+)
 @json_option
 def submit(
     paths: tuple[str, ...],
@@ -75,9 +91,13 @@ def submit(
     rev: str | None,
     allow_secrets: bool,
     push_remote: str | None,
+    key_file: str | None,
     as_json: bool,
 ) -> None:
-    """Mint a job for PATH... and store it under refs/genjob/jobs/KEY."""
+    """Mint a job for PATH... and store it under refs/genjob/jobs/KEY.
+
+    The job is signed by your planner key (the one init created, git config genjob.plannerKey, or
+    --signing-key); workers claim only jobs a planner in .genjob/allowed_signers signed."""
     from git_genjob.documents.errors import BadInput
     from git_genjob.documents.paths import from_cli
     from git_genjob.planner.queue import submit as do_submit
@@ -91,7 +111,12 @@ def submit(
     if not rel and not rel_create:
         raise BadInput("no paths given", "name the files the job may change: git genjob submit -m TEXT PATH...")
     remote = remote_name(store, push_remote or None) if push_remote is not None else None  # before any write
-    result = do_submit(store, instruction, rel, rel_create, key=key, rev=rev, allow_secrets=allow_secrets)
+    from git_genjob.planner.trust import planner_key
+
+    signing_key = planner_key(store, key_file)  # before any write: a bad key file writes nothing
+    result = do_submit(
+        store, instruction, rel, rel_create, key=key, rev=rev, allow_secrets=allow_secrets, signing_key=signing_key
+    )
     doc = result.to_json()
     if remote is not None:
         from git_genjob.storage.remote import push
@@ -271,10 +296,11 @@ def retry(key: str, remote: str | None, refresh: bool, as_json: bool) -> None:
 @json_option
 def drop(key: str, why: str, remote: str | None, as_json: bool) -> None:
     """The owner ends job KEY: it moves to refs/genjob/archive."""
+    from git_genjob.planner.trust import planner_key
     from git_genjob.storage.publish import publisher
     from git_genjob.worker.lifecycle import drop as do_drop
 
     store = open_store()
     sig = store.signature()
-    record = do_drop(publisher(store, remote), key, why, f"{sig.name} <{sig.email}>")
+    record = do_drop(publisher(store, remote), key, why, f"{sig.name} <{sig.email}>", planner_key(store))
     emit({"key": key, "state": record.state}, as_json, lambda: click.echo(f"dropped {key} ({record.state})"))

@@ -47,12 +47,22 @@ def trust() -> None:
 @click.argument("pubkey")
 @click.option("--valid-before", help="Expiry (YYYYMMDD[HHMM[SS]] or YYYY-MM-DD), UTC.")
 @click.option("--valid-after", help="Start of validity, UTC.")
+@click.option(
+    "--as",
+    "roles",
+    multiple=True,
+    type=click.Choice(["worker", "planner", "reviewer"]),
+    help="What the key may sign (repeatable): worker = receipts and replay answers (the default), "
+    "planner = jobs, drops and answer reviews, reviewer = answer reviews.",
+)
 @json_option
-def trust_add(name: str, pubkey: str, valid_before: str | None, valid_after: str | None, as_json: bool) -> None:
-    """Trust PUBKEY (a line or a .pub file) as NAME for genjob receipts."""
+def trust_add(
+    name: str, pubkey: str, valid_before: str | None, valid_after: str | None, roles: tuple[str, ...], as_json: bool
+) -> None:
+    """Trust PUBKEY (a line or a .pub file) as NAME: a worker's by default (--as for others)."""
     from git_genjob.planner.trust import add
 
-    doc = add(open_store(), name, pubkey, valid_before, valid_after)
+    doc = add(open_store(), name, pubkey, valid_before, valid_after, roles or ("worker",))
     emit(
         doc,
         as_json,

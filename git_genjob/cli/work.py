@@ -45,6 +45,12 @@ from git_genjob.documents.states import LEASE_S, TIMEOUT_S
     "--allow-secrets", is_flag=True, help="Sign outputs that look like credentials (this worker's decision alone)."
 )
 @click.option("--strict", is_flag=True, help="Exit 1 if a stored receipt is rejected or aborted (default: exit 0).")
+@click.option(
+    "--allowed-signers",
+    "trust_file",
+    type=click.Path(dir_okay=False),
+    help="Trust store for the planners' signatures when this clone has no .genjob/ (git config genjob.allowedSigners).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 @json_option
 def work(
@@ -60,10 +66,14 @@ def work(
     pass_env: tuple[str, ...],
     allow_secrets: bool,
     strict: bool,
+    trust_file: str | None,
     quiet: bool,
     as_json: bool,
 ) -> None:
     """The worker loop: claim, record sending, generate, sign, store.
+
+    Only jobs signed by a planner that .genjob/allowed_signers trusts for genjob-job are
+    claimed (the work tree's, HEAD's in a clone without one, or --allowed-signers FILE).
 
     Exit 0 when every receipt was stored (whatever its status) or nothing was queued; a
     rejected or aborted receipt is named on stderr, and is exit 1 with --strict. Exit 3: a
@@ -95,6 +105,7 @@ def work(
         remote=remote,
         allow_secrets=allow_secrets,
         strict=strict,
+        trust_file=trust_file or git_config(store, "genjob.allowedSigners"),
     )
     report = do_work(store, opts, progress_printer(quiet))
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from git_genjob.documents.canonical import canonical_bytes, digest, is_digest, parse_strict, sha256_hex
-from git_genjob.documents.errors import BadInput
+from git_genjob.documents.errors import BadInput, Refused
 from git_genjob.documents.paths import check_distinct, check_path
+
+if TYPE_CHECKING:  # keys loads PyNaCl: only the functions that sign or verify pay for it
+    from git_genjob.documents.keys import SigningKey, TrustedKey
 
 SCHEMA = "genjob.job/v1"
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
@@ -111,3 +114,27 @@ def describe_difference(old: Job, new: Job) -> list[str]:
         if old_in[path] != new_in[path]:
             out.append(f"input {path} changed from {old_in[path]} to {new_in[path]}")
     return out
+
+
+def seal_job(job_bytes: bytes, key: SigningKey) -> bytes:
+    """The planner's signature over the exact stored job.json bytes (SPEC §11)."""
+    from git_genjob.documents.signing import JOB_TYPE, seal
+
+    return seal(JOB_TYPE, job_bytes, key)
+
+
+def job_signer(
+    job_bytes: bytes, envelope: bytes | None, signers: list[TrustedKey], revoked: set[bytes], when: float
+) -> TrustedKey:
+    """Check 9: the job's envelope signs exactly `job_bytes` with a key trusted for genjob-job.
+
+    Returns that key; Refused (unsigned, untrusted) or BadInput (a malformed envelope) otherwise."""
+    from git_genjob.documents.keys import NS_JOB
+    from git_genjob.documents.signing import JOB_TYPE, signer_of, unseal
+
+    if envelope is None:
+        raise Refused("the job is unsigned", "its planner must submit it again with a key: git genjob init")
+    sealed = unseal(envelope, JOB_TYPE, "job")
+    if sealed.payload != job_bytes:
+        raise BadInput("the job's envelope signs another document than its job.json")
+    return signer_of(sealed, signers, revoked, when, NS_JOB, "job")

@@ -17,7 +17,13 @@ import nacl.signing
 
 from git_genjob.documents.errors import BadInput
 
-NAMESPACE = "genjob-receipt"
+NAMESPACE = "genjob-receipt"  # receipts, signed by workers
+NS_JOB = "genjob-job"  # jobs and drops, signed by their planner (SPEC §11)
+NS_REPLAY = "genjob-replay"  # recorded, refresh and drift events of the replay cache, signed by who paid
+NS_REVIEW = "genjob-review"  # accepted and rejected events, signed by a reviewer
+NAMESPACES = (NAMESPACE, NS_JOB, NS_REPLAY, NS_REVIEW)
+# What `trust add --as ROLE` grants; `init` trusts the planner's own key as planner.
+ROLES = {"worker": (NAMESPACE, NS_REPLAY), "planner": (NS_JOB, NS_REVIEW), "reviewer": (NS_REVIEW,)}
 KEYTYPE = b"ssh-ed25519"
 PEM_BEGIN = "-----BEGIN OPENSSH PRIVATE KEY-----"
 PEM_END = "-----END OPENSSH PRIVATE KEY-----"
@@ -225,12 +231,13 @@ class TrustedKey:
     def keyid(self) -> str:
         return fingerprint(self.public)
 
-    def problems_at(self, when: float) -> list[str]:
+    def problems_at(self, when: float, namespace: str = NAMESPACE) -> list[str]:
+        """Why this key may not sign for `namespace` at `when` (an empty list: it may)."""
         out = []
         if self.namespaces is None:
-            out.append(f'{self.principal}: no namespaces option (needs namespaces="{NAMESPACE}")')
-        elif NAMESPACE not in self.namespaces:
-            out.append(f"{self.principal}: namespaces do not include {NAMESPACE}")
+            out.append(f'{self.principal}: no namespaces option (needs namespaces="{namespace}")')
+        elif namespace not in self.namespaces:
+            out.append(f"{self.principal}: namespaces do not include {namespace}")
         if self.valid_after is not None and when < self.valid_after:
             out.append(f"{self.principal}: not valid before {_fmt(self.valid_after)}")
         if self.valid_before is not None and when >= self.valid_before:
@@ -369,8 +376,14 @@ def verify_signature(public: bytes, message: bytes, signature: bytes) -> bool:
         return False
 
 
-def trust_line(name: str, public: bytes, valid_before: str | None, valid_after: str | None = None) -> str:
-    opts = [f'namespaces="{NAMESPACE}"']
+def trust_line(
+    name: str,
+    public: bytes,
+    valid_before: str | None,
+    valid_after: str | None = None,
+    namespaces: tuple[str, ...] = ROLES["worker"],
+) -> str:
+    opts = [f'namespaces="{",".join(namespaces)}"']
     if valid_after:
         opts.append(f'valid-after="{valid_after}"')
     if valid_before:

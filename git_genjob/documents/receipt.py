@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from git_genjob.documents.attempts import check_choice, check_int, check_label, check_oid, check_text, check_time
 from git_genjob.documents.canonical import canonical_bytes, digest, is_digest, parse_strict
-from git_genjob.documents.errors import BadInput, Refused
-from git_genjob.documents.keys import SigningKey, TrustedKey, verify_signature
+from git_genjob.documents.errors import BadInput
+from git_genjob.documents.keys import NAMESPACE, SigningKey, TrustedKey
 from git_genjob.documents.paths import check_path
+from git_genjob.documents.signing import Sealed, seal, signer_of, unseal
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -33,12 +32,6 @@ PREDICATE_FIELDS = {
     "started_at",
     "finished_at",
 }
-
-
-def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE pre-authentication encoding over byte lengths."""
-    t = payload_type.encode("utf-8")
-    return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
 
 
 def job_subject(key: str, job_digest: str) -> dict[str, Any]:
@@ -70,14 +63,7 @@ def build_statement(predicate: dict[str, Any]) -> dict[str, Any]:
 
 def sign_statement(statement: dict[str, Any], key: SigningKey) -> bytes:
     """The canonical envelope bytes: these exact bytes are stored and referenced by digest."""
-    payload = canonical_bytes(statement)
-    sig = key.sign(pae(PAYLOAD_TYPE, payload))
-    envelope = {
-        "payloadType": PAYLOAD_TYPE,
-        "payload": base64.b64encode(payload).decode(),
-        "signatures": [{"keyid": key.keyid, "sig": base64.b64encode(sig).decode()}],
-    }
-    return canonical_bytes(envelope)
+    return seal(PAYLOAD_TYPE, canonical_bytes(statement), key)
 
 
 GENERATOR_KINDS = ("exec", "http", "openai", "out-of-band")
@@ -196,42 +182,14 @@ class Envelope:
         return digest(self.raw)
 
 
-def _b64(text: object, what: str) -> bytes:
-    if not isinstance(text, str):
-        raise BadInput(f"receipt {what} is not a base64 string")
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise BadInput(f"receipt {what} is not valid base64") from None
-
-
 def parse_envelope(raw: bytes) -> Envelope:
     """§6 check 1: the envelope parses, is canonical, and its types are exactly as in §2.3."""
-    doc = parse_strict(raw, "receipt envelope")
-    if not isinstance(doc, dict) or set(doc) != {"payloadType", "payload", "signatures"}:
-        raise BadInput("receipt envelope must have exactly payloadType, payload and signatures")
-    if doc["payloadType"] != PAYLOAD_TYPE:
-        raise BadInput(f"receipt payloadType is {doc['payloadType']!r}, expected {PAYLOAD_TYPE!r}")
-    # Genjob-Receipt names these exact bytes: a re-encoding would keep the signature valid but
-    # change the digest, so only the one canonical form is a receipt.
-    if canonical_bytes(doc) != raw:
-        raise BadInput("receipt envelope is not canonical JSON (SPEC §2)", "re-sign it; never re-encode a receipt")
-    payload = _b64(doc["payload"], "payload")
-    sigs = doc["signatures"]
-    if not isinstance(sigs, list) or not sigs or len(sigs) > 16:
-        raise BadInput("receipt has no signatures (or more than 16)")
-    parsed = []
-    for s in sigs:
-        if not isinstance(s, dict) or set(s) - {"keyid", "sig"} or not isinstance(s.get("keyid", ""), str):
-            raise BadInput("receipt signature entry is malformed")
-        if "sig" not in s:
-            raise BadInput("receipt signature entry has no sig")
-        parsed.append((str(s.get("keyid", "")), _b64(s["sig"], "signature")))
-    statement = parse_strict(payload, "receipt statement")
-    if canonical_bytes(statement) != payload:
+    sealed = unseal(raw, PAYLOAD_TYPE, "receipt")
+    statement = parse_strict(sealed.payload, "receipt statement")
+    if canonical_bytes(statement) != sealed.payload:
         raise BadInput("receipt statement is not canonical JSON (SPEC §2)")
     predicate = _check_statement(statement)
-    return Envelope(raw, payload, tuple(parsed), statement, predicate)
+    return Envelope(raw, sealed.payload, sealed.signatures, statement, predicate)
 
 
 def _check_statement(st: Any) -> Predicate:
@@ -250,23 +208,8 @@ def _check_statement(st: Any) -> Predicate:
 
 def check_signature(env: Envelope, signers: list[TrustedKey], revoked: set[bytes], when: float) -> TrustedKey:
     """§6 check 2: a signature verifies with a trusted, in-window, unrevoked key; returns it."""
-    if not signers:
-        raise Refused("the trust store .genjob/allowed_signers is empty", "add a worker key: git genjob trust add")
-    message = pae(PAYLOAD_TYPE, env.payload)
-    problems = []
-    for _, sig in env.signatures:
-        for key in signers:
-            if not verify_signature(key.public, message, sig):
-                continue
-            found = key.problems_at(when)
-            if key.public in revoked:
-                found.append(f"{key.principal}: key {key.keyid} is revoked")
-            if not found:
-                return key
-            problems += found
-    if problems:
-        raise Refused("the receipt's signer is not trusted now: " + "; ".join(problems))
-    raise Refused("no signature verifies with a key in .genjob/allowed_signers")
+    sealed = Sealed(env.raw, PAYLOAD_TYPE, env.payload, env.signatures)
+    return signer_of(sealed, signers, revoked, when, NAMESPACE, "receipt")
 
 
 def check_output_paths(pred: Predicate, allowed: list[str]) -> list[str]:

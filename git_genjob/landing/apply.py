@@ -19,7 +19,7 @@ from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, ne
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.notes import write_note
 from git_genjob.storage.publish import publisher
-from git_genjob.storage.records import JobRecord, find_job, parse_trailers
+from git_genjob.storage.records import JobRecord, find_job, parse_trailers, vouch_problem
 from git_genjob.storage.store import ARCHIVE_REF, RefUpdate, Store, lookup
 from git_genjob.storage.worktree import (
     blocked_paths,
@@ -125,6 +125,32 @@ def find_applied(store: Store, head: pygit2.Oid, receipt_digest: str, key: str, 
         t = parse_trailers(commit.message)
         if t.get("Genjob-Receipt") == receipt_digest and t.get("Genjob-Key") == key:
             return commit.id
+    return None
+
+
+UNBASED_WALK = 10_000
+
+
+def applied_before(store: Store, head: pygit2.Oid | None, record: JobRecord) -> tuple[pygit2.Oid, str | None] | None:
+    """(commit, its Genjob-Receipt) of a commit on the branch that already carries this job's
+    Genjob-Key, or None. The walk covers the commits since the job's base commit (those are
+    the only ones that can hold it), or the last UNBASED_WALK when the base is not an ancestor."""
+    if head is None:
+        return None
+    hide: list[pygit2.Oid] = []
+    if record.meta.base:
+        try:
+            base = store.get_commit(record.meta.base).id
+            if base == head or store.descendant_of(head, base):
+                hide = [base]
+        except (BadInput, ValueError, KeyError):
+            pass
+    for n, commit in enumerate(store.walk(head, hide)):
+        if not hide and n >= UNBASED_WALK:
+            break
+        t = parse_trailers(commit.message)
+        if t.get("Genjob-Key") == record.key:
+            return commit.id, t.get("Genjob-Receipt")
     return None
 
 
@@ -263,6 +289,14 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
         clear_intent(store, key)
         final = record.meta.final
         if final is not None and final.state == "applied":
+            # SPEC §11: the archive may come from a remote; its `applied` counts only where
+            # this clone sees the commit on the branch it names.
+            problem = vouch_problem(store, key, record.tree)
+            if problem is not None:
+                raise Refused(
+                    f"job {key}: the archive says it was {problem}",
+                    f"fetch that branch to see it, or ask who applied it to push it; git genjob show {key}",
+                )
             return Applied(key, str(final.commit), str(final.branch), already=True)
         raise Refused(
             f"job {key} was {record.state}: {final.why if final else ''}", "submit a new job (with a new --key)"
@@ -280,12 +314,25 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
         kept = _reconcile_worktree(store, done, _outputs(store, record, verdict)) if checked_out else []
         _finish(store, record, verdict, done, ref_name)
         return Applied(key, str(done), ref_name, already=True, reconciled=True, kept=kept)
-    # 2. stale check against the target branch (check 8)
+    # 2. applied once, everywhere (SPEC §11): a commit on the branch since the job's base that
+    #    carries this job's key is its landing, whatever the refs under refs/genjob now say.
+    before = applied_before(store, head, record)
+    if before is not None:
+        commit_id, receipt = before
+        if receipt != verdict.envelope.digest:
+            raise Refused(
+                f"job {key} was already applied as {str(commit_id)[:12]} on {ref_name} with another receipt "
+                f"({receipt}); this one ({verdict.envelope.digest}) is a second answer to the same job",
+                "a job lands once: submit a new job (with a new --key) for another change",
+            )
+        _finish(store, record, verdict, commit_id, ref_name)
+        return Applied(key, str(commit_id), ref_name, already=True)
+    # 3. stale check against the target branch (check 8)
     stale = check_fresh(store, record, tree)
     if stale:
         raise Refused(f"job {key} is stale", "submit a new job for the current content", details=stale)
     outputs = _outputs(store, record, verdict)
-    # 3. a dirty allowed path, or a work tree that cannot take an output, refuses the apply
+    # 4. a dirty allowed path, or a work tree that cannot take an output, refuses the apply
     if checked_out:
         dirty = dirty_paths(store, record.job.allowed_paths)
         if dirty:
@@ -293,9 +340,9 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
         blocked = blocked_paths(store, [p for p, oid in outputs.items() if oid is not None])
         if blocked:
             raise Refused("the work tree cannot take the outputs", "move these away, then apply again", details=blocked)
-    # 4. the pre-apply hook (policy)
+    # 5. the pre-apply hook (policy)
     run_pre_apply(store, record, outputs)
-    # 5. the commit from the verified blob ids, branch moved by CAS
+    # 6. the commit from the verified blob ids, branch moved by CAS
     cfg = read_config(store)
     new_tree = store.outputs_tree(tree, outputs)
     message = commit_message(record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate.generator))
@@ -311,11 +358,11 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
             raise
         return _apply(store, key, branch)
     crash_point("after-commit")
-    # 6. index and work tree for the output paths only, checked out as git would (filters, eol)
+    # 7. index and work tree for the output paths only, checked out as git would (filters, eol)
     if checked_out:
         checkout_outputs(store, outputs, _modes(store, commit, outputs))
         crash_point("after-worktree")
-    # 7-8. note, then archive
+    # 8-9. note, then archive
     _finish(store, record, verdict, commit, ref_name)
     return Applied(key, str(commit), ref_name, already=False)
 

@@ -13,10 +13,13 @@ import pygit2
 from git_genjob.documents.canonical import digest, parse_strict
 from git_genjob.documents.display import printable
 from git_genjob.documents.errors import EXIT_OK, EXIT_REFUSED, BadInput, GenjobError, Painter, Refused, plain
-from git_genjob.documents.keys import TrustedKey, parse_revoked, read_allowed_signers
+from git_genjob.documents.keys import TrustedKey
 from git_genjob.documents.receipt import Envelope, Predicate, check_output_paths, check_signature, parse_envelope
+from git_genjob.planner.trust import TrustStore, job_trust, trust_from_tree, trust_from_worktree
 from git_genjob.storage.records import JobRecord, find_job, parse_trailers
 from git_genjob.storage.store import Store, blocking_prefix, lookup
+
+__all__ = ["TrustStore", "trust_from_tree", "trust_from_worktree"]
 
 CHECKS = {
     1: "envelope",
@@ -27,6 +30,7 @@ CHECKS = {
     6: "outputs",
     7: "fencing",
     8: "fresh",
+    9: "planner",
 }
 
 
@@ -47,6 +51,7 @@ class Verdict:
     envelope: Envelope | None = None
     signer: TrustedKey | None = None
     record: JobRecord | None = None
+    planner: TrustedKey | None = None
 
     @property
     def ok(self) -> bool:
@@ -55,7 +60,7 @@ class Verdict:
     def lines(self, paint: Painter = plain) -> list[str]:
         """The human report: every check, then whether the job is applyable."""
         out = []
-        for c in self.checks:
+        for c in sorted(self.checks, key=lambda c: c.n):
             mark = paint("ok  ", "green") if c.ok else paint("FAIL", "red")
             out.append(f"{mark} {c.n} {CHECKS[c.n]:<9} {printable(c.detail)}")  # a detail quotes the receipt
         return [*out, f"{self.key}: {'applyable' if self.ok else 'NOT applyable'}"]
@@ -75,46 +80,11 @@ class Verdict:
         return {
             "key": self.key,
             "ok": self.ok,
-            "checks": [c.to_json() for c in self.checks],
+            "checks": [c.to_json() for c in sorted(self.checks, key=lambda c: c.n)],
             "signer": self.signer.keyid if self.signer else None,
+            "planner": self.planner.keyid if self.planner else None,
             "receipt": self.envelope.digest if self.envelope else None,
         }
-
-
-@dataclass(frozen=True)
-class TrustStore:
-    signers: list[TrustedKey]
-    revoked: set[bytes]
-    problems: tuple[str, ...] = ()
-
-    @classmethod
-    def from_text(cls, allowed_signers: str, revoked_keys: str) -> TrustStore:
-        signers, problems = read_allowed_signers(allowed_signers)
-        return cls(signers, parse_revoked(revoked_keys), tuple(problems))
-
-
-def trust_from_worktree(store: Store) -> TrustStore:
-    """`.genjob/` of the apply host's work tree (HEAD's tree in a bare repository)."""
-    if store.workdir is None:
-        head = store.head_commit()
-        return trust_from_tree(store, head.tree if head else None)
-
-    def read(name: str) -> str:
-        try:
-            with open(os.path.join(store.workdir or "", ".genjob", name), encoding="utf-8") as fh:
-                return fh.read()
-        except FileNotFoundError:
-            return ""
-
-    return TrustStore.from_text(read("allowed_signers"), read("revoked_keys"))
-
-
-def trust_from_tree(store: Store, tree: pygit2.Tree | None) -> TrustStore:
-    def read(name: str) -> str:
-        data = store.file_at(tree, f".genjob/{name}") if tree is not None else None
-        return data.decode("utf-8", "replace") if data else ""
-
-    return TrustStore.from_text(read("allowed_signers"), read("revoked_keys"))
 
 
 def check_receipt(
@@ -180,6 +150,11 @@ def check_receipt(
     verdict.add(6, _check_blobs(store, record, pred, progress), f"{len(pred.outputs)} output(s) re-hashed")
     # 7. The signed claim is the claim event it sits on, with no fencing event after it.
     verdict.add(7, _check_fencing(store, record, pred), f"on claim {pred.claim[:12]}")
+    # 9. The job itself is signed by a planner trusted for genjob-job (SPEC §11); check 3 tied
+    #    the receipt to this job.json, whose bytes the planner's envelope signs.
+    planned = job_trust(record.job_bytes, record.job_envelope, trust, when)
+    verdict.planner = planned.signer
+    verdict.add(9, [] if planned.ok else [f"job {record.key} is {planned.label}: {planned.detail}"], planned.detail)
     return verdict
 
 

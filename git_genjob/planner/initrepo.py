@@ -11,9 +11,11 @@ from git_genjob.storage.remote import fetch_refspecs
 from git_genjob.storage.store import NOTES_REF, Store
 
 SIGNERS_HEADER = """\
-# git-genjob trust store (OpenSSH allowed_signers format). One line per trusted worker key:
-#   NAME namespaces="genjob-receipt",valid-after="20260101",valid-before="20270101" ssh-ed25519 AAAA...
-# Add keys with: git genjob trust add NAME KEYFILE.pub
+# git-genjob trust store (OpenSSH allowed_signers format). One line per trusted key; its
+# namespaces say what it may sign: genjob-receipt and genjob-replay (a worker), genjob-job and
+# genjob-review (a planner, who also reviews cached answers):
+#   NAME namespaces="genjob-receipt,genjob-replay",valid-before="20270101" ssh-ed25519 AAAA...
+# Add keys with: git genjob trust add NAME KEYFILE.pub [--as worker|planner|reviewer]
 """
 REVOKED_HEADER = "# Revoked worker keys, one OpenSSH public key line each (git genjob trust revoke NAME).\n"
 
@@ -23,6 +25,7 @@ class InitReport:
     created: list[str] = field(default_factory=list)
     config: list[str] = field(default_factory=list)
     hooks: list[str] = field(default_factory=list)
+    planner: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, list[str]]:
         return dict(self.__dict__)
@@ -30,7 +33,7 @@ class InitReport:
     def lines(self) -> list[str]:
         """The human report."""
         out = [f"created {p}" for p in self.created] + [f"config  {c}" for c in self.config]
-        out += [f"hook    {h}" for h in self.hooks]
+        out += [f"hook    {h}" for h in self.hooks] + [f"planner {p}" for p in self.planner]
         if not out:
             out.append("already initialized")
         return [*out, "next: git genjob keygen, git genjob trust add NAME KEY.pub, then commit .genjob/"]
@@ -39,7 +42,8 @@ class InitReport:
 DISPLAY_GLOB = NOTES_REF[:-1] + "[" + NOTES_REF[-1] + "]"  # refs/notes/genjo[b]
 
 
-def init(store: Store) -> InitReport:
+def init(store: Store, planner: bool = True) -> InitReport:
+    """The scaffold; with `planner` also this user's planner key and its trust line (SPEC §11)."""
     report = InitReport()
     if store.workdir is None:
         raise BadInput("init needs a work tree (a bare repository has no .genjob/)", "run it in a clone")
@@ -55,6 +59,10 @@ def init(store: Store) -> InitReport:
             with open(path, "x", encoding="utf-8") as fh:
                 fh.write(text)
             report.created.append(f".genjob/{name}")
+    if planner:
+        from git_genjob.planner.trust import ensure_planner
+
+        report.planner = ensure_planner(store)
     # A glob matching exactly refs/notes/genjob: git warns "notes ref ... is invalid" on every
     # `git show` while a plain displayRef names a ref that does not exist yet; a glob never does.
     if NOTES_REF in store.config_values("notes.displayRef"):

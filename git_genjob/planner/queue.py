@@ -19,11 +19,12 @@ from git_genjob.documents.canonical import canonical_bytes, digest, parse_strict
 from git_genjob.documents.config import Config, read_config
 from git_genjob.documents.display import one_line, printable
 from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Painter, Refused, plain
-from git_genjob.documents.job import Job, describe_difference
+from git_genjob.documents.job import Job, describe_difference, seal_job
 from git_genjob.documents.paths import check_path
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.states import ARCHIVED_STATES, STATE_COLOURS
 from git_genjob.storage.records import (
+    JOB_ENVELOPE,
     JobRecord,
     bundle_inputs,
     event_message,
@@ -32,6 +33,7 @@ from git_genjob.storage.records import (
     load_live,
     load_tree,
     parse_trailers,
+    vouch_problem,
 )
 from git_genjob.storage.store import (
     ARCHIVE_REF,
@@ -168,8 +170,13 @@ def submit(
     key: str | None = None,
     rev: str | None = None,
     allow_secrets: bool = False,
+    signing_key: Any = None,
 ) -> SubmitResult:
-    """Mint a job from the work tree (or `rev`) and store it, idempotently by key."""
+    """Mint a job from the work tree (or `rev`) and store it, idempotently by key.
+
+    The submit commit also holds the planner's DSSE signature over job.json (SPEC §11), made
+    with `signing_key`, else the user's planner key (`trust.planner_key`); with neither the job
+    is stored unsigned, and no worker claims it."""
     creates = creates or []
     cfg = read_config(store)
     _check_instruction(instruction, cfg, allow_secrets)
@@ -201,6 +208,12 @@ def submit(
         "allow_secrets": allow_secrets,
     }
     files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
+    if signing_key is None:
+        from git_genjob.planner.trust import planner_key
+
+        signing_key = planner_key(store)
+    if signing_key is not None:
+        files[JOB_ENVELOPE] = store.blob(seal_job(job.canonical(), signing_key))
     files.update({f"inputs/{p}": o for p, o in oids.items()})
     created = {"Genjob-Created": str(meta["created_at"])}
     commit = store.commit(store.build_tree(files), [], event_message("submitted", job.key, "queued", 0, created))
@@ -211,7 +224,13 @@ def submit(
         if again is None:
             raise
         return again
-    return SubmitResult(job.key, job.digest, "queued", True, warnings=_path_warnings(store, job))
+    warnings = _path_warnings(store, job)
+    if signing_key is None:
+        warnings.append(
+            f"job {job.key} is unsigned: no worker claims it (create your planner key with git genjob init, "
+            "or pass --signing-key), then drop it and submit again"
+        )
+    return SubmitResult(job.key, job.digest, "queued", True, warnings=warnings)
 
 
 def _check_instruction(instruction: str, cfg: Config, allow_secrets: bool) -> None:
@@ -330,8 +349,11 @@ def _head_info(store: Store, tip: pygit2.Oid) -> tuple[str | None, str]:
 
 
 def archived_leftover(store: Store, key: str) -> bool:
-    """Whether the archive already holds `key` (its live ref is the leftover of an interrupted move)."""
-    return store.archive_entry(key) is not None
+    """Whether the archive already holds `key` (its live ref is the leftover of an interrupted
+    move), in an entry this clone can vouch for: one that came from a remote and cannot be
+    vouched for never ends a live job (SPEC §11)."""
+    entry = store.archive_entry(key)
+    return entry is not None and vouch_problem(store, key, entry) is None
 
 
 def archived_lookup(store: Store) -> Callable[[str], bool]:
@@ -365,7 +387,7 @@ def live_jobs(
     archived = archived_lookup(store)
     for head in heads(store, states):
         key = head.key
-        if archived(key):
+        if archived(key) and archived_leftover(store, key):
             continue  # archived; the live ref is the leftover of an interrupted move (recover deletes it)
         try:
             record = load_live(store, key)
@@ -436,7 +458,10 @@ class StatusRow(NamedTuple):
     def of(cls, doc: dict[str, Any]) -> StatusRow:
         text = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         flat = one_line(doc["instruction"])  # the human line and a rows column: one line, printable
-        return cls(str(doc.get("created_at", "")), doc["key"], doc["state"], flat, text, doc.get("result"))
+        result = doc.get("result")
+        if doc.get("planner") in ("unsigned", "untrusted") and not result:
+            result = doc["planner"]  # SPEC §11: listed as such, never claimed
+        return cls(str(doc.get("created_at", "")), doc["key"], doc["state"], flat, text, result)
 
 
 def archive_row(record: JobRecord) -> str:
@@ -575,19 +600,26 @@ def _cache_path(store: Store, name: str) -> str:
 
 
 def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
-    """Every live job's row. A row is a function of the tip commit alone (its tree holds every
-    document it shows), so rows are kept in a local cache keyed by tip id
+    """Every live job's row. A row is a function of the tip commit and the trust store alone
+    (its tree holds every document it shows; the store says whether a trusted planner signed
+    it), so rows are kept in a local cache keyed by tip id under the store's fingerprint
     (`.git/genjob/status-rows`, never shared, rewritten only when a tip changed): a job is read
     whole only once per event, not on every `status`."""
+    from git_genjob.planner.trust import job_trust, worker_trust
+
     path = _cache_path(store, "status-rows")
-    cache = dict(line.split("\t", 1) for line in _read_lines(path) if "\t" in line)
+    trust = worker_trust(store)
+    stamp = f"#trust\t{trust.fingerprint()}"
+    lines = _read_lines(path)
+    fresh = bool(lines) and lines[0] == stamp
+    cache = dict(line.split("\t", 1) for line in lines[1:] if "\t" in line) if fresh else {}
     archived = archived_lookup(store)
     rows, seen = [], {}
     for key in store.live_keys():
         head_tip = store.ref_target(job_ref(key))
         if head_tip is None:
             continue
-        if archived(key):
+        if archived(key) and archived_leftover(store, key):
             continue  # archived; the live ref is the leftover of an interrupted move
         tip = str(head_tip)
         text = cache.get(tip)
@@ -604,11 +636,12 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
             if record is None or record.tip != head_tip:
                 continue  # moved or removed while we read: the next status shows it
             doc = summarize(record)
+            doc["planner"] = job_trust(record.job_bytes, record.job_envelope, trust).label
         row = StatusRow.of(doc)
         rows.append(row)
         seen[tip] = row.json
-    if seen != cache:
-        _write_cache_file(path, "".join(f"{tip}\t{text}\n" for tip, text in seen.items()))
+    if not fresh or seen != cache:
+        _write_cache_file(path, stamp + "\n" + "".join(f"{tip}\t{text}\n" for tip, text in seen.items()))
     return rows
 
 

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
+
+import pygit2
 
 from git_genjob.documents.errors import BadInput
 from git_genjob.documents.keys import (
+    TrustedKey,
     fingerprint,
     normalize_validity,
     parse_allowed_signers,
     parse_public_key,
     parse_revoked,
     public_line,
+    read_allowed_signers,
 )
 from git_genjob.documents.keys import trust_line as make_line
 from git_genjob.planner.userfiles import write_atomic
@@ -40,16 +45,31 @@ def append_lines(path: str, lines: list[str]) -> None:
     )
 
 
-def add(store: Store, name: str, pubkey: str, valid_before: str | None, valid_after: str | None) -> dict[str, Any]:
-    """Trust `pubkey` (a line, or a .pub file) as `name` for the genjob-receipt namespace."""
+def add(
+    store: Store,
+    name: str,
+    pubkey: str,
+    valid_before: str | None,
+    valid_after: str | None,
+    roles: tuple[str, ...] = ("worker",),
+) -> dict[str, Any]:
+    """Trust `pubkey` (a line, or a .pub file) as `name` for the namespaces of `roles`."""
+    from git_genjob.documents.keys import ROLES
+
     if not name or any(c.isspace() for c in name) or name.startswith("#"):
         raise BadInput(f"signer name {name!r} must be one word")
     pk, _ = parse_public_key(read_text(pubkey) if os.path.isfile(pubkey) else pubkey)
     path = genjob_file(store, "allowed_signers")
-    if any(k.public == pk and k.principal == name for k in parse_allowed_signers(read_text(path))):
+    namespaces = tuple(dict.fromkeys(ns for role in roles for ns in ROLES[role]))
+    known = [k for k in parse_allowed_signers(read_text(path)) if k.public == pk and k.principal == name]
+    if any(set(namespaces) <= set(k.namespaces or ()) for k in known):
         return {"name": name, "added": False}
     line = make_line(
-        name, pk, valid_before and normalize_validity(valid_before), valid_after and normalize_validity(valid_after)
+        name,
+        pk,
+        valid_before and normalize_validity(valid_before),
+        valid_after and normalize_validity(valid_after),
+        namespaces,
     )
     append_lines(path, [line])
     return {"name": name, "added": True, "line": line}
@@ -93,7 +113,8 @@ def untrusted_hint(envelope: Any) -> str | None:
     import glob
 
     from git_genjob.documents.keys import default_key_path, verify_signature
-    from git_genjob.documents.receipt import PAYLOAD_TYPE, pae
+    from git_genjob.documents.receipt import PAYLOAD_TYPE
+    from git_genjob.documents.signing import pae
 
     message = pae(PAYLOAD_TYPE, envelope.payload)
     for path in sorted(glob.glob(os.path.join(os.path.dirname(default_key_path("x")), "*.pub"))):
@@ -112,3 +133,144 @@ def untrusted_hint(envelope: Any) -> str | None:
         f"the receipt names signer {named} (unverified); if you trust that worker, get its public key "
         "line (its KEY.pub) and run: git genjob trust add NAME KEY.pub, then commit .genjob/"
     )
+
+
+@dataclass(frozen=True)
+class TrustStore:
+    signers: list[TrustedKey]
+    revoked: set[bytes]
+    problems: tuple[str, ...] = ()
+
+    def fingerprint(self) -> str:
+        """A digest of what this store trusts (for caches of verdicts made against it)."""
+        import hashlib
+
+        keys = sorted((k.principal, k.public.hex(), k.namespaces, k.valid_after, k.valid_before) for k in self.signers)
+        return hashlib.sha256(repr((keys, sorted(self.revoked))).encode()).hexdigest()[:32]
+
+    @classmethod
+    def from_text(cls, allowed_signers: str, revoked_keys: str) -> TrustStore:
+        signers, problems = read_allowed_signers(allowed_signers)
+        return cls(signers, parse_revoked(revoked_keys), tuple(problems))
+
+
+def trust_from_worktree(store: Store) -> TrustStore:
+    """`.genjob/` of the apply host's work tree (HEAD's tree in a bare repository)."""
+    if store.workdir is None:
+        head = store.head_commit()
+        return trust_from_tree(store, head.tree if head else None)
+
+    def read(name: str) -> str:
+        try:
+            with open(os.path.join(store.workdir or "", ".genjob", name), encoding="utf-8") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return ""
+
+    return TrustStore.from_text(read("allowed_signers"), read("revoked_keys"))
+
+
+def worker_trust(store: Store, trust_file: str | None = None) -> TrustStore:
+    """The trust store a worker checks planners against (check 9 before a claim): `trust_file`
+    when given, else the work tree's .genjob/, else HEAD's (a clone without a work tree)."""
+    if trust_file:
+        try:
+            with open(os.path.expanduser(trust_file), encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise BadInput(f"cannot read --allowed-signers {trust_file}: {exc.strerror}") from None
+        return TrustStore.from_text(text, "")
+    here = trust_from_worktree(store)
+    if here.signers or store.workdir is None:
+        return here
+    head = store.head_commit()
+    return trust_from_tree(store, head.tree) if head is not None else here
+
+
+def trust_from_tree(store: Store, tree: pygit2.Tree | None) -> TrustStore:
+    def read(name: str) -> str:
+        data = store.file_at(tree, f".genjob/{name}") if tree is not None else None
+        return data.decode("utf-8", "replace") if data else ""
+
+    return TrustStore.from_text(read("allowed_signers"), read("revoked_keys"))
+
+
+@dataclass(frozen=True)
+class JobTrust:
+    """Whether a stored job passes check 9: `trusted`, `unsigned` or `untrusted` (with why)."""
+
+    label: str
+    detail: str
+    signer: TrustedKey | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.label == "trusted"
+
+
+def job_trust(job_bytes: bytes, envelope: bytes | None, trust: TrustStore, when: float | None = None) -> JobTrust:
+    """Check 9 of SPEC §11 against `trust`, as a label `status` can show and a worker can act on."""
+    import time
+
+    from git_genjob.documents.errors import GenjobError
+    from git_genjob.documents.job import job_signer
+
+    if envelope is None:
+        return JobTrust("unsigned", "the job carries no planner signature")
+    try:
+        key = job_signer(job_bytes, envelope, trust.signers, trust.revoked, time.time() if when is None else when)
+    except GenjobError as exc:
+        return JobTrust("untrusted", exc.message)
+    return JobTrust("trusted", f"planned by {key.principal} ({key.keyid})", key)
+
+
+PLANNER_KEY_CONFIG = "genjob.plannerKey"
+
+
+def planner_key_path(store: Store) -> tuple[str, bool]:
+    """(path of the planner's signing key, whether git config names it): `git config
+    genjob.plannerKey`, else `$XDG_CONFIG_HOME/git-genjob/keys/planner`, which `init` creates."""
+    from git_genjob.documents.keys import default_key_path
+
+    configured = store.config_get(PLANNER_KEY_CONFIG)
+    if configured:
+        return os.path.expanduser(configured), True
+    return default_key_path("planner"), False
+
+
+def planner_key(store: Store, given: str | None = None) -> Any:
+    """The key `submit` and `drop` sign with: --signing-key, else the configured or default
+    planner key; None when none is configured and the default does not exist (unsigned)."""
+    from git_genjob.documents.keys import read_signing_key
+
+    if given:
+        return read_signing_key(os.path.expanduser(given))
+    path, configured = planner_key_path(store)
+    if not configured and not os.path.exists(path):
+        return None
+    return read_signing_key(path)
+
+
+def ensure_planner(store: Store) -> list[str]:
+    """`init`'s part of SPEC §11: this user's planner key (created once, 0600, outside the
+    repository) and its line in the work tree's .genjob/allowed_signers for genjob-job and
+    genjob-review. Returns what it did, one line each."""
+    from git_genjob.documents.keys import ROLES, generate, write_key_files
+
+    done = []
+    path, configured = planner_key_path(store)
+    if not os.path.exists(path):
+        if configured:
+            raise BadInput(f"git config {PLANNER_KEY_CONFIG} names {path}, which does not exist", "fix the setting")
+        sig_email = store.config_get("user.email") or "planner"
+        write_key_files(generate(f"planner {sig_email}"), path)
+        done.append(f"created planner key {path} (signs the jobs you submit)")
+    key = planner_key(store)
+    signers = genjob_file(store, "allowed_signers")
+    trusted = parse_allowed_signers(read_text(signers))
+    if not any(k.public == key.public and k.namespaces and "genjob-job" in k.namespaces for k in trusted):
+        email = store.config_get("user.email") or ""
+        name = email if email and not any(c.isspace() for c in email) and not email.startswith("#") else "planner"
+        append_lines(signers, [make_line(name, key.public, None, namespaces=ROLES["planner"])])
+        done.append(f"trusted {name} ({key.keyid}) as a planner in .genjob/allowed_signers")
+    return done

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import socket
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,8 +16,10 @@ import pygit2
 
 from git_genjob.documents.canonical import canonical_bytes, parse_strict, sha256_hex, utc_now
 from git_genjob.documents.config import Config
-from git_genjob.documents.errors import BadInput, Conflict, Refused, Unavailable
+from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused, Unavailable
+from git_genjob.documents.keys import NS_REPLAY, NS_REVIEW, TrustedKey, parse_revoked, read_allowed_signers
 from git_genjob.documents.secretscan import find_secret
+from git_genjob.documents.signing import REPLAY_TYPE, seal, signer_of, unseal
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.store import CONTENT_MAX, REPLAYS_REF, TREE_MODE, RefUpdate, Store, lookup
 
@@ -116,8 +119,9 @@ def _base(fp: str) -> str:
 class Entry:
     fp: str
     request: dict[str, Any] | None
-    events: list[dict[str, Any]]
+    events: list[dict[str, Any]]  # only the events that count here (SPEC §11): signed by a trusted key, or ours
     answers: dict[str, pygit2.Oid]
+    ignored: list[dict[str, str]] = field(default_factory=list)  # {"id", "type", "why"} of events that do not
 
     def head_events(self) -> list[dict[str, Any]]:
         """Recorded and accepted events no accepted event supersedes.
@@ -155,11 +159,92 @@ class Entry:
         return sorted(out)
 
 
-class Cache:
-    """Reads and writes refs/genjob/replays; every write is a CAS retried as a union."""
+SIGNED_BY = {
+    "recorded": NS_REPLAY,
+    "refresh": NS_REPLAY,
+    "drift": NS_REPLAY,
+    "accepted": NS_REVIEW,
+    "rejected": NS_REVIEW,
+}
 
-    def __init__(self, store: Store):
+
+class Cache:
+    """Reads and writes refs/genjob/replays; every write is a CAS retried as a union.
+
+    The ref is shared through a remote that anyone with push access can write, so an event
+    counts only if a key trusted for its namespace in the trust store committed on HEAD signed
+    it (`genjob-replay` for recorded/refresh/drift, `genjob-review` for accepted/rejected), or
+    if this clone wrote it itself (its id is in `.git/genjob/replay-local`, which is never
+    shared). What counts nowhere is listed in `Entry.ignored` and never served (SPEC §11).
+    """
+
+    def __init__(self, store: Store, sign: Any = None, trust: tuple[list[TrustedKey], set[bytes]] | None = None):
         self.store = store
+        self.sign = sign  # the key this clone signs its events with (a worker's), or None: unsigned, local only
+        self._trust = trust
+        self._local: set[str] | None = None
+
+    def trust(self) -> tuple[list[TrustedKey], set[bytes]]:
+        """The signers and revoked keys of the trust store committed on HEAD (read once)."""
+        if self._trust is None:
+            head = self.store.head_commit()
+
+            def read(name: str) -> str:
+                data = self.store.file_at(head.tree, f".genjob/{name}") if head is not None else None
+                return (data or b"").decode("utf-8", "replace")
+
+            signers, _ = read_allowed_signers(read("allowed_signers"))
+            try:
+                revoked = parse_revoked(read("revoked_keys"))
+            except BadInput:
+                revoked = set()
+            self._trust = (signers, revoked)
+        return self._trust
+
+    def _local_path(self) -> str:
+        return os.path.join(self.store.common_dir, "genjob", "replay-local")
+
+    def local_ids(self) -> set[str]:
+        if self._local is None:
+            try:
+                with open(self._local_path(), encoding="ascii", errors="replace") as fh:
+                    self._local = set(fh.read().split())
+            except OSError:
+                self._local = set()
+        return self._local
+
+    def _remember_local(self, event_id: str) -> None:
+        """Durably note that this clone wrote `event_id` (before the ref names it)."""
+        path = self._local_path()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a", encoding="ascii") as fh:
+            fh.write(event_id + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.local_ids().add(event_id)
+
+    def _event(self, event_id: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
+        """(the event, "") if it counts here, else (None, why)."""
+        doc = parse_strict(raw, "replay event")
+        signed = isinstance(doc, dict) and "payloadType" in doc
+        if signed:
+            sealed = unseal(raw, REPLAY_TYPE, "replay event")
+            doc = parse_strict(sealed.payload, "replay event")
+        if not isinstance(doc, dict) or not isinstance(doc.get("type"), str) or "answer" not in doc:
+            raise BadInput(f"replay event {event_id} is malformed")
+        if event_id in self.local_ids():
+            return doc, ""
+        if not signed:
+            return None, "unsigned, and not written in this clone"
+        namespace = SIGNED_BY.get(doc["type"])
+        if namespace is None:
+            return None, f"unknown event type {doc['type']!r}"
+        signers, revoked = self.trust()
+        try:
+            signer_of(sealed, signers, revoked, time.time(), namespace, "replay event")
+        except GenjobError as exc:
+            return None, exc.message
+        return doc, ""
 
     def _tree(self) -> pygit2.Tree | None:
         tip = self.store.ref_target(REPLAYS_REF)
@@ -176,17 +261,19 @@ class Cache:
         if not isinstance(node, pygit2.Tree):  # the ref came from a remote: anything can sit here
             raise BadInput(f"replay cache entry {fp} is not a tree", "fetch again, or ask its writer to push it again")
         files = self.store.tree_files(node)
-        events = []
+        events, ignored = [], []
         for path, oid in files.items():
             if path.startswith("events/"):
-                event = parse_strict(self.store.read(oid), "replay event")
-                if not isinstance(event, dict) or "type" not in event or "answer" not in event:
-                    raise BadInput(f"replay event {path} of {fp} is malformed")
-                events.append(dict(event, _id=path[len("events/") :].removesuffix(".json")))
-        events.sort(key=lambda e: (e.get("time", ""), e.get("type", ""), e.get("answer", "")))
+                event_id = path[len("events/") :].removesuffix(".json")
+                event, why = self._event(event_id, self.store.read(oid))
+                if event is None:
+                    ignored.append({"id": event_id, "why": why})
+                else:
+                    events.append(dict(event, _id=event_id))
+        events.sort(key=lambda e: (str(e.get("time", "")), str(e.get("type", "")), str(e.get("answer", ""))))
         answers = {p[len("answers/") :]: o for p, o in files.items() if p.startswith("answers/")}
         request = parse_strict(self.store.read(files["request.json"]), "request") if "request.json" in files else None
-        return Entry(fp, request, events, answers)
+        return Entry(fp, request, events, answers, ignored)
 
     def resolve(self, text: str) -> str:
         """A fingerprint named in full or by a unique prefix of 4 or more hex digits (`cache ls`)."""
@@ -211,7 +298,10 @@ class Cache:
     def answer(self, entry: Entry, sha: str) -> str:
         if sha not in entry.answers:
             raise BadInput(f"fingerprint {entry.fp} has no answer {sha}", f"see: git genjob cache show {entry.fp}")
-        return self.store.read(entry.answers[sha], limit=CONTENT_MAX).decode("utf-8")
+        data = self.store.read(entry.answers[sha], limit=CONTENT_MAX)
+        if sha256_hex(data) != sha.removeprefix("sha256:"):  # a blob swapped under a trusted name never serves
+            raise BadInput(f"answer {sha} of {entry.fp} does not hash to its name", "fetch again, or ask afresh")
+        return data.decode("utf-8")
 
     def fingerprints(self) -> list[str]:
         tree = self._tree()
@@ -237,7 +327,11 @@ class Cache:
                 )
         event = dict(event, time=event.get("time") or utc_now(), host=socket.gethostname())
         ev_bytes = canonical_bytes(event)
-        additions = {f"events/{sha256_hex(ev_bytes)}.json": self.store.blob(ev_bytes)}
+        if self.sign is not None:
+            ev_bytes = seal(REPLAY_TYPE, ev_bytes, self.sign)
+        event_id = sha256_hex(ev_bytes)
+        self._remember_local(event_id)
+        additions = {f"events/{event_id}.json": self.store.blob(ev_bytes)}
         if answer is not None:
             additions[f"answers/{sha256_hex(answer.encode('utf-8'))}"] = self.store.blob(answer.encode("utf-8"))
         if request is not None:
@@ -394,8 +488,8 @@ def _need(cache: Cache, fp: str) -> Entry:
 class CacheClient:
     """What a model generator calls: the cache scoped by a job's key (SPEC §5, §7)."""
 
-    def __init__(self, store: Store, scope_key: str | None, mode: str = "replay"):
-        self.cache, self.scope_key, self.mode = Cache(store), scope_key, mode
+    def __init__(self, store: Store, scope_key: str | None, mode: str = "replay", sign: Any = None):
+        self.cache, self.scope_key, self.mode = Cache(store, sign), scope_key, mode
         self.sources: list[tuple[str, str]] = []  # (fingerprint, replay | fresh | drift) per call
 
     def call(self, endpoint: str, model: str, params: dict[str, Any], prompt: str, send: Sender) -> CallResult:

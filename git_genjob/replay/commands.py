@@ -95,7 +95,9 @@ def ls(store: Store) -> list[dict[str, Any]]:
         try:
             entry = cache.entry(fp)
         except GenjobError as exc:  # one damaged entry (a hostile push) is one row, not the listing's end
-            rows.append({"fingerprint": fp, "served": None, "pending": [], "events": 0, "damaged": exc.message})
+            rows.append(
+                {"fingerprint": fp, "served": None, "pending": [], "events": 0, "ignored": 0, "damaged": exc.message}
+            )
             continue
         if entry is not None:
             rows.append(
@@ -104,6 +106,7 @@ def ls(store: Store) -> list[dict[str, Any]]:
                     "served": entry.served(),
                     "pending": entry.pending(),
                     "events": len(entry.events),
+                    "ignored": len(entry.ignored),
                     "damaged": None,
                 }
             )
@@ -120,6 +123,7 @@ def show(store: Store, fp: str) -> dict[str, Any]:
         "fingerprint": fp,
         "request": entry.request,
         "events": entry.events,
+        "ignored": entry.ignored,
         "answers": sorted(entry.answers),
         "served": entry.served(),
         "heads": entry.heads(),

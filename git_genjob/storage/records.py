@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +11,7 @@ import pygit2
 
 from git_genjob.documents.attempts import Attempt, Attempts, Meta, parse_attempts, parse_meta
 from git_genjob.documents.canonical import canonical_bytes, digest
+from git_genjob.documents.config import Limits
 from git_genjob.documents.errors import BadInput, NoSuchJob
 from git_genjob.documents.job import Job
 from git_genjob.storage.gitdir import parse_trailers
@@ -42,6 +44,7 @@ class JobRecord:
     archived: bool = False
     attempts_doc: Attempts = field(default_factory=Attempts)
     receipt_bytes: bytes | None = None
+    job_envelope: bytes | None = None  # the planner's DSSE signature over job_bytes (SPEC §11)
 
     @property
     def state(self) -> str:
@@ -72,10 +75,22 @@ class JobRecord:
         return {p[len("outputs/") :]: o for p, o in self.files.items() if p.startswith("outputs/")}
 
 
-TOP_LEVEL = {"job.json", "meta.json", "attempts.json", "receipt.json", "inputs", "outputs"}
+JOB_ENVELOPE = "job.dsse.json"
+DROP_ENVELOPE = "drop.dsse.json"
+TOP_LEVEL = {
+    "job.json",
+    JOB_ENVELOPE,
+    DROP_ENVELOPE,
+    "meta.json",
+    "attempts.json",
+    "receipt.json",
+    "inputs",
+    "outputs",
+}
+IDENTITY = ("job.json", JOB_ENVELOPE, "inputs")  # fixed by the submit commit; no later event may change them
 
 
-def bundle_inputs(store: Store, record: JobRecord) -> dict[str, bytes]:
+def bundle_inputs(store: Store, record: JobRecord, limits: Limits | None = None) -> dict[str, bytes]:
     """The job's input bytes, rebuilt from job.json alone (SPEC §3: this is the bundle).
 
     Each non-null input is read from inputs/<path> and re-hashed against its digest in job.json;
@@ -100,10 +115,12 @@ def bundle_inputs(store: Store, record: JobRecord) -> dict[str, bytes]:
             f"{where}: inputs/ holds files that are not inputs of job.json: {', '.join(planted)}",
             "the ref was tampered with; drop the job and submit it again",
         )
+    missing = sorted(set(wanted) - set(stored))
+    if missing:
+        raise BadInput(f"{where}: inputs/{missing[0]} is missing")
+    _check_sizes(store, where, {p: stored[p] for p in wanted}, limits or Limits())
     out: dict[str, bytes] = {}
     for path, want in sorted(wanted.items()):
-        if path not in stored:
-            raise BadInput(f"{where}: inputs/{path} is missing")
         data = store.read(stored[path], limit=CONTENT_MAX)
         have = digest(data)
         if have != want:
@@ -113,6 +130,28 @@ def bundle_inputs(store: Store, record: JobRecord) -> dict[str, bytes]:
             )
         out[path] = data
     return out
+
+
+def _check_sizes(store: Store, where: str, blobs: dict[str, pygit2.Oid], limits: Limits) -> None:
+    """SPEC §8's limits, from each object's header before anything is inflated: a job from a
+    remote may name a blob of gigabytes that packs into a few kilobytes."""
+    total = 0
+    for path, oid in sorted(blobs.items()):
+        try:
+            size = store.blob_size(oid)
+        except KeyError:
+            raise BadInput(f"{where}: inputs/{path} names an object this repository does not have") from None
+        if size > limits.file_bytes:
+            raise BadInput(
+                f"{where}: inputs/{path} is {size} bytes, over the limit of {limits.file_bytes} per file",
+                "the job cannot be worked; its owner drops it (limits.file_bytes in .genjob/config.toml)",
+            )
+        total += size
+    if total > limits.receipt_bytes:
+        raise BadInput(
+            f"{where}: its inputs are {total} bytes together, over the limit of {limits.receipt_bytes} per job",
+            "the job cannot be worked; its owner drops it (limits.receipt_bytes in .genjob/config.toml)",
+        )
 
 
 def event_message(event: str, key: str, state: str, epoch: int, extra: dict[str, str] | None = None) -> str:
@@ -163,14 +202,69 @@ def load_tree(store: Store, key: str, tree: pygit2.Tree, tip: pygit2.Oid | None,
     if meta.key != key:
         raise BadInput(f"job {key}: meta.json names key {meta.key}", "the ref is damaged or was renamed")
     receipt = store.file_at(tree, "receipt.json")
-    return JobRecord(key, job, job_bytes, meta, tree, store, tip, archived, attempts, receipt)
+    envelope = store.file_at(tree, JOB_ENVELOPE)
+    return JobRecord(key, job, job_bytes, meta, tree, store, tip, archived, attempts, receipt, envelope)
 
 
 def load_live(store: Store, key: str) -> JobRecord | None:
     tip = store.ref_target(job_ref(key))
     if tip is None:
         return None
-    return load_tree(store, key, store.get_commit(tip).tree, tip, archived=False)
+    commit = store.get_commit(tip)
+    record = load_tree(store, key, commit.tree, tip, archived=False)
+    check_identity(store, key, commit)
+    return record
+
+
+MAX_EVENTS = 10_000
+_ROOTS: dict[pygit2.Oid, pygit2.Oid] = {}  # event commit -> its chain's submit commit (never changes)
+
+
+def chain_root(store: Store, tip: pygit2.Oid) -> pygit2.Oid:
+    """The submit commit of the chain ending at `tip` (first parents; bounded, memoized)."""
+    seen: list[pygit2.Oid] = []
+    oid = tip
+    while oid not in _ROOTS:
+        commit = store.get_commit(oid)
+        seen.append(oid)
+        if not commit.parent_ids:
+            _ROOTS[oid] = oid
+            break
+        if len(seen) > MAX_EVENTS:
+            raise BadInput(f"the chain at {str(tip)[:12]} has more than {MAX_EVENTS} events")
+        oid = commit.parent_ids[0]
+    root = _ROOTS[oid]
+    if len(_ROOTS) > 100_000:
+        _ROOTS.clear()
+    for o in seen:
+        _ROOTS[o] = root
+    return root
+
+
+def check_identity(store: Store, key: str, tip: pygit2.Commit) -> None:
+    """A job is its first (submit) commit: every later event holds the same job.json, envelope
+    and inputs, byte for byte (SPEC §11), else the job is damaged. What a remote appends can
+    add attempts and receipts; it can never change the work order."""
+    root = store.get_commit(chain_root(store, tip.id))
+    if parse_trailers(root.message).get("Genjob-Event") != "submitted":
+        raise BadInput(
+            f"job {key}: its chain does not start with a submit event", "the ref was tampered with; drop the job"
+        )
+    if root.id == tip.id:
+        return
+    changed = [name for name in IDENTITY if _entry_id(root.tree, name) != _entry_id(tip.tree, name)]
+    if changed:
+        raise BadInput(
+            f"job {key}: a later event changed {', '.join(changed)} since the submit commit {str(root.id)[:12]}",
+            "the ref was tampered with (a job is immutable once stored); drop the job and submit it again",
+        )
+
+
+def _entry_id(tree: pygit2.Tree, name: str) -> pygit2.Oid | None:
+    try:
+        return tree[name].id
+    except KeyError:
+        return None
 
 
 def load_archived(store: Store, key: str) -> JobRecord | None:
@@ -186,7 +280,13 @@ def find_job(store: Store, key: str) -> JobRecord:
     The archive is the final word: a live ref beside an archive entry is the leftover of a move
     that was interrupted between its two steps.
     """
-    record = load_archived(store, key) or load_live(store, key)
+    archived = load_archived(store, key)
+    both = archived is not None and store.ref_target(job_ref(key)) is not None
+    # Both: the leftover of an interrupted move, unless the archive entry came from a remote
+    # that this clone cannot vouch for; then the live job stands.
+    if both and archived is not None and vouch_problem(store, key, archived.tree) is not None:
+        return load_live(store, key) or archived
+    record = archived or load_live(store, key)
     if record is None:
         raise NoSuchJob(f"no job with key {key!r}", "list jobs with: git genjob status --all")
     return record
@@ -257,3 +357,73 @@ def write_event(
     parents = [record.tip] if record.tip is not None else []
     trailers = {"Genjob-Created": record.meta.created_at, **(extra or {})}
     return store.commit(tree, parents, event_message(event, record.key, state, epoch, trailers))
+
+
+def drop_payload(key: str, job_digest: str, why: str, at: str) -> bytes:
+    """What the owner signs when ending a job (SPEC §11: a drop counts elsewhere only signed)."""
+    return canonical_bytes({"at": at, "job_digest": job_digest, "key": key, "why": why})
+
+
+def vouch_problem(store: Store, key: str, entry: pygit2.Tree) -> str | None:
+    """Why this clone cannot take an archive entry's word that job `key` ended (None: it can).
+
+    The archive arrives through a shared remote, which anyone with push access can rewrite: an
+    entry saying `applied` counts only where its commit is on the branch it names here, and one
+    saying `dropped` only with the drop signed by a planner this clone's HEAD trusts (or for a
+    job no trusted planner signed, which no worker would claim anyway)."""
+    try:
+        record = load_tree(store, key, entry, None, archived=True)
+    except BadInput as exc:
+        return exc.message
+    final = record.meta.final
+    if final is None:
+        return "its archive entry does not say how it ended"
+    if final.state == "applied":
+        return _applied_problem(store, final.commit, final.branch)
+    return _drop_problem(store, record, final.why or "", final.at or "")
+
+
+def _applied_problem(store: Store, commit: str | None, branch: str | None) -> str | None:
+    if not commit or not branch:
+        return "its archive entry names no applied commit and branch"
+    try:
+        oid = store.get_commit(commit).id
+    except (BadInput, ValueError, KeyError):
+        return f"applied as {commit[:12]}, a commit this clone does not have (fetch {branch})"
+    short = branch.removeprefix("refs/heads/")
+    tips = [store.ref_target(branch)] + [o for n, o in store.iter_refs("refs/remotes/") if n.endswith(f"/{short}")]
+    if any(t is not None and (t == oid or store.descendant_of(t, oid)) for t in tips):
+        return None
+    return f"applied as {commit[:12]} on {branch}, which does not hold that commit here"
+
+
+def _drop_problem(store: Store, record: JobRecord, why: str, at: str) -> str | None:
+    from git_genjob.documents.errors import GenjobError
+    from git_genjob.documents.job import job_signer
+    from git_genjob.documents.keys import NS_JOB, parse_revoked, read_allowed_signers
+    from git_genjob.documents.signing import DROP_TYPE, signer_of, unseal
+
+    head = store.head_commit()
+    signers_text = store.file_at(head.tree, ".genjob/allowed_signers") if head is not None else None
+    revoked_text = store.file_at(head.tree, ".genjob/revoked_keys") if head is not None else None
+    signers, _ = read_allowed_signers((signers_text or b"").decode("utf-8", "replace"))
+    try:
+        revoked = parse_revoked((revoked_text or b"").decode("utf-8", "replace"))
+    except BadInput:
+        revoked = set()
+    when = time.time()
+    try:
+        job_signer(record.job_bytes, record.job_envelope, signers, revoked, when)
+    except GenjobError:
+        return None  # no trusted planner signed the job: nothing a worker would claim is lost
+    envelope = store.file_at(record.tree, DROP_ENVELOPE)
+    if envelope is None:
+        return "its archive entry says it was dropped, unsigned"
+    try:
+        sealed = unseal(envelope, DROP_TYPE, "drop")
+        if sealed.payload != drop_payload(record.key, record.job.digest, why, at):
+            return "its drop signature is over another drop"
+        signer_of(sealed, signers, revoked, when, NS_JOB, "drop")
+    except GenjobError as exc:
+        return f"its drop is not signed by a trusted planner: {exc.message}"
+    return None

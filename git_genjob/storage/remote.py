@@ -166,13 +166,14 @@ class SyncReport:
     diverged: list[str] = field(default_factory=list)
     pushed: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # remote refs that name no commit: left alone
+    kept: list[str] = field(default_factory=list)  # live jobs an archive entry this clone cannot vouch for did not end
 
     def to_json(self) -> dict[str, list[str]]:
         return dict(self.__dict__)
 
     def lines(self, headline: str) -> list[str]:
         """The human report under `headline`."""
-        labels = ("created", "updated", "merged", "dropped", "pushed")
+        labels = ("created", "updated", "merged", "dropped", "pushed", "kept")
         return [headline] + [
             f"  {label}: {', '.join(getattr(self, label))}" for label in labels if getattr(self, label)
         ]
@@ -254,6 +255,13 @@ def _drop_archived_live(store: Store, report: SyncReport) -> None:
         if tip is None or store.archive_entry(key) is None:
             continue
         if tip == archive or store.descendant_of(archive, tip):
+            from git_genjob.storage.records import vouch_problem
+
+            entry = store.archive_entry(key)
+            problem = vouch_problem(store, key, entry) if entry is not None else "no archive entry"
+            if problem is not None:  # SPEC §11: a live job is dropped only for an entry this clone can see
+                report.kept.append(f"{key} ({problem})")
+                continue
             store.update_refs([RefUpdate(JOBS_PREFIX + key, tip, None)], message="genjob: archived elsewhere")
             report.dropped.append(key)
 

@@ -785,17 +785,26 @@ class Store:
         new_tip = self.archive_commit(key, job_tip, final_tree, message, row)
         self.update_refs([RefUpdate(ARCHIVE_REF, archive_tip, new_tip)], message=f"genjob: archive {key}")
         crash_point("archive-written")
-        self.finish_archive_move(key)
+        self.finish_archive_move(key, ours=True)
         return new_tip
 
-    def finish_archive_move(self, key: str) -> bool:
-        """Delete a live ref whose chain the archive already holds (the second step of a move)."""
+    def finish_archive_move(self, key: str, ours: bool = False) -> bool:
+        """Delete a live ref whose chain the archive already holds (the second step of a move).
+
+        Unless the move is `ours` (this process just wrote the archive), the archive may have come
+        from a remote: its word counts only where this clone can vouch for it
+        (`records.vouch_problem`), else the live job stays."""
         tip = self.ref_target(job_ref(key))
         entry = self.archive_entry(key) if tip is not None else None
         if tip is None or entry is None:
             return False
         if not self.archived_chain_holds(entry, tip):
             return False
+        if not ours:
+            from git_genjob.storage.records import vouch_problem
+
+            if vouch_problem(self, key, entry) is not None:
+                return False
         try:
             self.update_refs([RefUpdate(job_ref(key), tip, None)], message=f"genjob: archived {key}")
         except Conflict:

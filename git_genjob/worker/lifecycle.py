@@ -12,9 +12,10 @@ import pygit2
 from git_genjob.documents.attempts import as_text
 from git_genjob.documents.canonical import canonical_bytes, format_time, parse_time, utc_now
 from git_genjob.documents.errors import BadInput, Conflict, Refused
+from git_genjob.documents.signing import DROP_TYPE, seal
 from git_genjob.documents.states import transition
 from git_genjob.storage.publish import Publisher
-from git_genjob.storage.records import JobRecord, find_job, load_live, write_event
+from git_genjob.storage.records import DROP_ENVELOPE, JobRecord, drop_payload, find_job, load_live, write_event
 from git_genjob.storage.store import job_ref
 
 
@@ -222,8 +223,11 @@ def _receipt_status(record: JobRecord) -> str | None:
         return None
 
 
-def archive(pub: Publisher, record: JobRecord, final: dict[str, Any]) -> None:
-    """Move a live job into refs/genjob/archive (one atomic two-ref update)."""
+def archive(pub: Publisher, record: JobRecord, final: dict[str, Any], sign: Any = None) -> None:
+    """Move a live job into refs/genjob/archive (one atomic two-ref update).
+
+    With `sign` (the owner's planner key) a drop carries the owner's signature, without which
+    no other clone takes the archive's word that the job ended (SPEC §11)."""
     from git_genjob.planner.queue import archive_row
     from git_genjob.storage.records import events, load_tree
 
@@ -234,6 +238,9 @@ def archive(pub: Publisher, record: JobRecord, final: dict[str, Any]) -> None:
     meta["chain"] = [{"commit": str(e.commit), "event": e.event, "state": e.state} for e in events(store, record.tip)]
     files = dict(record.files)
     files["meta.json"] = store.blob(canonical_bytes(meta))
+    if sign is not None:
+        payload = drop_payload(record.key, record.job.digest, final.get("why", ""), final.get("at", ""))
+        files[DROP_ENVELOPE] = store.blob(seal(DROP_TYPE, payload, sign))
     tree = store.build_tree(files)
     state = final["state"]
     msg = f"genjob: archive {record.key} ({state})\n\nGenjob-Key: {record.key}\nGenjob-State: {state}\n"
@@ -243,8 +250,8 @@ def archive(pub: Publisher, record: JobRecord, final: dict[str, Any]) -> None:
     pub.archive(record.key, record.tip, tree, msg, row)
 
 
-def drop(pub: Publisher, key: str, why: str, by: str) -> JobRecord:
-    """The owner ends a job: it moves to the archive with the reason."""
+def drop(pub: Publisher, key: str, why: str, by: str, sign: Any = None) -> JobRecord:
+    """The owner ends a job: it moves to the archive with the reason, signed with `sign`."""
     if not why.strip():
         raise BadInput("drop needs a reason", "pass --why TEXT")
     pub.refresh()
@@ -253,5 +260,6 @@ def drop(pub: Publisher, key: str, why: str, by: str) -> JobRecord:
         return record
     if record.state in ("claimed", "sending"):
         raise Conflict(f"job {key} is {record.state} by a live worker", "wait for the lease, run recover, then drop")
-    archive(pub, record, {"state": "dropped", "why": why, "by": by, "at": utc_now(), "was": record.state})
+    final = {"state": "dropped", "why": why, "by": by, "at": utc_now(), "was": record.state}
+    archive(pub, record, final, sign)
     return find_job(pub.store, key)

@@ -26,6 +26,7 @@ from git_genjob.documents.errors import (
     GeneratorUnavailable,
     GenjobError,
     Painter,
+    Refused,
     StaleLock,
     plain,
 )
@@ -120,6 +121,7 @@ class WorkerOptions:
     remote: str | None = None
     allow_secrets: bool = False
     strict: bool = False
+    trust_file: str | None = None  # allowed_signers for planners, when the clone has no .genjob/
 
 
 def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None) -> WorkReport:
@@ -174,10 +176,11 @@ def _claim_next(
     pub: Publisher, opts: WorkerOptions, report: WorkReport, progress: Progress, picker: Picker | None = None
 ) -> Lease | None:
     """Claim the oldest claimable queued job (see Picker for the order under contention)."""
-    damaged: dict[str, str] = {}
+    skipped: dict[str, tuple[str, str]] = {}  # key -> (damaged | unsigned | untrusted, why)
     store = pub.store
     picker = picker or Picker(store)
     picker.scanned = False
+    gate = Gate(store, opts.trust_file)
     while True:  # at most one scan per pick: a queue of damaged jobs ends the pick, never loops
         if not picker.candidates and picker.scanned:
             break
@@ -194,9 +197,12 @@ def _claim_next(
                 continue
             if not pub.shares(f"refs/genjob/jobs/{head.key}", record.tip):
                 continue  # local events the remote lacks: never claim from a view the remote does not share
-            bundle_inputs(store, record)  # checked before the claim: a damaged job is never started
+            refusal = gate.refusal(record)  # checked before the claim: a job no trusted planner signed never starts
         except GenjobError as exc:
-            damaged[head.key] = exc.message
+            skipped[head.key] = ("damaged", exc.message)
+            continue
+        if refusal is not None:
+            skipped[head.key] = refusal
             continue
         try:
             lease = claim(pub, record, opts.worker_id, opts.lease_s)
@@ -208,19 +214,43 @@ def _claim_next(
             picker.lost = True
             continue
         progress(f"claimed {record.key} attempt {lease.n}")
-        _report_damaged(report, damaged, progress)
+        _report_skipped(report, skipped, progress)
         return lease
-    _report_damaged(report, damaged, progress)
+    _report_skipped(report, skipped, progress)
     return None
 
 
-def _report_damaged(report: WorkReport, damaged: dict[str, str], progress: Progress) -> None:
-    """Name each damaged job once per run; it is skipped, never fatal for the queue."""
-    seen = {o.key for o in report.outcomes if o.result == "damaged"}
-    for key, why in sorted(damaged.items()):
+class Gate:
+    """What a worker checks before it claims a job (SPEC §8, §11): the job's inputs are within
+    the limits and re-hash to job.json, and its planner's signature verifies against the trust
+    store of this clone's work tree (its committed .genjob/ in a fresh CI clone)."""
+
+    def __init__(self, store: Store, trust_file: str | None = None):
+        from git_genjob.planner.trust import worker_trust
+
+        self.store = store
+        self.limits = read_config(store).limits
+        self.trust = worker_trust(store, trust_file)
+
+    def refusal(self, record: JobRecord) -> tuple[str, str] | None:
+        """(unsigned | untrusted, why) for a job no trusted planner signed; None for a claimable
+        job. A damaged job raises (GenjobError)."""
+        from git_genjob.planner.trust import job_trust
+
+        bundle_inputs(self.store, record, self.limits)
+        verdict = job_trust(record.job_bytes, record.job_envelope, self.trust)
+        if verdict.ok:
+            return None
+        return verdict.label, f"{verdict.detail}; never claimed (its planner signs it: git genjob init, then submit)"
+
+
+def _report_skipped(report: WorkReport, skipped: dict[str, tuple[str, str]], progress: Progress) -> None:
+    """Name each damaged, unsigned or untrusted job once per run; it is skipped, never fatal for the queue."""
+    seen = {o.key for o in report.outcomes if o.result in ("damaged", "unsigned", "untrusted")}
+    for key, (result, why) in sorted(skipped.items()):
         if key not in seen:
-            report.outcomes.append(JobOutcome(key, "damaged", why))
-            progress(f"damaged {key}: {why} (skipped)")
+            report.outcomes.append(JobOutcome(key, result, why))
+            progress(f"{result} {key}: {why} (skipped)")
 
 
 class _Renewer(threading.Thread):
@@ -312,7 +342,7 @@ def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> 
     meta = os.path.join(tmp, "meta")
     os.makedirs(scratch)
     os.makedirs(meta)
-    inputs = bundle_inputs(store, record)
+    inputs = bundle_inputs(store, record, read_config(store).limits)
     for path in record.job.allowed_paths:  # a path the job may create gets its directory, as in the repo
         os.makedirs(os.path.dirname(os.path.join(scratch, path)), exist_ok=True)
     for path, data in inputs.items():
@@ -330,7 +360,8 @@ def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> 
     if opts.generator.kind in ("http", "openai"):
         from git_genjob.replay.cache import CacheClient
 
-        cache = CacheClient(store, scope_key=record.key, mode="refresh" if record.attempts_doc.refresh else "replay")
+        mode = "refresh" if record.attempts_doc.refresh else "replay"
+        cache = CacheClient(store, scope_key=record.key, mode=mode, sign=opts.signing_key)  # who paid signs the answer
     ctx = GenContext(
         record.job, scratch, instruction_file, job_file, inputs, opts.timeout_s, threading.Event(), opts.pass_env, cache
     )
@@ -515,7 +546,9 @@ def receipt_out_of_band(
     if outputs_dir is not None and not os.path.isdir(outputs_dir):
         raise BadInput(f"--outputs {outputs_dir} is not a directory")
     opts = WorkerOptions(OutOfBand(), signing_key, worker_id)
-    bundle_inputs(store, record)  # a damaged job is refused before the claim
+    refusal = Gate(store).refusal(record)  # a damaged or untrusted job is refused before the claim
+    if refusal is not None:
+        raise Refused(f"job {key} is {refusal[0]}: {refusal[1]}", "ask its planner to sign it")
     lease = claim(pub, record, worker_id, opts.lease_s)
     tmp = scratch_dir()
     try:

