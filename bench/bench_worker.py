@@ -51,11 +51,11 @@ def local(workers: int, jobs: int) -> float:
 
 
 def remote_claim_latency(rounds: int = 10) -> float:
+    from git_genjob.planner.ledger import claim
     from git_genjob.planner.queue import submit
     from git_genjob.storage.publish import publisher
     from git_genjob.storage.records import load_live
     from git_genjob.storage.store import Store
-    from git_genjob.worker.lifecycle import claim
 
     repo = make_repo()
     bare = repo + "-remote.git"

@@ -100,10 +100,10 @@ def genjob_one(store: Any, opts: Any, i: int, path: str) -> dict[str, float]:
     """submit -> claim -> generate+sign+store -> verify -> apply, timed per step."""
     from git_genjob.landing.apply import apply
     from git_genjob.landing.verify import verify
+    from git_genjob.planner.ledger import claim
     from git_genjob.planner.queue import submit
     from git_genjob.storage.publish import publisher
     from git_genjob.storage.records import load_live
-    from git_genjob.worker.lifecycle import claim
     from git_genjob.worker.run import run_claimed
 
     t0 = time.perf_counter()
@@ -448,11 +448,11 @@ def row_claims_per_second(workers: list[int], queued: int, seconds: float) -> Ro
 # -- big outputs --------------------------------------------------------------------------------
 def big_job(files: int, each: int, kind: str) -> tuple[str, str]:
     """A repository with one done job whose outputs are `files` files of `each` bytes."""
+    from git_genjob.planner.ledger import claim
     from git_genjob.planner.queue import submit
     from git_genjob.storage.publish import publisher
     from git_genjob.storage.records import load_live
     from git_genjob.storage.store import Store
-    from git_genjob.worker.lifecycle import claim
     from git_genjob.worker.run import run_claimed
 
     repo = make_repo(2)

@@ -15,10 +15,10 @@ import pytest
 from git_genjob.documents.canonical import canonical_bytes, digest
 from git_genjob.documents.keys import generate, read_signing_key
 from git_genjob.documents.receipt import build_statement, sign_statement, subjects_for
+from git_genjob.planner.ledger import claim, record_sending, recover
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import load_live, write_event
 from git_genjob.storage.store import RefUpdate, Store, job_ref
-from git_genjob.worker.lifecycle import claim, record_sending, recover
 from tests.conftest import git, live, raw_repo, refs, run_genjob, setup_worker, submit_key, work
 
 GOOD = "echo 'def fetch_user(uid, timeout=1):\n    return uid' > src/user.py"
@@ -112,7 +112,9 @@ CORPUS: list[tuple[str, int | tuple[int, ...], Callable[[Path, Path, str], None]
         lambda r, kp, k: (r / ".genjob/allowed_signers").write_text(
             (r / ".genjob/allowed_signers")
             .read_text()
-            .replace('namespaces="genjob-receipt,genjob-replay"', 'namespaces="genjob-receipt",valid-before="20200101Z"')
+            .replace(
+                'namespaces="genjob-receipt,genjob-replay"', 'namespaces="genjob-receipt",valid-before="20200101Z"'
+            )
         ),
     ),
     (

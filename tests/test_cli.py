@@ -150,8 +150,8 @@ def test_reports_print_their_own_lines(tmp_path: Path) -> None:
     """init, recover, push and fetch print what their reports say, in the words users read."""
     import time
 
+    from git_genjob.planner.ledger import claim
     from git_genjob.storage.publish import publisher
-    from git_genjob.worker.lifecycle import claim
     from tests.conftest import live, repo_with_remote, setup_worker, submit_key
 
     _, repo = repo_with_remote(tmp_path)

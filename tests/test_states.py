@@ -8,10 +8,10 @@ import pytest
 
 from git_genjob.documents.errors import Conflict
 from git_genjob.documents.states import TRANSITIONS, Event, JobState, transition
+from git_genjob.planner.ledger import claim, end_attempt, record_sending, store_receipt
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import load_live
 from git_genjob.storage.store import Store
-from git_genjob.worker.lifecycle import claim, end_attempt, record_sending, store_receipt
 from tests.conftest import refs, setup_worker, submit_key
 
 

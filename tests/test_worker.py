@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from git_genjob.documents.errors import Conflict
+from git_genjob.planner.ledger import claim, record_sending, recover, store_receipt
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import load_live
 from git_genjob.storage.store import Store
-from git_genjob.worker.lifecycle import claim, record_sending, recover, store_receipt
 from tests.conftest import git, live, make_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
 
 

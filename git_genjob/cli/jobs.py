@@ -250,8 +250,8 @@ def bundle(key: str, out: str, as_json: bool) -> None:
 @json_option
 def recover(remote: str | None, as_json: bool) -> None:
     """Fence expired claims: requeue lapsed claims, hold lapsed sends as unknown."""
+    from git_genjob.planner.ledger import recover as do_recover
     from git_genjob.storage.publish import publisher
-    from git_genjob.worker.lifecycle import recover as do_recover
 
     report = do_recover(publisher(open_store(), remote))
 
@@ -273,8 +273,8 @@ def retry(key: str, remote: str | None, refresh: bool, as_json: bool) -> None:
 
     A model generator replays the answer this job already paid for unless --refresh is given.
     """
+    from git_genjob.planner.ledger import retry as do_retry
     from git_genjob.storage.publish import publisher
-    from git_genjob.worker.lifecycle import retry as do_retry
 
     record = do_retry(publisher(open_store(), remote), key, refresh)
 
@@ -296,9 +296,9 @@ def retry(key: str, remote: str | None, refresh: bool, as_json: bool) -> None:
 @json_option
 def drop(key: str, why: str, remote: str | None, as_json: bool) -> None:
     """The owner ends job KEY: it moves to refs/genjob/archive."""
+    from git_genjob.planner.ledger import drop as do_drop
     from git_genjob.planner.trust import planner_key
     from git_genjob.storage.publish import publisher
-    from git_genjob.worker.lifecycle import drop as do_drop
 
     store = open_store()
     sig = store.signature()

@@ -16,6 +16,7 @@ from git_genjob.documents.config import read_config
 from git_genjob.documents.errors import BadInput, Conflict, Refused, StaleLock
 from git_genjob.documents.receipt import GeneratorInfo
 from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, next_step
+from git_genjob.planner.ledger import archive
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.notes import write_note
 from git_genjob.storage.publish import publisher
@@ -29,7 +30,6 @@ from git_genjob.storage.worktree import (
     sparse_paths,
     worktree_oids,
 )
-from git_genjob.worker.lifecycle import archive
 from git_genjob.worker.scratch import scratch_dir
 
 TRAILERS = ("Genjob-Key", "Genjob-Job", "Genjob-Receipt", "Genjob-Signer", "Genjob-Worker")

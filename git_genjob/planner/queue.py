@@ -23,11 +23,12 @@ from git_genjob.documents.job import Job, describe_difference, seal_job
 from git_genjob.documents.paths import check_path
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.states import ARCHIVED_STATES, STATE_COLOURS
+from git_genjob.planner.ledger import record_submit
+from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import (
     JOB_ENVELOPE,
     JobRecord,
     bundle_inputs,
-    event_message,
     find_job,
     load_archived,
     load_live,
@@ -38,7 +39,6 @@ from git_genjob.storage.records import (
 from git_genjob.storage.store import (
     ARCHIVE_REF,
     ROWS_TREE,
-    RefUpdate,
     Store,
     blocking_prefix,
     job_ref,
@@ -215,10 +215,8 @@ def submit(
     if signing_key is not None:
         files[JOB_ENVELOPE] = store.blob(seal_job(job.canonical(), signing_key))
     files.update({f"inputs/{p}": o for p, o in oids.items()})
-    created = {"Genjob-Created": str(meta["created_at"])}
-    commit = store.commit(store.build_tree(files), [], event_message("submitted", job.key, "queued", 0, created))
     try:
-        store.update_refs([RefUpdate(job_ref(job.key), None, commit)], message=f"genjob: submit {job.key}")
+        record_submit(publisher(store), job.key, files, str(meta["created_at"]))
     except Conflict:
         again = _existing(store, job)  # lost a create race: same digest collapses
         if again is None:

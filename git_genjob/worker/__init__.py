@@ -1,9 +1,9 @@
 """The worker plane: the worker side of a job (SPEC §4, §5).
 
-Owns the claim-run-sign loop (`run`), the event writes and their leased publication
-(`lifecycle`), the scratch tree a generator sees (`scratch`) and the generators themselves
-(`generators`, which see a scratch directory, the job and a replay client, never the
-repository).
+Owns the claim-run-sign loop (`run`, whose `Gate` checks a job's limits and its planner's
+signature before each claim), the scratch tree a generator sees (`scratch`) and the
+generators themselves (`generators`, which see a scratch directory, the job and a replay
+client, never the repository). Its events are written by the planner plane's ledger.
 
 May import: the documents, storage, planner and replay planes and this package. Never the
 landing plane: a worker never applies.

@@ -34,13 +34,13 @@ from git_genjob.documents.keys import SigningKey
 from git_genjob.documents.receipt import build_statement, sign_statement
 from git_genjob.documents.secretscan import find_secret, redact
 from git_genjob.documents.states import LEASE_S, TIMEOUT_S
+from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, store_receipt
 from git_genjob.planner.queue import Head, archived_leftover, heads
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import JobRecord, bundle_inputs, load_live
 from git_genjob.storage.store import Store, job_ref
 from git_genjob.worker.generators import GenContext, Generator, GenResult
-from git_genjob.worker.lifecycle import Lease, claim, end_attempt, record_sending, renew, store_receipt
 from git_genjob.worker.scratch import clean_stale_scratch, scratch_dir
 
 Progress = Callable[[str], None]

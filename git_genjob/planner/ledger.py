@@ -1,4 +1,13 @@
-"""Job events after submit: claim, sending, renew, receipt, fail, recover, retry, drop (SPEC §4)."""
+"""The job ledger: the one writer of a job's events (SPEC §3, §4, §11).
+
+submit, claim, sending, renew, receipt, fail/unknown, recover, retry, drop and the archive move
+are each a step that reads a record, asks the state table where the event leads, and writes one
+event commit through a `Publisher` (this repository's refs, or a remote through leased pushes),
+returning the record it wrote. Nothing else writes under refs/genjob/jobs/ or the archive, so
+the rules of authenticity live here once: a job's identity (job.json, its planner's signature,
+its inputs) is fixed by the submit commit and carried unchanged by every later event, and a
+drop carries its owner's signature.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +22,35 @@ from git_genjob.documents.attempts import as_text
 from git_genjob.documents.canonical import canonical_bytes, format_time, parse_time, utc_now
 from git_genjob.documents.errors import BadInput, Conflict, Refused
 from git_genjob.documents.signing import DROP_TYPE, seal
-from git_genjob.documents.states import transition
+from git_genjob.documents.states import Event, JobState, transition
 from git_genjob.storage.publish import Publisher
-from git_genjob.storage.records import DROP_ENVELOPE, JobRecord, drop_payload, find_job, load_live, write_event
+from git_genjob.storage.records import (
+    DROP_ENVELOPE,
+    JobRecord,
+    drop_payload,
+    event_message,
+    find_job,
+    load_live,
+    write_event,
+)
 from git_genjob.storage.store import job_ref
+
+
+def record_submit(pub: Publisher, key: str, files: dict[str, pygit2.Oid], created_at: str) -> pygit2.Oid:
+    """The submit event: the chain's first commit (no parent from the project's history) holding
+    job.json, its planner's envelope, meta.json and the inputs; the ref is created only if absent
+    (a lost create race is Conflict, and the caller compares digests)."""
+    store = pub.store
+    extra = {"Genjob-Created": created_at}
+    message = event_message(Event.SUBMITTED, key, JobState.QUEUED, 0, extra)
+    built: list[pygit2.Oid] = []
+
+    def build() -> pygit2.Oid:
+        built.append(store.commit(store.build_tree(files), [], message))
+        return built[-1]
+
+    pub.advance(job_ref(key), None, build, f"genjob: submit {key}")
+    return built[-1]
 
 
 def _files(record: JobRecord) -> dict[str, pygit2.Oid]:
