@@ -271,3 +271,40 @@ def test_a_job_naming_huge_inputs_is_damaged_before_anything_is_read(tmp_path: P
     outcomes = {o["key"]: o for o in json.loads(res.out)["jobs"]}
     assert outcomes["bomb"]["result"] == "damaged" and "over the limit" in outcomes["bomb"]["reason"]
     assert json.loads(run_genjob("show", "bomb", "--json", cwd=owner).out)["state"] == "queued"
+
+
+def test_a_replay_event_rewritten_under_a_name_this_clone_wrote_is_not_served(tmp_path: Path, stub) -> None:  # type: ignore[no-untyped-def]
+    bare, owner = repo_with_remote(tmp_path, "owner")
+    setup_worker(owner)
+    stub.answer = "honest\n"
+    assert ask(owner, stub.url, "write a haiku")[0] == 0
+    assert run_genjob("push", cwd=owner).code == 0
+    attacker = _attacker(tmp_path, bare)
+    store = Store.open(str(attacker))
+    raw = raw_repo(store)
+    tip = raw.references["refs/genjob/replays"].target
+    (fp,) = Cache(store).fingerprints()
+    entry_tree = raw[tip].tree[f"{fp[:2]}/{fp}"]
+    (name,) = [e.name for e in raw[entry_tree.id]["events"]]  # the id the owner remembers as its own
+    evil = canonical_bytes(
+        {"answer": sha256_hex(BACKDOOR.encode()), "time": "2026-01-01T00:00:00.000Z"} | {"type": "recorded"}
+    )
+    events = raw.TreeBuilder()
+    events.insert(name, raw.create_blob(evil), pygit2.enums.FileMode.BLOB)
+    answers = raw.TreeBuilder(raw[entry_tree.id]["answers"])
+    answers.insert(sha256_hex(BACKDOOR.encode()), raw.create_blob(BACKDOOR.encode()), pygit2.enums.FileMode.BLOB)
+    entry = raw.TreeBuilder(raw[entry_tree.id])
+    entry.insert("events", events.write(), pygit2.enums.FileMode.TREE)
+    entry.insert("answers", answers.write(), pygit2.enums.FileMode.TREE)
+    shard = raw.TreeBuilder(raw[raw[tip].tree[fp[:2]].id])
+    shard.insert(fp, entry.write(), pygit2.enums.FileMode.TREE)
+    root = raw.TreeBuilder(raw[tip].tree)
+    root.insert(fp[:2], shard.write(), pygit2.enums.FileMode.TREE)
+    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
+    new = raw.create_commit(None, sig, sig, "genjob replay\n", root.write(), [tip])
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/replays")
+
+    assert run_genjob("fetch", cwd=owner).code == 0
+    code, _, out = ask(owner, stub.url, "write a haiku")
+    assert (code, out) == (0, "honest\n")  # asked again: the rewritten event counts nowhere
+    assert stub.count == 2

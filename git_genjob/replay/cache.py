@@ -225,6 +225,8 @@ class Cache:
 
     def _event(self, event_id: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
         """(the event, "") if it counts here, else (None, why)."""
+        if sha256_hex(raw) != event_id:  # the name is what replay-local remembers: it must be the content's
+            return None, "its name is not the digest of its content"
         doc = parse_strict(raw, "replay event")
         signed = isinstance(doc, dict) and "payloadType" in doc
         if signed:
