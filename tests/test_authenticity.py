@@ -308,3 +308,39 @@ def test_a_replay_event_rewritten_under_a_name_this_clone_wrote_is_not_served(tm
     code, _, out = ask(owner, stub.url, "write a haiku")
     assert (code, out) == (0, "honest\n")  # asked again: the rewritten event counts nowhere
     assert stub.count == 2
+
+
+def test_an_unsigned_job_is_listed_as_such_and_never_claimed(repo: Path) -> None:
+    assert run_genjob("init", "--no-planner-key", cwd=repo).code == 0
+    key = repo.parent / "keys" / "w1"
+    assert run_genjob("keygen", "--name", "w1", "--out", str(key), cwd=repo).code == 0
+    assert run_genjob("trust", "add", "w1", f"{key}.pub", cwd=repo).code == 0
+    git(repo, "add", ".genjob")
+    git(repo, "commit", "-qm", "trust w1")
+    res = run_genjob("submit", "-m", "x", "src/user.py", cwd=repo)
+    assert res.code == 0 and "is unsigned: no worker claims it" in res.err
+    k = res.out.split()[1]
+    assert run_genjob("status", cwd=repo).out.split()[:2] == [k, "unsigned"]
+    before = refs(repo)
+    res = work(repo, key, "echo y > src/user.py", "--once")
+    assert res.code == 0 and json.loads(res.out)["jobs"] == [
+        {"key": k, "result": "unsigned", "reason": json.loads(res.out)["jobs"][0]["reason"], "attempt": None}
+        | {"replayed": []}
+    ]
+    assert refs(repo) == before
+
+
+def test_check_9_fails_when_the_planner_is_no_longer_trusted_and_apply_writes_nothing(repo: Path) -> None:
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "Add a timeout", "src/user.py")
+    assert work(repo, key, "echo 'x = 1' > src/user.py", "--once").code == 0
+    signers = repo / ".genjob" / "allowed_signers"
+    signers.write_text("".join(line + "\n" for line in signers.read_text().splitlines() if "genjob-job" not in line))
+    git(repo, "commit", "-qam", "stop trusting the planner")
+    before = refs(repo)
+    res = run_genjob("verify", k, "--json", cwd=repo)
+    failing = [c for c in json.loads(res.out)["checks"] if not c["ok"]]
+    assert res.code == 1 and [c["check"] for c in failing] == [9] and "untrusted" in failing[0]["detail"]
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "check 9 (planner)" in res.err
+    assert refs(repo) == before and git(repo, "status", "--porcelain") == ""
