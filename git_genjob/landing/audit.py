@@ -16,6 +16,7 @@ from git_genjob.documents.job import check_key
 from git_genjob.documents.receipt import Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.landing.apply import TRAILERS
 from git_genjob.landing.verify import TrustStore, note_envelope, trust_from_tree
+from git_genjob.planner.trust import job_trust
 from git_genjob.storage.notes import read_note
 from git_genjob.storage.records import load_archived, load_live, parse_trailers
 from git_genjob.storage.store import Store
@@ -141,6 +142,13 @@ def audit_commit(
             p.append(f"receipt {field_name} is {value}, trailer {trailer} says {t.get(trailer)}")
     p += _diff_problems(store, commit, pred)
     if record is not None:
+        # Check 9 at the commit's time (SPEC §11): the planner is reported; a job signed by a key
+        # the store does not trust fails, an unsigned one (made before signed jobs) is named.
+        planned = job_trust(record.job_bytes, record.job_envelope, trust, float(commit.committer.time))
+        if planned.label == "untrusted":
+            p.append(f"check 9: the job's planner is untrusted: {planned.detail}")
+        else:
+            result.facts.append(f"planner: {planned.detail if planned.ok else 'unsigned job'}")
         if record.job.digest != t.get("Genjob-Job"):
             p.append(f"stored job digest is {record.job.digest}, trailer says {t.get('Genjob-Job')}")
         if commit.parents:
