@@ -29,16 +29,22 @@ def make_repo(files: int = 20) -> str:
 
 
 def trusted_key(repo: str) -> str:
-    from git_genjob.documents.keys import generate, trust_line, write_key_files
+    """A trusted worker key, and a planner key the repository's git config names (so `submit`
+    signs with it and nothing is written under the user's own config); returns the worker's."""
+    from git_genjob.documents.keys import ROLES, generate, trust_line, write_key_files
     from git_genjob.planner.initrepo import init
     from git_genjob.storage.store import Store
 
-    init(Store.open(repo))
+    init(Store.open(repo), planner=False)
     key = generate("bench")
     path = os.path.join(repo, ".git", "bench-keys", "bench")  # removed with the repository
     write_key_files(key, path)
+    planner = generate("bench-planner")
+    write_key_files(planner, path + "-planner")
+    subprocess.run(["git", "-C", repo, "config", "genjob.plannerKey", path + "-planner"], check=True)
     with open(os.path.join(repo, ".genjob", "allowed_signers"), "a") as fh:
         fh.write(trust_line("bench", key.public, None) + "\n")
+        fh.write(trust_line("bench-planner", planner.public, None, namespaces=ROLES["planner"]) + "\n")
     subprocess.run(["git", "-C", repo, "add", ".genjob"], check=True)
     subprocess.run(["git", "-C", repo, "commit", "-qm", "trust"], check=True)
     return path

@@ -14,8 +14,8 @@ import subprocess
 from typing import BinaryIO
 
 from git_genjob.documents.canonical import canonical_bytes, digest
-from git_genjob.documents.job import Job
-from git_genjob.storage.records import event_message
+from git_genjob.documents.job import Job, seal_job
+from git_genjob.storage.records import JOB_ENVELOPE, event_message
 from git_genjob.storage.store import shard
 
 WHO = "bench <bench@example.com> 1767225600 +0000"
@@ -43,7 +43,12 @@ def _meta(key: str, final: dict[str, str] | None) -> bytes:
 
 
 def build(repo: str, archived: int, queued: int, branch: str = "main", input_files: int = 20) -> None:
-    """Add `archived` applied jobs and `queued` live jobs to `repo` (which has f0..f19.py on main)."""
+    """Add `archived` applied jobs and `queued` live jobs to `repo` (which has f0..f19.py on main);
+    the queued jobs are signed with the planner key its git config names, when it names one."""
+    from git_genjob.planner.trust import planner_key
+    from git_genjob.storage.store import Store
+
+    planner = planner_key(Store.open(repo))
     proc = subprocess.Popen(
         ["git", "-C", repo, "fast-import", "--quiet", "--done", f"--active-branches={10}"],
         stdin=subprocess.PIPE,
@@ -107,7 +112,10 @@ def build(repo: str, archived: int, queued: int, branch: str = "main", input_fil
             f"commit refs/genjob/jobs/{key}\ncommitter bench <bench@example.com> {1767225600 + i} +0000\n".encode()
         )
         _data(out, event_message("submitted", key, "queued", 0).encode())
-        for name, payload in (("job.json", job.canonical()), ("meta.json", _meta(key, None))):
+        documents = [("job.json", job.canonical()), ("meta.json", _meta(key, None))]
+        if planner is not None:  # signed as `submit` signs: the workers benched claim only such jobs
+            documents.append((JOB_ENVELOPE, seal_job(job.canonical(), planner)))
+        for name, payload in documents:
             out.write(f"M 100644 inline {name}\n".encode())
             _data(out, payload)
         out.write(f"M 100644 :{inputs[i % input_files]} inputs/{path}\n\n".encode())

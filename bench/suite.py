@@ -186,8 +186,8 @@ def scale_repo(archived: int, queued: int) -> tuple[str, str]:
     import fixture
 
     repo = make_repo()
+    keypath = trusted_key(repo)  # first: the fixture's queued jobs are signed by its planner key
     fixture.build(repo, archived, queued)
-    keypath = trusted_key(repo)
     subprocess.run(["git", "-C", repo, "reset", "-q", "--hard"], check=True)
     return repo, keypath
 
