@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from tests.conftest import ask, git, make_repo, refs, repo_with_remote, run_genjob
+from tests.conftest import ask, git, make_repo, refs, repo_with_remote, run_genjob, setup_worker
 
 
 def _objects(repo: Path) -> dict[str, set[str]]:
@@ -121,6 +121,8 @@ def test_competing_answers_from_two_machines_are_a_drift(tmp_path: Path) -> None
     from tests.stubserver import Stub
 
     bare, a = repo_with_remote(tmp_path, "a")
+    key = setup_worker(a)  # answers signed by a trusted worker key count in every clone
+    git(a, "push", "-q", "origin", "main")
     git(tmp_path, "clone", "-q", str(bare), "b")
     b = tmp_path / "b"
     stub = Stub()
@@ -128,7 +130,7 @@ def test_competing_answers_from_two_machines_are_a_drift(tmp_path: Path) -> None
     try:
         for repo, answer in ((a, "from a\n"), (b, "from b\n")):
             stub.answer = answer
-            code, text, _ = ask(repo, stub.url, "same prompt")
+            code, text, _ = ask(repo, stub.url, "same prompt", "--signing-key", str(key))
             assert code == 0, text
             fps.append(text.split()[1])
     finally:
@@ -168,6 +170,10 @@ def test_a_remote_genjob_ref_that_names_no_commit_is_refused_and_the_rest_is_fet
     imports every other ref, leaves those alone and says which (exit 1); push writes nothing
     over them. Before, both crashed (exit 70) in the ancestry check."""
     bare, a = repo_with_remote(tmp_path, "a")
+    assert run_genjob("init", cwd=a).code == 0  # a's planner key, trusted in the store b clones
+    git(a, "add", ".genjob")
+    git(a, "commit", "-qm", "trust the planner")
+    git(a, "push", "-q", "origin", "main")
     assert run_genjob("submit", "-m", "x", "README.md", "--key", "old", "--push", cwd=a).code == 0
     git(tmp_path, "clone", "-q", str(bare), "b")
     b = tmp_path / "b"

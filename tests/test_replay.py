@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from git_genjob.replay.cache import normalize
-from tests.conftest import ask, git, refs, run_genjob
+from tests.conftest import ask, git, refs, run_genjob, setup_worker
 from tests.stubserver import Stub
 
 
@@ -113,14 +113,19 @@ def test_two_writers_record_concurrently(repo: Path) -> None:
     assert len(rows) == 50
 
 
-def test_fetched_replays_work_offline(repo: Path, stub: Stub, tmp_path: Path) -> None:
-    ask(repo, stub.url, "Write hello")
+def test_fetched_replays_work_offline_when_a_trusted_key_signed_them(repo: Path, stub: Stub, tmp_path: Path) -> None:
+    key = setup_worker(repo)  # w1, trusted for genjob-replay in the committed store
+    ask(repo, stub.url, "Write hello", "--signing-key", str(key))
+    ask(repo, stub.url, "Write unsigned")  # recorded without a key: it serves this clone only
     stub.close()
     other = tmp_path / "other"
-    git(tmp_path, "init", "-q", str(other))
+    git(tmp_path, "clone", "-q", str(repo), str(other))
     git(other, "fetch", "-q", str(repo), "refs/genjob/*:refs/genjob/*")
     code, text, out = ask(other, stub.url, "Write hello", "--mode", "offline")
     assert code == 0 and text.startswith("replay ") and out == "hello\n"
+    code, _, out = ask(other, stub.url, "Write unsigned", "--mode", "offline")
+    assert code == 3 and out == "model_unavailable\n"  # SPEC §11: an unsigned answer from elsewhere never serves
+    assert ask(repo, stub.url, "Write unsigned", "--mode", "offline")[0] == 0  # but it does where it was recorded
     code, _, out = ask(other, stub.url, "Something new", "--mode", "offline")
     assert code == 3 and out == "model_unavailable\n"
 

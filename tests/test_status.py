@@ -122,16 +122,21 @@ def test_live_rows_are_cached_by_tip_and_follow_every_event(repo: Path) -> None:
     assert [(r["key"], r["state"]) for r in _all(repo)] == [(k, "queued")]
     cache = repo / ".git/genjob/status-rows"
     tip = git(repo, "rev-parse", f"refs/genjob/jobs/{k}").strip()
-    assert cache.read_text().startswith(f"{tip}\t")
+    stamp, line = cache.read_text().splitlines()  # rows are valid under one trust store's fingerprint
+    assert stamp.startswith("#trust\t") and line.startswith(f"{tip}\t")
     assert work(repo, key, "echo y > src/user.py", "--once").code == 0  # a new tip: read afresh
     assert [(r["key"], r["state"], r["result"]) for r in _all(repo)] == [(k, "done", "ok")]
     new_tip = git(repo, "rev-parse", f"refs/genjob/jobs/{k}").strip()
-    assert cache.read_text().split("\t")[0] == new_tip  # only current tips are kept
+    assert cache.read_text().splitlines()[1].split("\t")[0] == new_tip  # only current tips are kept
     # a cache line that is not this job's row (garbage, another key) is not believed
-    cache.write_text(f"{new_tip}\t" + '{"key":"other","state":"dropped","instruction":"x"}\n')
+    cache.write_text(f"{stamp}\n{new_tip}\t" + '{"key":"other","state":"dropped","instruction":"x"}\n')
     assert [(r["key"], r["state"]) for r in _all(repo)] == [(k, "done")]
-    cache.write_text(f"{new_tip}\tnot json\n")
+    cache.write_text(f"{stamp}\n{new_tip}\tnot json\n")
     assert [(r["key"], r["state"]) for r in _all(repo)] == [(k, "done")]
+    # the same tip under another trust store is read afresh: the planner is no longer trusted
+    signers = repo / ".genjob" / "allowed_signers"
+    signers.write_text("".join(x + "\n" for x in signers.read_text().splitlines() if "genjob-job" not in x))
+    assert [(r["key"], r["planner"]) for r in _all(repo)] == [(k, "untrusted")]
 
 
 def _strict(text: str) -> list[dict]:  # type: ignore[type-arg]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import click
 
@@ -37,6 +38,12 @@ from git_genjob.documents.errors import EXIT_REFUSED
 )
 @click.option("--key", help="Scope the answer to this operation.")
 @click.option("--timeout", default="120s", show_default=True, help="How long to wait for the endpoint.")
+@click.option(
+    "--signing-key",
+    "key_file",
+    type=click.Path(dir_okay=False),
+    help="Sign what is recorded (a key trusted for genjob-replay), so other clones replay it too.",
+)
 @json_option
 def ask(
     endpoint: str,
@@ -46,6 +53,7 @@ def ask(
     mode: str,
     key: str | None,
     timeout: str,
+    key_file: str | None,
     as_json: bool,
 ) -> None:
     """One cached model call: replay what was asked before, else ask and record.
@@ -56,7 +64,13 @@ def ask(
     """
     from git_genjob.replay.commands import ask as do_ask
 
-    doc = do_ask(open_store(), endpoint, model, prompt_file, out_file, mode, key, parse_duration(timeout))
+    sign = None
+    if key_file:
+        from git_genjob.documents.keys import read_signing_key
+
+        sign = read_signing_key(os.path.expanduser(key_file))
+    store = open_store()
+    doc = do_ask(store, endpoint, model, prompt_file, out_file, mode, key, parse_duration(timeout), sign)
     emit(doc, as_json, lambda: click.echo(f"{doc['source']} {doc['fingerprint']}"))
 
 

@@ -40,7 +40,10 @@ def ask(
     mode: str,
     key: str | None,
     timeout: float,
+    sign: Any = None,
 ) -> dict[str, Any]:
+    """One cached model call. With `sign` (a key trusted for genjob-replay) what is recorded
+    counts in every clone that trusts it; without, only in this one (SPEC §11)."""
     from git_genjob.replay.web import post_json
 
     dialect, base, model = parse_endpoint(endpoint, model)
@@ -53,7 +56,7 @@ def ask(
         send = _chat_sender(f"{base}/chat/completions", model, timeout)
 
     try:
-        result = call(Cache(store), doc, send, mode)
+        result = call(Cache(store, sign), doc, send, mode)
     except (GeneratorUnavailable, Unavailable) as exc:
         write_atomic(out_file, SENTINEL + "\n")
         raise Unavailable(exc.message, exc.hint or "nothing was recorded; try again later") from None
