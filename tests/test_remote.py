@@ -210,3 +210,30 @@ def test_a_remote_genjob_ref_that_names_no_commit_is_refused_and_the_rest_is_fet
         ["old", "dropped"],
         ["new", "queued"],
     ]
+
+
+def test_fetch_merges_back_what_a_forced_git_fetch_took_from_the_ledger(tmp_path: Path) -> None:
+    """The old docs/ci.md line, run in a developer's clone with an unpushed apply: its forced
+    refspecs put the remote's archive and notes over the local ones. `git genjob fetch` merges
+    back what they lost, so the applied job and its note are there again and audit passes."""
+    from tests.conftest import submit_key, work
+
+    bare, a = repo_with_remote(tmp_path, "a")
+    key = setup_worker(a)
+    git(a, "push", "-q", "origin", "main")
+    first = submit_key(a, "-m", "first", "src/user.py")
+    assert work(a, key, "echo one > src/user.py", "--once").code == 0
+    assert run_genjob("apply", first, cwd=a).code == 0
+    assert run_genjob("push", cwd=a).code == 0  # the remote has the first apply
+    second = submit_key(a, "-m", "second", "README.md")
+    assert work(a, key, "echo two > README.md", "--once").code == 0
+    assert run_genjob("apply", second, cwd=a).code == 0  # not pushed
+    git(a, "fetch", "-q", "origin", "+refs/notes/genjob:refs/notes/genjob", "+refs/genjob/*:refs/genjob/*")
+    assert run_genjob("audit", "HEAD~1..HEAD", cwd=a).code == 1  # the note of the second apply is gone
+    res = run_genjob("fetch", "--json", cwd=a)
+    assert res.code == 0, res.err
+    assert sorted(json.loads(res.out)["recovered"]) == ["refs/genjob/archive", "refs/notes/genjob"]
+    assert run_genjob("audit", cwd=a).code == 0
+    assert json.loads(run_genjob("show", second, "--json", cwd=a).out)["state"] == "applied"
+    assert run_genjob("fetch", "--json", cwd=a).code == 0  # once merged back, nothing more to do
+    assert json.loads(run_genjob("fetch", "--json", cwd=a).out)["recovered"] == []

@@ -167,13 +167,14 @@ class SyncReport:
     pushed: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # remote refs that name no commit: left alone
     kept: list[str] = field(default_factory=list)  # live jobs an archive entry this clone cannot vouch for did not end
+    recovered: list[str] = field(default_factory=list)  # ledger refs moved backwards outside genjob, merged back
 
     def to_json(self) -> dict[str, list[str]]:
         return dict(self.__dict__)
 
     def lines(self, headline: str) -> list[str]:
         """The human report under `headline`."""
-        labels = ("created", "updated", "merged", "dropped", "pushed", "kept")
+        labels = ("created", "updated", "merged", "dropped", "pushed", "kept", "recovered")
         return [headline] + [
             f"  {label}: {', '.join(getattr(self, label))}" for label in labels if getattr(self, label)
         ]
@@ -202,6 +203,7 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
     """Bring local refs up to what the remote holds, without losing local work."""
     from git_genjob.storage.notes import merge_notes
 
+    recover_kept(store, report)
     remote_refs = dict(remote_refs)
     for name, oid in sorted(remote_refs.items()):
         kind = store.object_type(oid)  # from the header: a hostile ref may name a huge blob
@@ -225,6 +227,30 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
         elif rel == "diverged":
             report.diverged.append(key)
     _drop_archived_live(store, report)
+
+
+def recover_kept(store: Store, report: SyncReport) -> None:
+    """Merge back what a forced `git fetch` (or any write outside genjob) took from a ledger ref.
+
+    genjob only ever moves the archive, the replay cache and the notes forwards or merges them,
+    and remembers the last value it gave each (`Store.kept_tip`). A current value that does not
+    contain that one lost history: it is merged back (a union; nothing is ever dropped), while
+    its commits still exist (reflogs and unreachable objects keep them until a gc prunes them).
+    """
+    from git_genjob.storage.notes import merge_notes
+
+    for name, merge in ((ARCHIVE_REF, merge_union), (REPLAYS_REF, merge_union), (NOTES_REF, merge_notes)):
+        kept = store.kept_tip(name)
+        current = store.ref_target(name)
+        if kept is None or kept == current or (current is not None and store.descendant_of(current, kept)):
+            continue
+        if current is None:
+            store.update_refs([RefUpdate(name, None, kept)], message="genjob: recover")
+        elif store.object_type(current) == "commit":
+            store.update_refs([RefUpdate(name, current, merge(store, current, kept))], message="genjob: recover")
+        else:
+            continue  # not a commit: fetch names it, and the user decides
+        report.recovered.append(name)
 
 
 def _reconcile_mergeable(

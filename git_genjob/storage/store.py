@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import email.utils
 import functools
@@ -24,6 +25,7 @@ JOBS_PREFIX = "refs/genjob/jobs/"
 ARCHIVE_REF = "refs/genjob/archive"
 REPLAYS_REF = "refs/genjob/replays"
 NOTES_REF = "refs/notes/genjob"
+LEDGER_REFS = (ARCHIVE_REF, REPLAYS_REF, NOTES_REF)  # shared, merged as unions: never moved backwards by genjob
 
 FILE_MODE = pygit2.enums.FileMode.BLOB
 TREE_MODE = pygit2.enums.FileMode.TREE
@@ -632,6 +634,7 @@ class Store:
                             txn.remove(u.name)
                         else:
                             txn.set_target(u.name, u.new, message=message)
+                self._keep([u for u in updates if u.name in LEDGER_REFS and u.new is not None])
                 return
             except _BuildFailed as failed:
                 raise failed.error from None
@@ -648,6 +651,34 @@ class Store:
                         "another writer has held the lock for a while; try again",
                     ) from None
                 time.sleep(0.01 + random.random() * 0.02)
+
+    def _keep(self, updates: list[RefUpdate]) -> None:
+        """Remember the last value genjob itself gave each shared ledger ref (the archive, the
+        replay cache, the notes) in `.git/genjob/kept/`: a forced `git fetch` or a rewound
+        remote can move those refs backwards behind genjob's back, and `kept_tip` lets `fetch`
+        merge back what was lost while the objects still exist. A hint, written without fsync:
+        losing it loses only that recovery, never a ref."""
+        for u in updates:
+            path = os.path.join(self.common_dir, "genjob", "kept", u.name.replace("/", "%"))
+            tmp = f"{path}.{os.getpid()}.tmp"
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(tmp, "w", encoding="ascii") as fh:
+                    fh.write(f"{u.new}\n")
+                os.replace(tmp, path)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+    def kept_tip(self, name: str) -> pygit2.Oid | None:
+        """The last value genjob gave ledger ref `name` here, if its commit still exists."""
+        path = os.path.join(self.common_dir, "genjob", "kept", name.replace("/", "%"))
+        try:
+            with open(path, encoding="ascii") as fh:
+                oid = pygit2.Oid(hex=fh.read().strip())
+        except (OSError, ValueError):
+            return None
+        return oid if self.object_type(oid) == "commit" else None
 
     def _raise_if_stale(self, updates: list[RefUpdate]) -> None:
         for u in updates:
