@@ -1,12 +1,11 @@
-"""Editing the trust store: .genjob/allowed_signers and .genjob/revoked_keys in the work tree."""
+"""Editing the trust store: .genjob/allowed_signers and .genjob/revoked_keys in the work tree;
+the planner's key; check 9 (whether a trusted planner signed a job)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from typing import Any
-
-import pygit2
 
 from git_genjob.documents.errors import BadInput
 from git_genjob.documents.keys import (
@@ -17,11 +16,13 @@ from git_genjob.documents.keys import (
     parse_public_key,
     parse_revoked,
     public_line,
-    read_allowed_signers,
 )
 from git_genjob.documents.keys import trust_line as make_line
 from git_genjob.planner.userfiles import write_atomic
 from git_genjob.storage.store import Store
+from git_genjob.storage.truststore import TrustStore, trust_at_head, trust_from_tree
+
+__all__ = ["TrustStore", "trust_at_head", "trust_from_tree"]
 
 
 def genjob_file(store: Store, name: str) -> str:
@@ -135,25 +136,6 @@ def untrusted_hint(envelope: Any) -> str | None:
     )
 
 
-@dataclass(frozen=True)
-class TrustStore:
-    signers: list[TrustedKey]
-    revoked: set[bytes]
-    problems: tuple[str, ...] = ()
-
-    def fingerprint(self) -> str:
-        """A digest of what this store trusts (for caches of verdicts made against it)."""
-        import hashlib
-
-        keys = sorted((k.principal, k.public.hex(), k.namespaces, k.valid_after, k.valid_before) for k in self.signers)
-        return hashlib.sha256(repr((keys, sorted(self.revoked))).encode()).hexdigest()[:32]
-
-    @classmethod
-    def from_text(cls, allowed_signers: str, revoked_keys: str) -> TrustStore:
-        signers, problems = read_allowed_signers(allowed_signers)
-        return cls(signers, parse_revoked(revoked_keys), tuple(problems))
-
-
 def trust_from_worktree(store: Store) -> TrustStore:
     """`.genjob/` of the apply host's work tree (HEAD's tree in a bare repository)."""
     if store.workdir is None:
@@ -185,14 +167,6 @@ def worker_trust(store: Store, trust_file: str | None = None) -> TrustStore:
         return here
     head = store.head_commit()
     return trust_from_tree(store, head.tree) if head is not None else here
-
-
-def trust_from_tree(store: Store, tree: pygit2.Tree | None) -> TrustStore:
-    def read(name: str) -> str:
-        data = store.file_at(tree, f".genjob/{name}") if tree is not None else None
-        return data.decode("utf-8", "replace") if data else ""
-
-    return TrustStore.from_text(read("allowed_signers"), read("revoked_keys"))
 
 
 @dataclass(frozen=True)

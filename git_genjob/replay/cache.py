@@ -17,11 +17,12 @@ import pygit2
 from git_genjob.documents.canonical import canonical_bytes, parse_strict, sha256_hex, utc_now
 from git_genjob.documents.config import Config
 from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused, Unavailable
-from git_genjob.documents.keys import NS_REPLAY, NS_REVIEW, TrustedKey, parse_revoked, read_allowed_signers
+from git_genjob.documents.keys import NS_REPLAY, NS_REVIEW, TrustedKey
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.signing import REPLAY_TYPE, seal, signer_of, unseal
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.store import CONTENT_MAX, REPLAYS_REF, TREE_MODE, RefUpdate, Store, lookup
+from git_genjob.storage.truststore import trust_at_head
 
 SENTINEL = "model_unavailable"
 MODES = ("replay", "offline", "refresh")
@@ -187,18 +188,11 @@ class Cache:
     def trust(self) -> tuple[list[TrustedKey], set[bytes]]:
         """The signers and revoked keys of the trust store committed on HEAD (read once)."""
         if self._trust is None:
-            head = self.store.head_commit()
-
-            def read(name: str) -> str:
-                data = self.store.file_at(head.tree, f".genjob/{name}") if head is not None else None
-                return (data or b"").decode("utf-8", "replace")
-
-            signers, _ = read_allowed_signers(read("allowed_signers"))
             try:
-                revoked = parse_revoked(read("revoked_keys"))
-            except BadInput:
-                revoked = set()
-            self._trust = (signers, revoked)
+                trust = trust_at_head(self.store)
+                self._trust = (trust.signers, trust.revoked)
+            except BadInput:  # an unreadable store trusts nobody
+                self._trust = ([], set())
         return self._trust
 
     def _local_path(self) -> str:

@@ -4,8 +4,8 @@ Owns the refs and their compare-and-swap updates (`store`, the only libgit2 writ
 records read back from them and the archive rows (`records`), notes by path and their union
 merge (`notes`), the repository layout (`gitdir`), ref locks and writer records
 (`locks`), the named crash points (`faults`), leased pushes and fetches (`remote`), the one
-ref-writer interface events are published through, local or leased-remote (`publish`), and
-the work tree for output paths (`worktree`).
+ref-writer interface events are published through, local or leased-remote (`publish`), the
+trust store read from a tree (`truststore`), and the work tree for output paths (`worktree`).
 
 May import: the documents plane and this package.
 """

@@ -400,17 +400,15 @@ def _applied_problem(store: Store, commit: str | None, branch: str | None) -> st
 def _drop_problem(store: Store, record: JobRecord, why: str, at: str) -> str | None:
     from git_genjob.documents.errors import GenjobError
     from git_genjob.documents.job import job_signer
-    from git_genjob.documents.keys import NS_JOB, parse_revoked, read_allowed_signers
+    from git_genjob.documents.keys import NS_JOB
     from git_genjob.documents.signing import DROP_TYPE, signer_of, unseal
+    from git_genjob.storage.truststore import trust_at_head
 
-    head = store.head_commit()
-    signers_text = store.file_at(head.tree, ".genjob/allowed_signers") if head is not None else None
-    revoked_text = store.file_at(head.tree, ".genjob/revoked_keys") if head is not None else None
-    signers, _ = read_allowed_signers((signers_text or b"").decode("utf-8", "replace"))
     try:
-        revoked = parse_revoked((revoked_text or b"").decode("utf-8", "replace"))
-    except BadInput:
-        revoked = set()
+        trust = trust_at_head(store)
+    except BadInput as exc:
+        return f"the trust store on HEAD is unreadable: {exc.message}"
+    signers, revoked = trust.signers, trust.revoked
     when = time.time()
     try:
         job_signer(record.job_bytes, record.job_envelope, signers, revoked, when)
