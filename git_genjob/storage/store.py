@@ -477,6 +477,20 @@ class Store:
     def has(self, oid: pygit2.Oid | str) -> bool:
         return oid in self._repo
 
+    @property
+    def is_shallow(self) -> bool:
+        return bool(self._repo.is_shallow)
+
+    def missing_parents(self, commit: pygit2.Commit) -> list[str]:
+        """The parents `commit` names that this clone lacks: a shallow clone's boundary (libgit2
+        shows such a commit as a root, so its own header is read) or a commit fetched alone."""
+        ids = [str(i) for i in commit.parent_ids]
+        if not ids:
+            raw = self._repo.odb.read(commit.id)[1]
+            header = raw.split(b"\n\n", 1)[0]
+            ids = [line[7:].decode("ascii", "replace") for line in header.split(b"\n") if line.startswith(b"parent ")]
+        return [i for i in ids if not self.has(i)]
+
     def descendant_of(self, oid: pygit2.Oid, ancestor: pygit2.Oid) -> bool:
         return bool(self._repo.descendant_of(oid, ancestor))
 

@@ -1,0 +1,119 @@
+"""The clones CI and developers actually have: shallow (actions/checkout's depth 1), blob-less
+partial clones and sparse checkouts, each made by the git CLI from a real bare remote."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, git, make_repo, run_genjob, setup_worker, submit_key, work
+
+
+def published(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """A bare remote holding `main` (with the trust store) and `feature` (two applied jobs on
+    top of main), with refs/genjob/* and the notes pushed: what a PR's CI run sees."""
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    dev = make_repo(tmp_path / "dev")
+    key = setup_worker(dev)
+    git(dev, "remote", "add", "origin", bare.as_uri())
+    git(dev, "push", "-q", "origin", "main")
+    git(dev, "checkout", "-q", "-b", "feature")
+    keys = []
+    for i, path in enumerate(["src/user.py", "README.md"]):
+        k = submit_key(dev, "-m", f"Change {i}", path)
+        assert work(dev, key, f"echo 'x = {i}' >> {path}", "--once").code == 0
+        assert run_genjob("apply", k, cwd=dev).code == 0
+        keys.append(k)
+    git(dev, "push", "-q", "origin", "feature")
+    assert run_genjob("push", "origin", cwd=dev).code == 0
+    return bare, dev, keys
+
+
+def checkout(bare: Path, dest: Path, depth: int | None) -> Path:
+    """What actions/checkout@v4 runs for a push to `feature` (fetch-depth: 1, its default, or 0)."""
+    git(dest.parent, "init", "-q", str(dest))
+    git(dest, "remote", "add", "origin", bare.as_uri())
+    sha = git(bare, "rev-parse", "refs/heads/feature").strip()
+    if depth:
+        git(dest, "-c", "protocol.version=2", "fetch", "--no-tags", "--prune", "--no-recurse-submodules",
+            f"--depth={depth}", "origin", f"+{sha}:refs/remotes/origin/feature")  # fmt: skip
+    else:
+        git(dest, "-c", "protocol.version=2", "fetch", "--prune", "--no-recurse-submodules", "origin",
+            "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")  # fmt: skip
+    git(dest, "checkout", "-q", "--force", "-B", "feature", "refs/remotes/origin/feature")
+    return dest
+
+
+def run_steps(block: str, cwd: Path) -> None:
+    """Run the `- run:` lines of a docs/ci.md YAML block as a runner would (base_ref = main)."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    for line in re.findall(r"^- run: (.*)$", block, re.M):
+        command = line.replace("${{ github.base_ref }}", "main")
+        proc = subprocess.run(["sh", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
+
+
+def ci_block(name: str) -> str:
+    text = (REPO_ROOT / "docs" / "ci.md").read_text()
+    m = re.search(rf"<!-- ci-checkout: {name} -->\s*\n```yaml\n(.*?)```", text, re.S)
+    assert m is not None, name
+    return m.group(1)
+
+
+def test_audit_in_a_depth_1_clone_never_gives_a_false_verdict(tmp_path: Path) -> None:
+    bare, _, keys = published(tmp_path)
+    ci = checkout(bare, tmp_path / "ci", depth=1)
+    assert run_genjob("fetch", "origin", cwd=ci).code == 0
+    # The boundary commit's parent is not here: it cannot be checked, which is not a pass.
+    res = run_genjob("audit", "--json", cwd=ci)
+    assert res.code == 3, res.out + res.err
+    doc = json.loads(res.out)
+    assert doc["failing"] == 0 and doc["unchecked"] == 1
+    [row] = doc["commits"]
+    assert row["provenance"] == "cannot check" and not row["ok"] and row["problems"] == []
+    assert row["key"] == keys[1]
+    assert (
+        "parent" in row["unchecked"][0] and "not fetched (fetch-depth: 0 or git fetch --deepen)" in row["unchecked"][0]
+    )
+    human = run_genjob("audit", cwd=ci)
+    assert human.code == 3 and "outputs since modified" not in human.out and "verified" not in human.out
+    assert "1 cannot be checked in this clone" in human.out
+    # A range whose base was not fetched says so (not "not a revision range").
+    for spec, rev in (("origin/main..HEAD", "'origin/main'"), ("HEAD~1..HEAD", "'HEAD~1'")):
+        res = run_genjob("audit", spec, cwd=ci)
+        assert res.code == 3, res.err
+        assert f"{rev} (of '{spec}') is not in this shallow clone" in res.err
+        assert "fetch-depth: 0" in res.err and "not a revision range" not in res.err
+    # A real failure still fails in a shallow clone: a forged trailer on the boundary commit.
+    orig = git(ci, "rev-parse", "HEAD").strip()
+    msg = git(ci, "log", "-1", "--format=%B").replace("Genjob-Worker: w1", "Genjob-Worker: mallory")
+    git(ci, "commit", "--amend", "-q", "-m", msg)
+    git(ci, "notes", "--ref=genjob", "copy", orig, "HEAD")
+    res = run_genjob("audit", cwd=ci)
+    assert res.code == 1 and "FAIL" in res.out and "Genjob-Worker says mallory" in res.out, res.out
+
+
+def test_audit_in_a_non_shallow_clone_names_a_missing_base(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r")
+    res = run_genjob("audit", "origin/main..HEAD", cwd=repo)
+    assert res.code == 2 and "'origin/main' (of 'origin/main..HEAD') names no commit" in res.err
+    assert "git fetch origin main" in res.err
+
+
+@pytest.mark.parametrize("variant,depth", [("full", 0), ("shallow", 1)])
+def test_docs_ci_checkout_lines_make_audit_pass(tmp_path: Path, variant: str, depth: int) -> None:
+    bare, _, keys = published(tmp_path)
+    ci = checkout(bare, tmp_path / "ci", depth=depth)
+    run_steps(ci_block(variant), ci)  # the audit step among them exits 0
+    res = run_genjob("audit", "origin/main..HEAD", "--json", cwd=ci)
+    assert res.code == 0, res.out + res.err
+    doc = json.loads(res.out)
+    assert [c["key"] for c in doc["commits"]] == keys[::-1]
+    assert all(c["provenance"] == "verified" for c in doc["commits"])
