@@ -117,3 +117,58 @@ def test_docs_ci_checkout_lines_make_audit_pass(tmp_path: Path, variant: str, de
     doc = json.loads(res.out)
     assert [c["key"] for c in doc["commits"]] == keys[::-1]
     assert all(c["provenance"] == "verified" for c in doc["commits"])
+
+
+def packs(repo: Path) -> set[str]:
+    return {p.name for p in (repo / ".git" / "objects" / "pack").glob("*.pack")}
+
+
+def test_a_blob_less_partial_clone_reads_jobs_by_fetching_the_blobs_it_needs(tmp_path: Path) -> None:
+    bare, dev, keys = published(tmp_path)
+    git(bare, "config", "uploadpack.allowFilter", "true")
+    # A job submitted on the developer's machine, for a worker that clones without blobs.
+    fresh = submit_key(dev, "-m", "Third", "README.md")
+    assert run_genjob("push", "origin", cwd=dev).code == 0
+    pc = tmp_path / "pc"
+    git(tmp_path, "clone", "-q", "--filter=blob:none", "-b", "feature", bare.as_uri(), str(pc))
+    assert git(pc, "config", "remote.origin.promisor").strip() == "true"
+    assert run_genjob("fetch", "origin", cwd=pc).code == 0
+    missing = git(pc, "rev-list", "--objects", "--missing=print", "refs/genjob/archive")
+    assert "\n?" in "\n" + missing  # the archive's documents really are not here yet
+    # status and show read archived jobs (not "damaged: … is not a blob"); status fetches the
+    # documents it reads in one batch (one new pack), not one process per blob.
+    before = packs(pc)
+    res = run_genjob("status", "--all", "--json", cwd=pc)
+    assert len(packs(pc) - before) == 1
+    assert res.code == 0, res.err
+    states = {row["key"]: row["state"] for row in json.loads(res.out)}
+    assert states == {keys[0]: "applied", keys[1]: "applied", fresh: "queued"}, res.out
+    shown = run_genjob("show", keys[0], cwd=pc)
+    assert shown.code == 0 and "damaged" not in shown.out + shown.err, shown.out + shown.err
+    # audit fetches the notes and the changed files it reads in one batch (one new pack).
+    before = packs(pc)
+    res = run_genjob("audit", "origin/main..HEAD", "--json", cwd=pc)
+    assert res.code == 0, res.out + res.err
+    assert [c["provenance"] for c in json.loads(res.out)["commits"]] == ["verified", "verified"]
+    assert len(packs(pc) - before) == 1
+    # A worker in the blob-less clone takes the fresh job instead of calling it damaged.
+    wkey = tmp_path / "keys" / "w1"  # setup_worker's key, trusted at feature's tip
+    res = work(pc, wkey, "echo third >> README.md", "--once")
+    assert res.code == 0, res.out + res.err
+    assert json.loads(run_genjob("status", "--json", cwd=pc).out)[0]["state"] == "done"
+    assert run_genjob("verify", fresh, cwd=pc).code == 0
+
+
+def test_a_partial_clone_whose_remote_is_gone_says_so(tmp_path: Path) -> None:
+    bare, _, keys = published(tmp_path)
+    git(bare, "config", "uploadpack.allowFilter", "true")
+    pc = tmp_path / "pc"
+    git(tmp_path, "clone", "-q", "--filter=blob:none", "-b", "feature", bare.as_uri(), str(pc))
+    assert run_genjob("fetch", "origin", cwd=pc).code == 0
+    bare.rename(tmp_path / "gone.git")
+    before = git(pc, "for-each-ref")
+    res = run_genjob("show", keys[0], cwd=pc)
+    assert res.code == 3, res.out + res.err
+    assert "partial clone" in res.err and "fetching them from origin failed" in res.err
+    assert "damaged" not in res.err and "not a blob" not in res.err
+    assert git(pc, "for-each-ref") == before

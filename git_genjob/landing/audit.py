@@ -25,9 +25,11 @@ from git_genjob.documents.job import check_key
 from git_genjob.documents.receipt import Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.landing.apply import TRAILERS
 from git_genjob.landing.verify import TrustStore, note_envelope, trust_from_tree
-from git_genjob.storage.notes import read_note
+from git_genjob.storage.notes import note_blobs, read_note
 from git_genjob.storage.records import load_archived, load_live, parse_trailers
-from git_genjob.storage.store import Store
+from git_genjob.storage.store import Store, lookup
+
+NULL_OID = pygit2.Oid(hex="0" * 40)
 
 
 @dataclass
@@ -359,6 +361,25 @@ TRUST_HINT = (
 )
 
 
+def _prefetch(store: Store, commits: list[pygit2.Commit]) -> None:
+    """A partial clone (git clone --filter=blob:none) lacks the notes and the changed files audit
+    reads: fetch them in one batch first, not one process per blob."""
+    named = [c for c in commits if "Genjob-" in (c.message or "")]
+    want: list[pygit2.Oid] = note_blobs(store, [c.id for c in named])
+    trees: list[pygit2.Tree] = []
+    for c in [*named, *commits[:1]]:
+        trust = lookup(c.tree, ".genjob")
+        trees += [trust] if isinstance(trust, pygit2.Tree) else []
+        for group in genjob_groups(c.message):
+            entry = store.archive_entry(group.get("Genjob-Key", "")) if group.get("Genjob-Key") else None
+            trees += [entry] if entry is not None else []
+        if len(c.parents) == 1:
+            deltas = c.tree.diff_to_tree(c.parents[0].tree, swap=True).deltas
+            want += [f.id for d in deltas for f in (d.new_file, d.old_file)]  # the diff and the freshness check
+    want += [e.id for tree in trees for e in tree if e.type_str == "blob"]
+    store.fetch_missing(w for w in want if w != NULL_OID)
+
+
 def audit(
     store: Store, spec: str | None, progress: Callable[[str], None] = lambda _: None, trust_from: str | None = None
 ) -> list[CommitAudit]:
@@ -370,6 +391,8 @@ def audit(
             fixed = trust_from_tree(store, store.revparse_commit(trust_from).tree)
         except (KeyError, ValueError, pygit2.GitError):
             raise BadInput(f"--trust-from {trust_from!r} is not a commit", "give a branch, tag or commit") from None
+    if store.promisor_remote is not None:
+        _prefetch(store, commits)
     out = []
     for n, commit in enumerate(commits, 1):
         if n % 200 == 0:

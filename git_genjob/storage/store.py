@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pygit2
 
-from git_genjob.documents.errors import BadInput, Conflict, NotARepository, StaleLock
+from git_genjob.documents.errors import BadInput, Conflict, NotARepository, RemoteUnavailable, StaleLock
 from git_genjob.documents.paths import check_entry_name
 from git_genjob.storage import locks
 from git_genjob.storage.faults import crash_point
@@ -248,6 +248,8 @@ class Store:
 
     def read(self, oid: pygit2.Oid | str, limit: int | None = DOCUMENT_MAX) -> bytes:
         """A blob's bytes, refused (BadInput) over `limit` (a document's unless told)."""
+        if self.promisor_remote is not None and oid not in self._repo:
+            self._fetch_documents([oid])
         self._check_size(oid, limit, "object")
         obj = self._repo.get(oid)
         if not isinstance(obj, pygit2.Blob):
@@ -269,8 +271,74 @@ class Store:
 
     STREAM_ABOVE = 4 * 1024 * 1024  # bytes: a larger blob is read through git, a chunk at a time
 
+    # -- partial clones (git clone --filter): libgit2 reports a missing blob, git fetches it --
+    @functools.cached_property
+    def promisor_remote(self) -> str | None:
+        """The remote this partial clone fetches the objects it lacks from, or None (a full clone)."""
+        name = self.config_get("extensions.partialClone")
+        if name:
+            return name
+        for remote in self.remote_names():
+            if (self.config_get(f"remote.{remote}.promisor") or "").lower() in ("true", "yes", "on", "1"):
+                return remote
+        return None
+
+    def fetch_missing(self, oids: Iterable[pygit2.Oid | str]) -> None:
+        """Fetch the objects of `oids` this partial clone lacks, in one batch, the way git's own
+        lazy fetch does (promisor-remote.c: a `fetch --stdin` of object ids with the noop
+        negotiator); nothing to do in a full clone or when none is missing."""
+        remote = self.promisor_remote
+        if remote is None:
+            return
+        want = sorted({str(o) for o in oids if o not in self._repo})
+        if not want:
+            return
+        import subprocess
+
+        from git_genjob.storage.remote import clean_env
+
+        proc = subprocess.run(
+            ["git", "--git-dir", self.gitdir, "-c", "fetch.negotiationAlgorithm=noop", "fetch", remote]
+            + ["--no-tags", "--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none", "--stdin"],
+            input="".join(f"{oid}\n" for oid in want),
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+        )
+        if proc.returncode != 0:
+            why = (proc.stderr.strip().splitlines() or ["git fetch failed"])[-1]
+            raise RemoteUnavailable(
+                f"this is a partial clone: {len(want)} object(s) it needs are not fetched, and fetching them "
+                f"from {remote} failed: {why}",
+                f"reach {remote} and run the command again, or fetch them: git fetch {remote} (a full clone has them)",
+            )
+
+    def _fetch_documents(self, oids: list[pygit2.Oid | str]) -> None:
+        """`oids`, and at the first miss of this Store also every live job's documents and the
+        archive's rows (small, and what status, show and a worker read next), in one batch."""
+        if self.__dict__.get("_documents_fetched"):
+            self.fetch_missing(oids)
+            return
+        self.__dict__["_documents_fetched"] = True
+        trees: list[pygit2.Tree] = []
+        for _, tip in self.iter_refs(JOBS_PREFIX):
+            commit = self._repo.get(tip)
+            trees += [commit.tree] if isinstance(commit, pygit2.Commit) else []
+        archive = self.ref_target(ARCHIVE_REF)
+        rows = lookup(self.get_commit(archive).tree, ROWS_DIR) if archive is not None else None
+        trees += [rows] if isinstance(rows, pygit2.Tree) else []
+        self.fetch_missing([*oids, *(e.id for tree in trees for e in tree if e.type_str == "blob")])
+
+    def prefetch_trees(self, trees: Iterable[pygit2.Tree]) -> None:
+        """In a partial clone, fetch the missing blobs directly under `trees` in one batch (a
+        job's documents, before they are read one by one)."""
+        if self.promisor_remote is not None:
+            self.fetch_missing(e.id for tree in trees for e in tree if e.type_str == "blob")
+
     def blob_size(self, oid: pygit2.Oid) -> int:
         """A blob's size from its object header, read without inflating the object."""
+        if self.promisor_remote is not None:
+            self.fetch_missing([oid])
         kind, size = self._repo.odb.read_header(oid)
         if kind != pygit2.enums.ObjectType.BLOB:
             raise BadInput(f"object {oid} is not a blob")
@@ -334,6 +402,8 @@ class Store:
         inflating on one side of the pipe, sha256 on the other), so a second uses the other core.
         Memory stays bounded: a chunk buffer and a pipe per stream.
         """
+        oids = list(oids)
+        self.fetch_missing(oids)
         sizes = {oid: self.blob_size(oid) for oid in oids}
         out: dict[pygit2.Oid, tuple[str, int]] = {}
         big = [oid for oid, size in sizes.items() if size > self.STREAM_ABOVE]
@@ -572,6 +642,8 @@ class Store:
             return None
         if entry.type_str != "blob":
             return None
+        if self.promisor_remote is not None and entry.id not in self._repo:
+            self.prefetch_trees([tree])  # its siblings are read next: one fetch, not one each
         return self.read(entry.id, limit)
 
     # -- refs ------------------------------------------------------------
@@ -710,6 +782,8 @@ class Store:
             return
         root = self.get_commit(tip).tree
         rows = lookup(root, ROWS_DIR)
+        if isinstance(rows, pygit2.Tree):
+            self.prefetch_trees([rows])
         for shard_entry in root:
             name = str(shard_entry.name)
             if not is_shard(name):
