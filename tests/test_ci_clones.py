@@ -172,3 +172,44 @@ def test_a_partial_clone_whose_remote_is_gone_says_so(tmp_path: Path) -> None:
     assert "partial clone" in res.err and "fetching them from origin failed" in res.err
     assert "damaged" not in res.err and "not a blob" not in res.err
     assert git(pc, "for-each-ref") == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["init"],
+        ["init", "--hooks"],
+        ["status"],
+        ["submit", "-m", "x", "a.txt"],
+        ["work", "--once", "--generator", "exec:true", "--signing-key", "k"],
+        ["verify", "0123456789abcdef0123456789abcdef"],
+        ["apply", "0123456789abcdef0123456789abcdef"],
+        ["audit"],
+        ["log"],
+        ["fetch"],
+        ["push"],
+        ["recover"],
+        ["trust", "list"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_a_sha256_repository_gets_one_clear_refusal(tmp_path: Path, argv: list[str]) -> None:
+    repo = tmp_path / "r"
+    git(tmp_path, "init", "-q", "--object-format=sha256", "-b", "main", str(repo))
+    (repo / "a.txt").write_text("a\n")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "init")
+    before = (git(repo, "for-each-ref"), sorted(p.name for p in repo.iterdir()))
+    res = run_genjob(*argv, cwd=repo)
+    assert res.code == 2, res.out + res.err
+    assert "uses SHA-256 object names (extensions.objectFormat=sha256)" in res.err
+    assert "SHA-1 repositories" in res.err and "unknown object format" not in res.err
+    assert (git(repo, "for-each-ref"), sorted(p.name for p in repo.iterdir())) == before
+
+
+def test_a_sha256_repository_refuses_at_the_hooks(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    git(tmp_path, "init", "-q", "--object-format=sha256", "-b", "main", str(repo))
+    (repo / "msg").write_text("x\n\nGenjob-Key: 0123456789abcdef0123456789abcdef\n")
+    res = run_genjob("hook", "commit-msg", str(repo / "msg"), cwd=repo)
+    assert res.code == 2 and "SHA-256" in res.err, res.out + res.err

@@ -95,32 +95,61 @@ LOCK_WAIT_S = 3.0
 
 
 def open_repo(path: str | None = None) -> pygit2.Repository:
-    """Discover the repository around `path` (default: cwd); refuse reftable."""
+    """Discover the repository around `path` (default: cwd); refuse what libgit2 cannot open."""
     start = path or os.getcwd()
     found = pygit2.discover_repository(start)
     if found is None:
         raise NotARepository(f"not a git repository: {start}", "run git genjob inside a repository (git init)")
-    _refuse_reftable(found)
+    _refuse_unsupported(found)
     try:
         repo = pygit2.Repository(found)
     except pygit2.GitError as exc:
+        if "object format" in str(exc):
+            raise _sha256_refusal(found, str(exc)) from None
         raise NotARepository(f"cannot open repository {found}: {exc}") from None
     pygit2.settings.enable_fsync_gitdir(True)
     return repo
 
 
-def _refuse_reftable(gitdir: str) -> None:
+def repository_extensions(gitdir: str) -> dict[str, str]:
+    """`[extensions]` of the repository's config, names lowercased (as git reads them)."""
     config_path = os.path.join(resolve_common(gitdir), "config")
     try:
         with open(config_path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read().lower()
+            lines = fh.read().splitlines()
     except OSError:
-        return
-    if "refstorage" in text.replace(" ", "") and "reftable" in text:
+        return {}
+    out: dict[str, str] = {}
+    section = ""
+    for raw in lines:
+        line = raw.split("#", 1)[0].split(";", 1)[0].strip()
+        if line.startswith("["):
+            section = line[1:].split("]", 1)[0].split('"', 1)[0].strip().lower()
+            line = line.split("]", 1)[1].strip() if "]" in line else ""
+        if section == "extensions" and "=" in line:
+            name, value = line.split("=", 1)
+            out[name.strip().lower()] = value.strip().strip('"').lower()
+    return out
+
+
+def _sha256_refusal(gitdir: str, detail: str = "extensions.objectFormat=sha256") -> BadInput:
+    return BadInput(
+        f"repository {gitdir} uses SHA-256 object names ({detail}), which the libgit2 that git genjob "
+        "reads repositories with cannot open",
+        "git genjob works in SHA-1 repositories (git's default): see docs/exit-codes.md",
+    )
+
+
+def _refuse_unsupported(gitdir: str) -> None:
+    """One clear refusal, before libgit2's raw error, for a repository it cannot open."""
+    ext = repository_extensions(gitdir)
+    if ext.get("refstorage") == "reftable":
         raise BadInput(
             f"repository {gitdir} uses extensions.refStorage=reftable, which libgit2 cannot open",
             "use a repository with the files ref backend (git clone --ref-format=files)",
         )
+    if ext.get("objectformat", "sha1") != "sha1" or ext.get("compatobjectformat", "sha1") != "sha1":
+        raise _sha256_refusal(gitdir)
 
 
 def git_date(value: str, what: str) -> tuple[int, int]:
