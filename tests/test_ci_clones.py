@@ -213,3 +213,34 @@ def test_a_sha256_repository_refuses_at_the_hooks(tmp_path: Path) -> None:
     (repo / "msg").write_text("x\n\nGenjob-Key: 0123456789abcdef0123456789abcdef\n")
     res = run_genjob("hook", "commit-msg", str(repo / "msg"), cwd=repo)
     assert res.code == 2 and "SHA-256" in res.err, res.out + res.err
+
+
+def test_a_sparse_cone_checkout_reads_the_trust_store_from_the_index(tmp_path: Path) -> None:
+    bare, _, _ = published(tmp_path)
+    sp = tmp_path / "sp"
+    git(tmp_path, "clone", "-q", "-b", "feature", bare.as_uri(), str(sp))
+    git(sp, "sparse-checkout", "set", "--cone", "src")
+    assert not (sp / ".genjob").exists() and not (sp / "tests").exists()
+    assert "S .genjob/allowed_signers" in git(sp, "ls-files", "-t")
+    # verify and apply read .genjob/ from the index, as git does for a path outside the cone.
+    k = submit_key(sp, "-m", "Inside the cone", "src/user.py")
+    assert work(sp, tmp_path / "keys" / "w1", "echo 'y = 1' >> src/user.py", "--once").code == 0
+    res = run_genjob("verify", k, cwd=sp)
+    assert res.code == 0, res.out + res.err
+    assert "empty" not in res.out + res.err and "init" not in res.out + res.err
+    res = run_genjob("apply", k, cwd=sp)
+    assert res.code == 0, res.out + res.err
+    assert "y = 1" in (sp / "src" / "user.py").read_text()
+    listed = json.loads(run_genjob("trust", "list", "--json", cwd=sp).out)
+    assert [r["name"] for r in listed] == ["w1"]
+    # A path outside the cone names the real cause, not "commit or stash"; nothing is written.
+    before = git(sp, "for-each-ref")
+    res = run_genjob("submit", "-m", "Outside", "tests/test_user.py", cwd=sp)
+    assert res.code == 2, res.out + res.err
+    assert "outside this sparse checkout" in res.err and "git sparse-checkout add tests" in res.err
+    assert "commit or stash" not in res.err
+    # Editing the trust store outside the cone would drop the lines the index holds: refused.
+    res = run_genjob("trust", "add", "w2", str(tmp_path / "keys" / "w1.pub"), cwd=sp)
+    assert res.code == 2 and "git sparse-checkout add .genjob" in res.err, res.out + res.err
+    assert not (sp / ".genjob").exists()
+    assert git(sp, "for-each-ref") == before

@@ -139,6 +139,12 @@ def _refuse_dirty(store: Store, paths: list[str]) -> None:
             flags = 0
         if flags & _DIRTY or os.path.islink(os.path.join(store.workdir or "", path)):
             dirty.append(path)
+    sparse = sorted(store.skip_worktree(dirty))
+    if sparse:  # libgit2 sees a path a sparse checkout leaves out as deleted
+        raise BadInput(
+            "outside this sparse checkout (not in the work tree): " + ", ".join(sparse),
+            f"add it to the checkout first: git sparse-checkout add {os.path.dirname(sparse[0]) or sparse[0]}",
+        )
     if dirty:
         raise Refused(
             "the work tree differs from HEAD at " + ", ".join(dirty),

@@ -20,9 +20,24 @@ from git_genjob.storage.store import Store
 
 
 def genjob_file(store: Store, name: str) -> str:
+    """The path of `.genjob/NAME` in the work tree, to write (refused where a sparse checkout
+    leaves it out: appending there would drop every line the index holds)."""
     if store.workdir is None:
         raise BadInput("the trust store lives in the work tree", "run this in a clone with a work tree")
+    if store.skip_worktree([f".genjob/{name}"]):
+        raise BadInput(
+            f".genjob/{name} is outside this sparse checkout, so it is not in the work tree to edit",
+            "add it to the checkout first: git sparse-checkout add .genjob",
+        )
     return os.path.join(store.workdir, ".genjob", name)
+
+
+def store_text(store: Store, name: str) -> str:
+    """`.genjob/NAME` as git sees it (from the index where a sparse checkout leaves it out)."""
+    if store.workdir is None:
+        raise BadInput("the trust store lives in the work tree", "run this in a clone with a work tree")
+    data = store.worktree_file(f".genjob/{name}")
+    return data.decode("utf-8") if data is not None else ""
 
 
 def read_text(path: str) -> str:
@@ -56,8 +71,8 @@ def add(store: Store, name: str, pubkey: str, valid_before: str | None, valid_af
 
 
 def listing(store: Store) -> list[dict[str, Any]]:
-    keys = parse_allowed_signers(read_text(genjob_file(store, "allowed_signers")))
-    revoked = parse_revoked(read_text(genjob_file(store, "revoked_keys")))
+    keys = parse_allowed_signers(store_text(store, "allowed_signers"))
+    revoked = parse_revoked(store_text(store, "revoked_keys"))
     return [
         {
             "name": k.principal,

@@ -625,6 +625,41 @@ class Store:
         index.read()
         return index
 
+    def skip_worktree(self, paths: Iterable[str]) -> set[str]:
+        """The paths of `paths` a sparse checkout leaves out of the work tree (git's skip-worktree
+        bit, which libgit2 neither exposes nor honours in its status)."""
+        paths = list(paths)
+        sparse = (self.config_get("core.sparseCheckout") or "").lower() in ("true", "yes", "on", "1")
+        if not paths or not sparse or self.workdir is None:
+            return set()
+        import subprocess
+
+        from git_genjob.storage.remote import clean_env
+
+        proc = subprocess.run(
+            ["git", "--literal-pathspecs", "ls-files", "-t", "-z", "--", *paths],
+            cwd=self.workdir,
+            capture_output=True,
+            env=clean_env(),
+        )
+        records = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+        return {r[2:] for r in records if r.startswith("S ")}
+
+    def worktree_file(self, path: str) -> bytes | None:
+        """A file of the work tree as git sees it: its bytes on disk, or, for a path a sparse
+        checkout leaves out, the index's blob (as git reads it there); None when neither has it."""
+        if self.workdir is None:
+            return None
+        try:
+            with open(os.path.join(self.workdir, path), "rb") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            pass
+        if path not in self.skip_worktree([path]):
+            return None
+        entry = self.index()[path]
+        return self.read(entry.id)
+
     def status_file(self, path: str) -> int:
         return int(self._repo.status_file(path))
 
