@@ -99,8 +99,18 @@ def _read_inputs(
     for path in paths:
         prefix = blocking_prefix(tree, path)
         if prefix is not None:
+            if getattr(lookup(tree, prefix), "type_str", None) == "commit":  # a gitlink
+                raise BadInput(
+                    f"{path} is inside the submodule {prefix}, a repository of its own",
+                    f"submit it from inside the submodule: cd {prefix} && git genjob submit ...",
+                )
             raise BadInput(f"{path}: {prefix} is not a directory at {where}")
         entry = lookup(tree, path)
+        if entry is None and base is None:
+            raise BadInput(
+                f"this repository has no commits yet, so {path} has no committed content for a job to start from",
+                f"commit it first: git add {path} && git commit (or, for a new file, let the job create it: --create)",
+            )
         if entry is None:
             raise BadInput(f"{path} does not exist at {where}", f"to let the job create it, pass --create {path}")
         mode = getattr(entry, "filemode", None)

@@ -55,11 +55,28 @@ def append_lines(path: str, lines: list[str]) -> None:
     )
 
 
+def _key_text(pubkey: str) -> str:
+    """KEY as `trust add` takes it: a .pub file's text, or a public key line itself."""
+    if os.path.isfile(pubkey):
+        return read_text(pubkey)
+    if os.path.isdir(pubkey):
+        raise BadInput(f"{pubkey} is a directory, not a public key file", "give the path of a .pub file")
+    if not pubkey.lstrip().startswith(("ssh-", "sk-", "ecdsa-")) and (
+        pubkey.endswith(".pub") or os.sep in pubkey or not any(c.isspace() for c in pubkey.strip())
+    ):
+        raise BadInput(
+            f"no such file: {pubkey}",
+            "give the path of the worker's .pub file (git genjob keygen wrote it beside the key), "
+            "or the public key line itself in quotes",
+        )
+    return pubkey
+
+
 def add(store: Store, name: str, pubkey: str, valid_before: str | None, valid_after: str | None) -> dict[str, Any]:
     """Trust `pubkey` (a line, or a .pub file) as `name` for the genjob-receipt namespace."""
     if not name or any(c.isspace() for c in name) or name.startswith("#"):
         raise BadInput(f"signer name {name!r} must be one word")
-    pk, _ = parse_public_key(read_text(pubkey) if os.path.isfile(pubkey) else pubkey)
+    pk, _ = parse_public_key(_key_text(pubkey))
     path = genjob_file(store, "allowed_signers")
     if any(k.public == pk and k.principal == name for k in parse_allowed_signers(read_text(path))):
         return {"name": name, "added": False}

@@ -99,6 +99,12 @@ def open_repo(path: str | None = None) -> pygit2.Repository:
     start = path or os.getcwd()
     found = pygit2.discover_repository(start)
     if found is None:
+        if os.environ.get("GIT_DIR"):
+            raise NotARepository(
+                f"not a git repository: {start} (git genjob finds the repository from the current directory "
+                f"and ignores GIT_DIR={os.environ['GIT_DIR']})",
+                "run git genjob inside the repository's work tree, or unset GIT_DIR",
+            )
         raise NotARepository(f"not a git repository: {start}", "run git genjob inside a repository (git init)")
     _refuse_unsupported(found)
     try:

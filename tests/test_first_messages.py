@@ -1,0 +1,56 @@
+"""Item 15 of issue 22: first-time mistakes get a message naming their real cause."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, make_repo, refs, run_genjob
+
+
+def test_trust_add_of_a_missing_file_says_no_such_file(repo: Path, tmp_path: Path) -> None:
+    assert run_genjob("init", cwd=repo).code == 0
+    before = (repo / ".genjob" / "allowed_signers").read_text()
+    for arg in (str(tmp_path / "missing.pub"), "keys/w1.pub", "w1.pub"):
+        res = run_genjob("trust", "add", "w1", arg, cwd=repo)
+        assert res.code == 2 and f"no such file: {arg}" in res.err, res.err
+        assert "not an ssh-ed25519 public key line" not in res.err
+    res = run_genjob("trust", "add", "w1", str(tmp_path), cwd=repo)
+    assert res.code == 2 and "is a directory" in res.err
+    res = run_genjob("trust", "add", "w1", "ssh-ed25519 AAAAnotakey", cwd=repo)
+    assert res.code == 2 and "no such file" not in res.err  # a key line: its own message
+    assert (repo / ".genjob" / "allowed_signers").read_text() == before
+
+
+def test_submit_in_a_repository_with_no_commits_says_so(tmp_path: Path) -> None:
+    repo = tmp_path / "empty"
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    (repo / "a.txt").write_text("a\n")
+    res = run_genjob("submit", "-m", "x", "a.txt", cwd=repo)
+    assert res.code == 2, res.err
+    assert "this repository has no commits yet" in res.err and "git add a.txt && git commit" in res.err
+    assert "does not exist at HEAD" not in res.err
+    assert refs(repo) == {}
+
+
+def test_submit_of_a_path_inside_a_submodule_names_the_submodule(tmp_path: Path) -> None:
+    make_repo(tmp_path / "lib", {"lib.py": "x = 1\n"})
+    repo = make_repo(tmp_path / "app")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(tmp_path / "lib"), "vendor/lib")
+    git(repo, "commit", "-q", "-m", "submodule")
+    before = refs(repo)
+    res = run_genjob("submit", "-m", "x", "vendor/lib/lib.py", cwd=repo)
+    assert res.code == 2, res.err
+    assert "vendor/lib/lib.py is inside the submodule vendor/lib" in res.err and "cd vendor/lib" in res.err
+    assert "is not a directory" not in res.err
+    assert refs(repo) == before
+
+
+def test_git_dir_set_outside_a_repository_is_named(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
+    res = run_genjob("status", cwd=elsewhere)
+    assert res.code == 2
+    assert f"ignores GIT_DIR={repo / '.git'}" in res.err and "unset GIT_DIR" in res.err
