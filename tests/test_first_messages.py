@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, make_repo, refs, run_genjob
+from tests.conftest import REPO_ROOT, git, make_repo, refs, run_genjob
 
 
 def test_trust_add_of_a_missing_file_says_no_such_file(repo: Path, tmp_path: Path) -> None:
@@ -54,3 +58,23 @@ def test_git_dir_set_outside_a_repository_is_named(repo: Path, tmp_path: Path, m
     res = run_genjob("status", cwd=elsewhere)
     assert res.code == 2
     assert f"ignores GIT_DIR={repo / '.git'}" in res.err and "unset GIT_DIR" in res.err
+
+
+def test_receipts_md_verification_snippet_runs_after_apply(repo: Path, tmp_path: Path) -> None:
+    from tests.conftest import setup_worker, submit_key, work
+
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "Fix", "src/user.py")
+    assert work(repo, key, "echo '# x' >> src/user.py", "--once").code == 0
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    assert "refs/genjob/jobs/" + k not in refs(repo)  # archived: the snippet must not read the live ref
+    text = (REPO_ROOT / "docs" / "receipts.md").read_text()
+    m = re.search(r"<!-- receipt-verify -->\s*\n```python\n(.*?)```", text, re.S)
+    assert m is not None
+    (tmp_path / "verify_receipt.py").write_text(m.group(1))
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "verify_receipt.py"), k, str(key) + ".pub"],
+        cwd=repo, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "receipt verifies" in proc.stdout, proc.stderr
