@@ -78,3 +78,22 @@ def test_receipts_md_verification_snippet_runs_after_apply(repo: Path, tmp_path:
         cwd=repo, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert proc.returncode == 0 and "receipt verifies" in proc.stdout, proc.stderr
+
+
+def test_the_demo_transcript_replays_word_for_word(tmp_path: Path) -> None:
+    from git_genjob.cli.demo import _make_repo
+
+    res = run_genjob("demo", cwd=tmp_path)
+    assert res.code == 0, res.err
+    commands = [line[2:] for line in res.out.splitlines() if line.startswith("$ ")]
+    old_base = os.path.dirname(commands[0].split(" ", 1)[1])  # `cd BASE/repo`
+    base = tmp_path / "replay"
+    base.mkdir()
+    repo = _make_repo(str(base))
+    script = "set -e\n" + "\n".join(c.replace(old_base, str(base)) for c in commands) + "\n"
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    proc = subprocess.run(["sh", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    key = commands[-2].split()[-1]  # `git genjob apply KEY`
+    assert f"Genjob-Key: {key}" in git(repo, "log", "-1", "--format=%B")
+    assert run_genjob("audit", cwd=repo).code == 0
