@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -97,3 +98,21 @@ def test_the_demo_transcript_replays_word_for_word(tmp_path: Path) -> None:
     key = commands[-2].split()[-1]  # `git genjob apply KEY`
     assert f"Genjob-Key: {key}" in git(repo, "log", "-1", "--format=%B")
     assert run_genjob("audit", cwd=repo).code == 0
+
+
+def test_fetch_of_many_jobs_prints_a_short_report(tmp_path: Path) -> None:
+    from tests.conftest import repo_with_remote, submit_key
+
+    bare, a = repo_with_remote(tmp_path)
+    keys = [submit_key(a, "-m", f"job {i}", "README.md") for i in range(14)]
+    assert run_genjob("push", cwd=a).code == 0
+    git(tmp_path, "clone", "-q", str(bare), "b")
+    b = tmp_path / "b"
+    res = run_genjob("fetch", cwd=b)
+    assert res.code == 0, res.err
+    [line] = [x for x in res.out.splitlines() if x.strip().startswith("created:")]
+    assert "created: 14 refs (" in line and "and 4 more; --json lists all)" in line
+    assert len(line) < 600
+    git(b, "update-ref", "-d", f"refs/genjob/jobs/{keys[0]}")
+    doc = json.loads(run_genjob("fetch", "--json", cwd=b).out)
+    assert doc["created"] == [keys[0]]
