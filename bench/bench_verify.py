@@ -52,9 +52,9 @@ def main() -> None:
         stdout=subprocess.DEVNULL,
     )
     data = [
-        store.read(o)
+        store.read(o, limit=None)
         for o in store.tree_files(store.get_commit(store.ref_target(f"refs/genjob/jobs/{job.key}")).tree).values()
-        if len(store.read(o)) == per
+        if len(store.read(o, limit=None)) == per
     ]  # type: ignore[arg-type]
     v_times, h_times = [], []
     for _ in range(5):

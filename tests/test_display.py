@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -43,12 +45,16 @@ def _shown(*results: object) -> str:
     return "".join(r.out + r.err for r in results)  # type: ignore[attr-defined]
 
 
-def test_a_fetched_job_s_instruction_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+def test_a_fetched_job_s_instruction_reaches_the_terminal_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A job minted elsewhere (a hostile instruction), fetched, listed, shown, worked and
     archived: no human line carries a control character, and --json carries it exact."""
     bare, a = repo_with_remote(tmp_path, "a")
     assert run_genjob("init", cwd=a).code == 0  # the planner's key, which b trusts below (one HOME)
-    k = submit_key(a, "-m", HOSTILE + "\nsecond line \x1b[1A", "src/user.py")
+    with monkeypatch.context() as m:  # minted by a tool (or a genjob before 22) that let them in
+        m.setattr("git_genjob.documents.job._CONTROL", re.compile("(?!)"))
+        k = submit_key(a, "-m", HOSTILE + "\nsecond line \x1b[1A", "src/user.py")
     assert run_genjob("push", cwd=a).code == 0
     git(tmp_path, "clone", "-q", str(bare), "b")
     b = tmp_path / "b"
@@ -105,11 +111,15 @@ def test_terminal_json_is_the_same_json_value(text: str) -> None:
     assert not any(c in shown for c in RAW_IN_JSON)
 
 
-def test_json_output_escapes_what_a_terminal_would_act_on_and_keeps_the_value(repo: Path) -> None:
+def test_json_output_escapes_what_a_terminal_would_act_on_and_keeps_the_value(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """JSON escapes only C0: a C1 CSI, DEL, a bidi override, a zero-width space or a line
     separator would reach the terminal raw in --json output; they are written as \\uXXXX."""
     instruction = "fix \u202eit\x9b1m\x7f\u200b\u2028 now"
-    k = submit_key(repo, "-m", instruction, "src/user.py")
+    with monkeypatch.context() as m:  # a job minted elsewhere: submit refuses these
+        m.setattr("git_genjob.documents.job._CONTROL", re.compile("(?!)"))
+        k = submit_key(repo, "-m", instruction, "src/user.py")
     live = [run_genjob("status", "--json", cwd=repo), run_genjob("show", k, "--json", cwd=repo)]
     assert run_genjob("drop", k, "--why", "x", cwd=repo).code == 0
     archived = run_genjob("status", "--all", "--json", cwd=repo)

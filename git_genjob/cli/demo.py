@@ -106,11 +106,14 @@ def _trusted_key(store: Store, base: str, say: Callable[[str], None]) -> tuple[S
     key = generate("demo-worker")
     key_path = os.path.join(base, "keys", "demo-worker")
     write_key_files(key, key_path)
-    say(f"$ git genjob keygen --name demo-worker --out {key_path}")
+    say(f"$ git genjob keygen --name demo-worker --out {shlex.quote(key_path)}")
     add(store, "demo-worker", key_path + ".pub", None, None)
     _git(store.workdir or "", "add", ".genjob")
     _git(store.workdir or "", "commit", "-q", "-m", "Trust the demo worker")
-    say("$ git genjob trust add demo-worker keys/demo-worker.pub && git commit -m 'Trust the demo worker'")
+    say(
+        f"$ git genjob trust add demo-worker {shlex.quote(key_path + '.pub')} && git add .genjob"
+        " && git commit -q -m 'Trust the demo worker'"
+    )
     return key, key_path, planner
 
 
@@ -121,7 +124,10 @@ def _run_worker(store: Store, key: SigningKey, key_path: str, model: str | None,
 
     spec = f"openai:{model}" if model else f"exec:{shlex.quote(sys.executable)} -m git_genjob.cli.demo_agent"
     opts = WorkerOptions(parse_spec(spec, 600), key, "demo-worker", lease_s=120, max_jobs=1, timeout_s=600)
-    say(f"$ git genjob work --generator '{spec}' --signing-key {key_path} --once")
+    say(
+        f"$ git genjob work --generator {shlex.quote(spec)} --signing-key {shlex.quote(key_path)}"
+        " --worker-id demo-worker --once"
+    )
     report = work(store, opts)
     for o in report.outcomes:
         say(f"  {o.key} {o.result}{': ' + o.reason if o.reason else ''}")
@@ -140,14 +146,15 @@ def run_demo(keep: bool, model: str | None, say: Callable[[str], None]) -> DemoR
     try:
         with _demo_identity():
             repo = _make_repo(base)
-            say(f"$ cd {repo}")
+            say(f"$ cd {shlex.quote(repo)}")
             store = Store.open(repo)
             key, key_path, planner = _trusted_key(store, base, say)
             # A model gets a one-file job: every OpenAI-compatible server can answer it as text.
             instruction, creates = (INSTRUCTION, ["tests/test_timeout.py"]) if model is None else (MODEL_TASK, [])
             job = submit(store, instruction, ["src/user.py"], creates, signing_key=planner)
             created = "".join(f" --create {p}" for p in creates)
-            say(f"$ git genjob submit -m '{instruction.splitlines()[0]}' src/user.py{created}")
+            messages = " ".join(f"-m {shlex.quote(p.strip())}" for p in instruction.split("\n\n"))
+            say(f"$ git genjob submit {messages} src/user.py{created}")  # -m twice: two paragraphs
             say(f"  created {job.key} {job.digest}")
             _run_worker(store, key, key_path, model, say)
             verdict = verify(store, job.key)

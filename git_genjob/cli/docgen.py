@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import click
 
 EXAMPLES = {
@@ -115,12 +117,13 @@ JSON_SHAPES = {
             "worker": "w1",
             "ok": True,
             "problems": [],
+            "unchecked": [],
             "provenance": "verified",
             "facts": [],
             "jobs": [K],
         }
     ],
-    "audit": {"commits": ["(as log)"], "failing": 0},
+    "audit": {"commits": ["(as log)"], "failing": 0, "unchecked": 0},
     "push": {
         "pushed": ["refs/genjob/jobs/" + K],
         "created": [],
@@ -183,7 +186,7 @@ def markdown(root: click.Group) -> str:
     ]
     for name, cmd in _commands(root):
         lines += [f"## git genjob {name}", "", f"`git genjob {name} {_usage(name, cmd)}`".replace(" `", "`"), ""]
-        lines += [(cmd.help or "").strip(), ""]
+        lines += [inspect.cleandoc(cmd.help or ""), ""]
         if name in EXAMPLES:
             lines += ["```sh", EXAMPLES[name], "```", ""]
         if name in JSON_SHAPES:
@@ -218,7 +221,11 @@ def manpage(root: click.Group, version: str) -> str:
         ".SH COMMANDS",
     ]
     for name, cmd in _commands(root):
-        out += [".TP", f".B git genjob {_roff(name)} {_roff(_usage(name, cmd))}", _roff((cmd.help or "").strip())]
+        out += [
+            ".TP",
+            f".B git genjob {_roff(name)} {_roff(_usage(name, cmd))}",
+            _roff(inspect.cleandoc(cmd.help or "")),
+        ]
         for p in cmd.params:
             if isinstance(p, click.Option) and not p.hidden:
                 flags = _roff(", ".join(p.opts + p.secondary_opts))

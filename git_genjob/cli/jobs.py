@@ -153,9 +153,9 @@ def _instruction(messages: tuple[str, ...], message_file: str | None) -> str:
 
 
 def _state_choice() -> click.Choice[str]:
-    from git_genjob.documents.states import JobState
+    from git_genjob.documents.states import APPLYABLE, JobState
 
-    return click.Choice([*(str(s) for s in JobState), "damaged"])
+    return click.Choice([*(str(s) for s in JobState), "damaged", APPLYABLE])
 
 
 STATE_CHOICE = _state_choice()
@@ -163,11 +163,16 @@ STATE_CHOICE = _state_choice()
 
 @main.command(context_settings=CONTEXT)
 @click.argument("key", required=False, callback=key_arg)
-@click.option("--state", type=STATE_CHOICE, help="Only jobs in this state.")
+@click.option(
+    "--state",
+    type=STATE_CHOICE,
+    help="Only jobs in this state; applyable: done with an ok receipt (done also holds rejected and aborted ones).",
+)
 @click.option("--all", "include_all", is_flag=True, help="Include archived (applied or dropped) jobs.")
 @json_option
 def status(key: str | None, state: str | None, include_all: bool, as_json: bool) -> None:
     """The queue: one line per job (or one job's state)."""
+    from git_genjob.documents.states import APPLYABLE, is_applyable
     from git_genjob.planner.queue import StatusRow, summarize
     from git_genjob.planner.queue import status as do_status
     from git_genjob.storage.records import find_job
@@ -178,7 +183,9 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
         doc = summarize(find_job(store, key))
         emit(doc, as_json, lambda: click.echo(StatusRow.of(doc).text(painter), nl=False))
         return
-    rows = do_status(store, state, include_all or state in ("applied", "dropped"))
+    rows = do_status(store, "done" if state == APPLYABLE else state, include_all or state in ("applied", "dropped"))
+    if state == APPLYABLE:
+        rows = [r for r in rows if is_applyable(r.state, r.result)]
     if as_json:  # one document, written in blocks of rows: 100,000 rows are never one string
         sys.stdout.write("[\n" if rows else "[]\n")
         for n in range(0, len(rows), 2000):

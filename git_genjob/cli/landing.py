@@ -15,7 +15,6 @@ from git_genjob.cli.common import (
     paint,
     progress_printer,
 )
-from git_genjob.documents.errors import EXIT_REFUSED
 
 
 @main.command("verify", context_settings=CONTEXT)
@@ -73,7 +72,10 @@ def log_cmd(range_: str | None, as_json: bool) -> None:
         if not rows:
             click.echo("no genjob commits")
         for r in rows:
-            mark = r["provenance"] if r["ok"] else f"{r['provenance']}, FAILS: " + "; ".join(r["problems"])
+            if r["ok"] or not r["problems"]:
+                mark = "; ".join([r["provenance"], *r["unchecked"]])
+            else:
+                mark = f"{r['provenance']}, FAILS: " + "; ".join(r["problems"])
             click.echo(f"{r['commit'][:12]} {r['key']} worker={r['worker']} signer={r['signer']} {mark}")
             for fact in r["facts"]:
                 click.echo(f"             {fact}")
@@ -92,16 +94,20 @@ def log_cmd(range_: str | None, as_json: bool) -> None:
 )
 @json_option
 def audit_cmd(range_: str | None, quiet: bool, trust_from: str | None, as_json: bool) -> None:
-    """Re-verify every commit with Genjob-* trailers in RANGE (for CI); exit 1 on any failure."""
-    from git_genjob.landing.audit import audit, audit_lines
+    """Re-verify every commit with Genjob-* trailers in RANGE (for CI); exit 1 on any failure.
+
+    Exit 3 when none fails but one cannot be checked in this clone (a shallow clone: its parent
+    was not fetched; see docs/ci.md), 2 when RANGE names no commit."""
+    from git_genjob.landing.audit import audit, audit_counts, audit_exit, audit_lines
 
     results = audit(open_store(), range_, progress_printer(quiet), trust_from)
-    bad = [a for a in results if not a.ok]
+    failing, unchecked = audit_counts(results)
 
     emit(
-        {"commits": [a.to_json() for a in results], "failing": len(bad)},
+        {"commits": [a.to_json() for a in results], "failing": failing, "unchecked": unchecked},
         as_json,
         lambda: echo_lines(audit_lines(results, quiet, paint)),
     )
-    if bad:
-        raise SystemExit(EXIT_REFUSED)
+    code = audit_exit(results)
+    if code:
+        raise SystemExit(code)

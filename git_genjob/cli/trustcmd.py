@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from git_genjob.cli.common import (
@@ -86,7 +84,7 @@ def trust_list(as_json: bool) -> None:
     def human() -> None:
         if not rows:
             store = open_store()
-            if store.workdir and not os.path.isdir(os.path.join(store.workdir, ".genjob")):
+            if store.workdir and store.worktree_file(".genjob/allowed_signers") is None:
                 click.echo("no .genjob/ yet: run git genjob init, then git genjob trust add NAME KEY.pub")
             else:
                 click.echo("no trusted keys (git genjob trust add NAME KEY.pub)")

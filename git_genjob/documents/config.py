@@ -131,13 +131,5 @@ def read_config(store: Store, tree: pygit2.Tree | None = None) -> Config:
     """config.toml from the work tree (default) or from a commit's tree."""
     if tree is not None:
         return parse_config(store.file_at(tree, ".genjob/config.toml"))
-    import os
-
-    if store.workdir is None:
-        return Config()
-    path = os.path.join(store.workdir, ".genjob", "config.toml")
-    try:
-        with open(path, "rb") as fh:
-            return parse_config(fh.read())
-    except FileNotFoundError:
-        return Config()
+    data = store.worktree_file(".genjob/config.toml")  # a sparse checkout's from the index
+    return parse_config(data) if data is not None else Config()

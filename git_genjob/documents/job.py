@@ -33,6 +33,29 @@ def check_key(key: str) -> str:
     return key
 
 
+# What a terminal acts on rather than prints: C0 controls but tab and newline (ESC starts every
+# escape sequence; CR and BS overwrite what was shown), DEL, C1 controls, and the bidi embeddings,
+# overrides and isolates that reorder what is shown. `git log` prints a commit message raw.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def check_instruction_text(instruction: str) -> str:
+    """`instruction` if it holds no control character, else BadInput naming the first one: an
+    instruction becomes the applied commit's message, which `git log` prints raw."""
+    m = _CONTROL.search(instruction)
+    if m is None:
+        return instruction
+    line = instruction.count("\n", 0, m.start()) + 1
+    column = m.start() - (instruction.rfind("\n", 0, m.start()) + 1) + 1
+    name = {"\x1b": " (ESC, which starts a terminal escape)", "\r": " (CR: a file with CRLF line endings?)"}
+    raise BadInput(
+        f"the instruction contains the control character U+{ord(m.group()):04X}{name.get(m.group(), '')} "
+        f"at line {line}, column {column}",
+        "remove it (tabs and newlines are fine): the instruction becomes the commit message, and git log "
+        "would send it to every terminal raw",
+    )
+
+
 def default_key(instruction: str, inputs: dict[str, str | None]) -> str:
     return sha256_hex(canonical_bytes({"instruction": instruction, "inputs": inputs}))[:32]
 
@@ -47,11 +70,23 @@ class Job:
 
     @classmethod
     def mint(cls, instruction: str, inputs: dict[str, str | None], key: str | None) -> Job:
+        """A new job (submit): its instruction may hold no control character."""
+        return cls._build(check_instruction_text(instruction), inputs, key)
+
+    @classmethod
+    def _build(cls, instruction: str, inputs: dict[str, str | None], key: str | None) -> Job:
         for path in inputs:
             check_path(path, what="allowed path")
         check_distinct(list(inputs))
         ordered = dict(sorted(inputs.items()))
         return cls(instruction, tuple(ordered.items()), check_key(key or default_key(instruction, ordered)))
+
+    @property
+    def message_text(self) -> str:
+        """The instruction as a commit message carries it: stripped, and any control character
+        (in a job minted elsewhere: submit refuses them) written as its escape, since git log
+        prints a message raw."""
+        return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), self.instruction.strip())
 
     @property
     def allowed_paths(self) -> list[str]:
@@ -95,7 +130,9 @@ class Job:
         for path, value in inputs.items():
             if value is not None and not is_digest(value):
                 raise BadInput(f"job.json input {path!r} is not a sha256 digest or null")
-        return cls.mint(doc["instruction"], inputs, doc["key"])
+        # A stored job is read as it is (a control character in one minted elsewhere is shown
+        # escaped and kept out of commit messages), so it can still be listed and dropped.
+        return cls._build(doc["instruction"], inputs, doc["key"])
 
 
 def describe_difference(old: Job, new: Job) -> list[str]:

@@ -106,9 +106,18 @@ def find_secret(data: bytes) -> str | None:
     return None
 
 
+# A whole private key block: BEGIN line, body (headers, base64) and END line; one cut short (a
+# truncated stderr) runs to the end of the text. The BEGIN pattern alone would leave the body.
+KEY_BLOCK = re.compile(
+    rb"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[ A-Z0-9_-]{0,100}-----|\Z)", re.S
+)
+
+
 def redact(text: str) -> str:
-    """`text` with every credential-looking match replaced by its pattern's name."""
+    """`text` with every credential-looking match replaced by its pattern's name (a private key
+    by its whole block)."""
     data = text.encode("utf-8", "surrogatepass")
+    data = KEY_BLOCK.sub(b"[redacted private key block]", data)
     for name, pattern in PATTERNS:
         data = pattern.sub(f"[redacted {name}]".encode(), data)
     out = data.decode("utf-8", "replace")

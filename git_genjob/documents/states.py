@@ -62,6 +62,15 @@ STATE_COLOURS = {
     "dropped": "white",
     "damaged": "red",
 }
+# `status --state applyable`: a done job whose receipt says ok, what `apply` lands (after it
+# verifies). A filter, not a state: `done` also holds rejected and aborted receipts.
+APPLYABLE = "applyable"
+
+
+def is_applyable(state: str, result: str | None) -> bool:
+    return state == JobState.DONE and result == "ok"
+
+
 LIVE_STATES = (JobState.QUEUED, JobState.CLAIMED, JobState.SENDING, JobState.UNKNOWN, JobState.DONE)
 ARCHIVED_STATES = (JobState.APPLIED, JobState.DROPPED)
 

@@ -80,7 +80,7 @@ def disclosure(cfg_name: str | None, gen: GeneratorInfo) -> str | None:
 
 def commit_message(record: JobRecord, verdict: Verdict, disclosure_line: str | None) -> str:
     assert verdict.envelope is not None and verdict.signer is not None
-    instruction = record.job.instruction.strip()
+    instruction = record.job.message_text  # no control character reaches git log
     first = instruction.splitlines()[0] if instruction else record.key
     pred = verdict.envelope.predicate
     trailers = [

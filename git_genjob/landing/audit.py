@@ -11,15 +11,26 @@ import pygit2
 
 from git_genjob.documents.canonical import digest
 from git_genjob.documents.display import printable
-from git_genjob.documents.errors import BadInput, GenjobError, Painter, plain
+from git_genjob.documents.errors import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNAVAILABLE,
+    BadInput,
+    GenjobError,
+    Painter,
+    Unavailable,
+    plain,
+)
 from git_genjob.documents.job import check_key
 from git_genjob.documents.receipt import Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.landing.apply import TRAILERS
 from git_genjob.landing.verify import TrustStore, note_envelope, trust_from_tree
 from git_genjob.planner.trust import job_trust
-from git_genjob.storage.notes import read_note
+from git_genjob.storage.notes import note_blobs, read_note
 from git_genjob.storage.records import load_archived, load_live, parse_trailers
-from git_genjob.storage.store import Store
+from git_genjob.storage.store import Store, lookup
+
+NULL_OID = pygit2.Oid(hex="0" * 40)
 
 
 @dataclass
@@ -29,12 +40,15 @@ class CommitAudit:
     trailers: dict[str, str]
     problems: list[str] = field(default_factory=list)
     facts: list[str] = field(default_factory=list)  # what audit could still prove, failing or not
+    # What this clone lacks to check (a shallow clone's boundary commit has no parent to diff
+    # against): never a pass, never a failure verdict either.
+    unchecked: list[str] = field(default_factory=list)
     jobs: list[str] = field(default_factory=list)
     squashed: bool = False
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.unchecked
 
     @property
     def provenance(self) -> str:
@@ -45,6 +59,8 @@ class CommitAudit:
             return "verified"
         if any("commit diff != receipt outputs" in p for p in self.problems):
             return "outputs since modified"
+        if not self.problems:
+            return "cannot check"
         return "unproven"
 
     def to_json(self) -> dict[str, Any]:
@@ -57,6 +73,7 @@ class CommitAudit:
             "worker": self.trailers.get("Genjob-Worker"),
             "ok": self.ok,
             "problems": self.problems,
+            "unchecked": self.unchecked,
             "provenance": self.provenance,
             "facts": self.facts,
             "jobs": self.jobs or ([self.trailers["Genjob-Key"]] if "Genjob-Key" in self.trailers else []),
@@ -69,25 +86,61 @@ def audit_lines(results: list[CommitAudit], quiet: bool = False, paint: Painter 
     for a in results:
         if quiet and a.ok:
             continue
-        mark = paint("ok  ", "green") if a.ok else paint("FAIL", "red")
+        mark = paint("ok  ", "green") if a.ok else paint("FAIL", "red") if a.problems else paint("??  ", "yellow")
         out.append(f"{mark} {a.commit[:12]} {a.provenance:<22} {printable(a.subject)}")
-        out += [f"       {printable(line)}" for line in a.facts + a.problems]  # they quote trailers and notes
-    failing = sum(1 for a in results if not a.ok)
-    return [*out, f"{len(results)} genjob commit(s), {failing} failing"]
+        lines = a.facts + a.problems + a.unchecked
+        out += [f"       {printable(line)}" for line in lines]  # they quote trailers and notes
+    failing, unchecked = audit_counts(results)
+    total = f"{len(results)} genjob commit(s), {failing} failing"
+    return [*out, total + (f", {unchecked} cannot be checked in this clone" if unchecked else "")]
+
+
+def audit_counts(results: list[CommitAudit]) -> tuple[int, int]:
+    """(failing, cannot be checked): a commit with a problem fails whatever else it lacks."""
+    failing = sum(1 for a in results if a.problems)
+    return failing, sum(1 for a in results if not a.problems and a.unchecked)
+
+
+def audit_exit(results: list[CommitAudit]) -> int:
+    """1 when any commit fails; else 3 when any cannot be checked here (its parent was not
+    fetched: a shallow clone), which is not a pass; else 0."""
+    failing, unchecked = audit_counts(results)
+    return EXIT_REFUSED if failing else EXIT_UNAVAILABLE if unchecked else EXIT_OK
+
+
+SHALLOW_HINT = (
+    "fetch the history and the base: actions/checkout with fetch-depth: 0, or "
+    "git fetch --unshallow origin && git fetch origin main:refs/remotes/origin/main (docs/ci.md)"
+)
 
 
 def commits_in(store: Store, spec: str | None) -> list[pygit2.Commit]:
     """Commits of RANGE (`A..B` or a rev; default HEAD's history), newest first."""
     spec = spec or "HEAD"
-    try:
-        if ".." in spec:
-            a, b = spec.split("..", 1)
-            walker = store.walk(store.revparse_commit(b or "HEAD").id, [store.revparse_commit(a).id])
-        else:
-            walker = store.walk(store.revparse_commit(spec).id)
-    except (KeyError, ValueError, pygit2.GitError):
-        raise BadInput(f"{spec!r} is not a revision range", "give A..B or a branch") from None
+    if ".." in spec:
+        a, b = spec.split("..", 1)
+        base = _range_commit(store, a, spec)
+        walker = store.walk(_range_commit(store, b or "HEAD", spec).id, [base.id])
+    else:
+        walker = store.walk(_range_commit(store, spec, spec).id)
     return list(walker)
+
+
+def _range_commit(store: Store, rev: str, spec: str) -> pygit2.Commit:
+    """The commit one side of RANGE names, or the real reason there is none."""
+    try:
+        return store.revparse_commit(rev)
+    except (KeyError, ValueError, pygit2.GitError):
+        pass
+    where = f"{rev!r}" if rev == spec else f"{rev!r} (of {spec!r})"
+    if not rev or rev.startswith("-"):
+        raise BadInput(f"{spec!r} is not a revision range", "give A..B or a branch")
+    if store.is_shallow:
+        raise Unavailable(f"{where} is not in this shallow clone: it or its history was not fetched", SHALLOW_HINT)
+    raise BadInput(
+        f"{where} names no commit in this repository",
+        "give A..B or a branch; a remote branch must be fetched first (git fetch origin main)",
+    )
 
 
 def genjob_trailers(commit: pygit2.Commit) -> dict[str, str]:
@@ -140,7 +193,14 @@ def audit_commit(
         value = getattr(pred, field_name)
         if value != t.get(trailer):
             p.append(f"receipt {field_name} is {value}, trailer {trailer} says {t.get(trailer)}")
-    p += _diff_problems(store, commit, pred)
+    absent = store.missing_parents(commit)
+    if absent:
+        result.unchecked.append(
+            f"cannot check: parent {absent[0][:12]} not fetched (fetch-depth: 0 or git fetch --deepen); "
+            "the commit's diff and the job's freshness are read against it"
+        )
+    else:
+        p += _diff_problems(store, commit, pred)
     if record is not None:
         # Check 9 at the commit's time (SPEC §11): the planner is reported; a job signed by a key
         # the store does not trust fails, an unsigned one (made before signed jobs) is named.
@@ -151,7 +211,7 @@ def audit_commit(
             result.facts.append(f"planner: {planned.detail if planned.ok else 'unsigned job'}")
         if record.job.digest != t.get("Genjob-Job"):
             p.append(f"stored job digest is {record.job.digest}, trailer says {t.get('Genjob-Job')}")
-        if commit.parents:
+        if commit.parents and not absent:
             from git_genjob.landing.verify import check_fresh
 
             p += [f"parent: {x}" for x in check_fresh(store, record, commit.parents[0].tree)]
@@ -309,6 +369,25 @@ TRUST_HINT = (
 )
 
 
+def _prefetch(store: Store, commits: list[pygit2.Commit]) -> None:
+    """A partial clone (git clone --filter=blob:none) lacks the notes and the changed files audit
+    reads: fetch them in one batch first, not one process per blob."""
+    named = [c for c in commits if "Genjob-" in (c.message or "")]
+    want: list[pygit2.Oid] = note_blobs(store, [c.id for c in named])
+    trees: list[pygit2.Tree] = []
+    for c in [*named, *commits[:1]]:
+        trust = lookup(c.tree, ".genjob")
+        trees += [trust] if isinstance(trust, pygit2.Tree) else []
+        for group in genjob_groups(c.message):
+            entry = store.archive_entry(group.get("Genjob-Key", "")) if group.get("Genjob-Key") else None
+            trees += [entry] if entry is not None else []
+        if len(c.parents) == 1:
+            deltas = c.tree.diff_to_tree(c.parents[0].tree, swap=True).deltas
+            want += [f.id for d in deltas for f in (d.new_file, d.old_file)]  # the diff and the freshness check
+    want += [e.id for tree in trees for e in tree if e.type_str == "blob"]
+    store.fetch_missing(w for w in want if w != NULL_OID)
+
+
 def audit(
     store: Store, spec: str | None, progress: Callable[[str], None] = lambda _: None, trust_from: str | None = None
 ) -> list[CommitAudit]:
@@ -320,6 +399,8 @@ def audit(
             fixed = trust_from_tree(store, store.revparse_commit(trust_from).tree)
         except (KeyError, ValueError, pygit2.GitError):
             raise BadInput(f"--trust-from {trust_from!r} is not a commit", "give a branch, tag or commit") from None
+    if store.promisor_remote is not None:
+        _prefetch(store, commits)
     out = []
     for n, commit in enumerate(commits, 1):
         if n % 200 == 0:

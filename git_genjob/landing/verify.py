@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -170,7 +169,7 @@ def next_step(verdict: Verdict) -> str:
     if any(c.n == 2 and not c.ok and "uncommitted .genjob/" in c.detail for c in verdict.checks):
         return 'commit the trust store first: git add .genjob && git commit -m "genjob: trust store"'
     store = verdict.record.store if verdict.record is not None else None
-    if store is not None and store.workdir and not os.path.isdir(os.path.join(store.workdir, ".genjob")):
+    if store is not None and store.workdir and store.worktree_file(".genjob/allowed_signers") is None:
         return "this repository has no .genjob/ yet: run git genjob init, then git genjob trust add NAME KEY.pub"
     unknown = ("no signature verifies", "is empty")
     if any(c.n == 2 and not c.ok and any(u in c.detail for u in unknown) for c in verdict.checks):

@@ -101,8 +101,18 @@ def _read_inputs(
     for path in paths:
         prefix = blocking_prefix(tree, path)
         if prefix is not None:
+            if getattr(lookup(tree, prefix), "type_str", None) == "commit":  # a gitlink
+                raise BadInput(
+                    f"{path} is inside the submodule {prefix}, a repository of its own",
+                    f"submit it from inside the submodule: cd {prefix} && git genjob submit ...",
+                )
             raise BadInput(f"{path}: {prefix} is not a directory at {where}")
         entry = lookup(tree, path)
+        if entry is None and base is None:
+            raise BadInput(
+                f"this repository has no commits yet, so {path} has no committed content for a job to start from",
+                f"commit it first: git add {path} && git commit (or, for a new file, let the job create it: --create)",
+            )
         if entry is None:
             raise BadInput(f"{path} does not exist at {where}", f"to let the job create it, pass --create {path}")
         mode = getattr(entry, "filemode", None)
@@ -141,6 +151,12 @@ def _refuse_dirty(store: Store, paths: list[str]) -> None:
             flags = 0
         if flags & _DIRTY or os.path.islink(os.path.join(store.workdir or "", path)):
             dirty.append(path)
+    sparse = sorted(store.skip_worktree(dirty))
+    if sparse:  # libgit2 sees a path a sparse checkout leaves out as deleted
+        raise BadInput(
+            "outside this sparse checkout (not in the work tree): " + ", ".join(sparse),
+            f"add it to the checkout first: git sparse-checkout add {os.path.dirname(sparse[0]) or sparse[0]}",
+        )
     if dirty:
         raise Refused(
             "the work tree differs from HEAD at " + ", ".join(dirty),

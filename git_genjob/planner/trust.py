@@ -26,9 +26,24 @@ __all__ = ["TrustStore", "trust_at_head", "trust_from_tree"]
 
 
 def genjob_file(store: Store, name: str) -> str:
+    """The path of `.genjob/NAME` in the work tree, to write (refused where a sparse checkout
+    leaves it out: appending there would drop every line the index holds)."""
     if store.workdir is None:
         raise BadInput("the trust store lives in the work tree", "run this in a clone with a work tree")
+    if store.skip_worktree([f".genjob/{name}"]):
+        raise BadInput(
+            f".genjob/{name} is outside this sparse checkout, so it is not in the work tree to edit",
+            "add it to the checkout first: git sparse-checkout add .genjob",
+        )
     return os.path.join(store.workdir, ".genjob", name)
+
+
+def store_text(store: Store, name: str) -> str:
+    """`.genjob/NAME` as git sees it (from the index where a sparse checkout leaves it out)."""
+    if store.workdir is None:
+        raise BadInput("the trust store lives in the work tree", "run this in a clone with a work tree")
+    data = store.worktree_file(f".genjob/{name}")
+    return data.decode("utf-8") if data is not None else ""
 
 
 def read_text(path: str) -> str:
@@ -46,6 +61,23 @@ def append_lines(path: str, lines: list[str]) -> None:
     )
 
 
+def _key_text(pubkey: str) -> str:
+    """KEY as `trust add` takes it: a .pub file's text, or a public key line itself."""
+    if os.path.isfile(pubkey):
+        return read_text(pubkey)
+    if os.path.isdir(pubkey):
+        raise BadInput(f"{pubkey} is a directory, not a public key file", "give the path of a .pub file")
+    if not pubkey.lstrip().startswith(("ssh-", "sk-", "ecdsa-")) and (
+        pubkey.endswith(".pub") or os.sep in pubkey or not any(c.isspace() for c in pubkey.strip())
+    ):
+        raise BadInput(
+            f"no such file: {pubkey}",
+            "give the path of the worker's .pub file (git genjob keygen wrote it beside the key), "
+            "or the public key line itself in quotes",
+        )
+    return pubkey
+
+
 def add(
     store: Store,
     name: str,
@@ -59,7 +91,7 @@ def add(
 
     if not name or any(c.isspace() for c in name) or name.startswith("#"):
         raise BadInput(f"signer name {name!r} must be one word")
-    pk, _ = parse_public_key(read_text(pubkey) if os.path.isfile(pubkey) else pubkey)
+    pk, _ = parse_public_key(_key_text(pubkey))
     path = genjob_file(store, "allowed_signers")
     namespaces = tuple(dict.fromkeys(ns for role in roles for ns in ROLES[role]))
     known = [k for k in parse_allowed_signers(read_text(path)) if k.public == pk and k.principal == name]
@@ -77,8 +109,8 @@ def add(
 
 
 def listing(store: Store) -> list[dict[str, Any]]:
-    keys = parse_allowed_signers(read_text(genjob_file(store, "allowed_signers")))
-    revoked = parse_revoked(read_text(genjob_file(store, "revoked_keys")))
+    keys = parse_allowed_signers(store_text(store, "allowed_signers"))
+    revoked = parse_revoked(store_text(store, "revoked_keys"))
     return [
         {
             "name": k.principal,
@@ -143,11 +175,8 @@ def trust_from_worktree(store: Store) -> TrustStore:
         return trust_from_tree(store, head.tree if head else None)
 
     def read(name: str) -> str:
-        try:
-            with open(os.path.join(store.workdir or "", ".genjob", name), encoding="utf-8") as fh:
-                return fh.read()
-        except FileNotFoundError:
-            return ""
+        data = store.worktree_file(f".genjob/{name}")  # a sparse checkout's from the index
+        return data.decode("utf-8") if data is not None else ""
 
     return TrustStore.from_text(read("allowed_signers"), read("revoked_keys"))
 

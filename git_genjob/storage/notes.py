@@ -8,6 +8,8 @@ number of notes. Only a merge of two diverged notes refs reads every note.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pygit2
 
 from git_genjob.documents.errors import Conflict, StaleLock
@@ -35,6 +37,14 @@ def note_path(tree: pygit2.Tree | None, obj: str) -> str | None:
 
 def _tree(store: Store, tip: pygit2.Oid | None) -> pygit2.Tree | None:
     return store.get_commit(tip).tree if tip is not None else None
+
+
+def note_blobs(store: Store, commits: Iterable[pygit2.Oid | str]) -> list[pygit2.Oid]:
+    """The blob ids of the genjob notes on `commits` (those that have one), nothing read."""
+    tree = _tree(store, store.ref_target(NOTES_REF))
+    paths = [note_path(tree, str(c)) for c in commits] if tree is not None else []
+    entries = [lookup(tree, p) for p in paths if p is not None]
+    return [e.id for e in entries if e is not None]
 
 
 def read_note(store: Store, commit: pygit2.Oid | str) -> bytes | None:

@@ -175,9 +175,17 @@ class SyncReport:
     def lines(self, headline: str) -> list[str]:
         """The human report under `headline`."""
         labels = ("created", "updated", "merged", "dropped", "pushed", "kept", "recovered")
-        return [headline] + [
-            f"  {label}: {', '.join(getattr(self, label))}" for label in labels if getattr(self, label)
-        ]
+        return [headline] + [_named(label, getattr(self, label)) for label in labels if getattr(self, label)]
+
+
+SHOWN = 10  # refs named per line of a report; --json lists every one
+
+
+def _named(label: str, names: list[str]) -> str:
+    """`  label: a, b, c` for a few refs, `  label: 20000 refs (a, b, … and 19990 more; --json lists all)`."""
+    if len(names) <= SHOWN:
+        return f"  {label}: {', '.join(names)}"
+    return f"  {label}: {len(names)} refs ({', '.join(names[:SHOWN])} and {len(names) - SHOWN} more; --json lists all)"
 
 
 def _relation(store: Store, local: pygit2.Oid | None, remote: pygit2.Oid) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pygit2
 
-from git_genjob.documents.errors import BadInput, Conflict, NotARepository, StaleLock
+from git_genjob.documents.errors import BadInput, Conflict, NotARepository, RemoteUnavailable, StaleLock
 from git_genjob.documents.paths import check_entry_name
 from git_genjob.storage import locks
 from git_genjob.storage.faults import crash_point
@@ -97,32 +97,67 @@ LOCK_WAIT_S = 3.0
 
 
 def open_repo(path: str | None = None) -> pygit2.Repository:
-    """Discover the repository around `path` (default: cwd); refuse reftable."""
+    """Discover the repository around `path` (default: cwd); refuse what libgit2 cannot open."""
     start = path or os.getcwd()
     found = pygit2.discover_repository(start)
     if found is None:
+        if os.environ.get("GIT_DIR"):
+            raise NotARepository(
+                f"not a git repository: {start} (git genjob finds the repository from the current directory "
+                f"and ignores GIT_DIR={os.environ['GIT_DIR']})",
+                "run git genjob inside the repository's work tree, or unset GIT_DIR",
+            )
         raise NotARepository(f"not a git repository: {start}", "run git genjob inside a repository (git init)")
-    _refuse_reftable(found)
+    _refuse_unsupported(found)
     try:
         repo = pygit2.Repository(found)
     except pygit2.GitError as exc:
+        if "object format" in str(exc):
+            raise _sha256_refusal(found, str(exc)) from None
         raise NotARepository(f"cannot open repository {found}: {exc}") from None
     pygit2.settings.enable_fsync_gitdir(True)
     return repo
 
 
-def _refuse_reftable(gitdir: str) -> None:
+def repository_extensions(gitdir: str) -> dict[str, str]:
+    """`[extensions]` of the repository's config, names lowercased (as git reads them)."""
     config_path = os.path.join(resolve_common(gitdir), "config")
     try:
         with open(config_path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read().lower()
+            lines = fh.read().splitlines()
     except OSError:
-        return
-    if "refstorage" in text.replace(" ", "") and "reftable" in text:
+        return {}
+    out: dict[str, str] = {}
+    section = ""
+    for raw in lines:
+        line = raw.split("#", 1)[0].split(";", 1)[0].strip()
+        if line.startswith("["):
+            section = line[1:].split("]", 1)[0].split('"', 1)[0].strip().lower()
+            line = line.split("]", 1)[1].strip() if "]" in line else ""
+        if section == "extensions" and "=" in line:
+            name, value = line.split("=", 1)
+            out[name.strip().lower()] = value.strip().strip('"').lower()
+    return out
+
+
+def _sha256_refusal(gitdir: str, detail: str = "extensions.objectFormat=sha256") -> BadInput:
+    return BadInput(
+        f"repository {gitdir} uses SHA-256 object names ({detail}), which the libgit2 that git genjob "
+        "reads repositories with cannot open",
+        "git genjob works in SHA-1 repositories (git's default): see docs/exit-codes.md",
+    )
+
+
+def _refuse_unsupported(gitdir: str) -> None:
+    """One clear refusal, before libgit2's raw error, for a repository it cannot open."""
+    ext = repository_extensions(gitdir)
+    if ext.get("refstorage") == "reftable":
         raise BadInput(
             f"repository {gitdir} uses extensions.refStorage=reftable, which libgit2 cannot open",
             "use a repository with the files ref backend (git clone --ref-format=files)",
         )
+    if ext.get("objectformat", "sha1") != "sha1" or ext.get("compatobjectformat", "sha1") != "sha1":
+        raise _sha256_refusal(gitdir)
 
 
 def git_date(value: str, what: str) -> tuple[int, int]:
@@ -250,6 +285,8 @@ class Store:
 
     def read(self, oid: pygit2.Oid | str, limit: int | None = DOCUMENT_MAX) -> bytes:
         """A blob's bytes, refused (BadInput) over `limit` (a document's unless told)."""
+        if self.promisor_remote is not None and oid not in self._repo:
+            self._fetch_documents([oid])
         self._check_size(oid, limit, "object")
         obj = self._repo.get(oid)
         if not isinstance(obj, pygit2.Blob):
@@ -271,8 +308,74 @@ class Store:
 
     STREAM_ABOVE = 4 * 1024 * 1024  # bytes: a larger blob is read through git, a chunk at a time
 
+    # -- partial clones (git clone --filter): libgit2 reports a missing blob, git fetches it --
+    @functools.cached_property
+    def promisor_remote(self) -> str | None:
+        """The remote this partial clone fetches the objects it lacks from, or None (a full clone)."""
+        name = self.config_get("extensions.partialClone")
+        if name:
+            return name
+        for remote in self.remote_names():
+            if (self.config_get(f"remote.{remote}.promisor") or "").lower() in ("true", "yes", "on", "1"):
+                return remote
+        return None
+
+    def fetch_missing(self, oids: Iterable[pygit2.Oid | str]) -> None:
+        """Fetch the objects of `oids` this partial clone lacks, in one batch, the way git's own
+        lazy fetch does (promisor-remote.c: a `fetch --stdin` of object ids with the noop
+        negotiator); nothing to do in a full clone or when none is missing."""
+        remote = self.promisor_remote
+        if remote is None:
+            return
+        want = sorted({str(o) for o in oids if o not in self._repo})
+        if not want:
+            return
+        import subprocess
+
+        from git_genjob.storage.remote import clean_env
+
+        proc = subprocess.run(
+            ["git", "--git-dir", self.gitdir, "-c", "fetch.negotiationAlgorithm=noop", "fetch", remote]
+            + ["--no-tags", "--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none", "--stdin"],
+            input="".join(f"{oid}\n" for oid in want),
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+        )
+        if proc.returncode != 0:
+            why = (proc.stderr.strip().splitlines() or ["git fetch failed"])[-1]
+            raise RemoteUnavailable(
+                f"this is a partial clone: {len(want)} object(s) it needs are not fetched, and fetching them "
+                f"from {remote} failed: {why}",
+                f"reach {remote} and run the command again, or fetch them: git fetch {remote} (a full clone has them)",
+            )
+
+    def _fetch_documents(self, oids: list[pygit2.Oid | str]) -> None:
+        """`oids`, and at the first miss of this Store also every live job's documents and the
+        archive's rows (small, and what status, show and a worker read next), in one batch."""
+        if self.__dict__.get("_documents_fetched"):
+            self.fetch_missing(oids)
+            return
+        self.__dict__["_documents_fetched"] = True
+        trees: list[pygit2.Tree] = []
+        for _, tip in self.iter_refs(JOBS_PREFIX):
+            commit = self._repo.get(tip)
+            trees += [commit.tree] if isinstance(commit, pygit2.Commit) else []
+        archive = self.ref_target(ARCHIVE_REF)
+        rows = lookup(self.get_commit(archive).tree, ROWS_DIR) if archive is not None else None
+        trees += [rows] if isinstance(rows, pygit2.Tree) else []
+        self.fetch_missing([*oids, *(e.id for tree in trees for e in tree if e.type_str == "blob")])
+
+    def prefetch_trees(self, trees: Iterable[pygit2.Tree]) -> None:
+        """In a partial clone, fetch the missing blobs directly under `trees` in one batch (a
+        job's documents, before they are read one by one)."""
+        if self.promisor_remote is not None:
+            self.fetch_missing(e.id for tree in trees for e in tree if e.type_str == "blob")
+
     def blob_size(self, oid: pygit2.Oid) -> int:
         """A blob's size from its object header, read without inflating the object."""
+        if self.promisor_remote is not None:
+            self.fetch_missing([oid])
         kind, size = self._repo.odb.read_header(oid)
         if kind != pygit2.enums.ObjectType.BLOB:
             raise BadInput(f"object {oid} is not a blob")
@@ -336,6 +439,8 @@ class Store:
         inflating on one side of the pipe, sha256 on the other), so a second uses the other core.
         Memory stays bounded: a chunk buffer and a pipe per stream.
         """
+        oids = list(oids)
+        self.fetch_missing(oids)
         sizes = {oid: self.blob_size(oid) for oid in oids}
         out: dict[pygit2.Oid, tuple[str, int]] = {}
         big = [oid for oid, size in sizes.items() if size > self.STREAM_ABOVE]
@@ -479,6 +584,20 @@ class Store:
     def has(self, oid: pygit2.Oid | str) -> bool:
         return oid in self._repo
 
+    @property
+    def is_shallow(self) -> bool:
+        return bool(self._repo.is_shallow)
+
+    def missing_parents(self, commit: pygit2.Commit) -> list[str]:
+        """The parents `commit` names that this clone lacks: a shallow clone's boundary (libgit2
+        shows such a commit as a root, so its own header is read) or a commit fetched alone."""
+        ids = [str(i) for i in commit.parent_ids]
+        if not ids:
+            raw = self._repo.odb.read(commit.id)[1]
+            header = raw.split(b"\n\n", 1)[0]
+            ids = [line[7:].decode("ascii", "replace") for line in header.split(b"\n") if line.startswith(b"parent ")]
+        return [i for i in ids if not self.has(i)]
+
     def descendant_of(self, oid: pygit2.Oid, ancestor: pygit2.Oid) -> bool:
         return bool(self._repo.descendant_of(oid, ancestor))
 
@@ -513,6 +632,41 @@ class Store:
         index: pygit2.Index = self._repo.index
         index.read()
         return index
+
+    def skip_worktree(self, paths: Iterable[str]) -> set[str]:
+        """The paths of `paths` a sparse checkout leaves out of the work tree (git's skip-worktree
+        bit, which libgit2 neither exposes nor honours in its status)."""
+        paths = list(paths)
+        sparse = (self.config_get("core.sparseCheckout") or "").lower() in ("true", "yes", "on", "1")
+        if not paths or not sparse or self.workdir is None:
+            return set()
+        import subprocess
+
+        from git_genjob.storage.remote import clean_env
+
+        proc = subprocess.run(
+            ["git", "--literal-pathspecs", "ls-files", "-t", "-z", "--", *paths],
+            cwd=self.workdir,
+            capture_output=True,
+            env=clean_env(),
+        )
+        records = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+        return {r[2:] for r in records if r.startswith("S ")}
+
+    def worktree_file(self, path: str) -> bytes | None:
+        """A file of the work tree as git sees it: its bytes on disk, or, for a path a sparse
+        checkout leaves out, the index's blob (as git reads it there); None when neither has it."""
+        if self.workdir is None:
+            return None
+        try:
+            with open(os.path.join(self.workdir, path), "rb") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            pass
+        if path not in self.skip_worktree([path]):
+            return None
+        entry = self.index()[path]
+        return self.read(entry.id)
 
     def status_file(self, path: str) -> int:
         return int(self._repo.status_file(path))
@@ -560,6 +714,8 @@ class Store:
             return None
         if entry.type_str != "blob":
             return None
+        if self.promisor_remote is not None and entry.id not in self._repo:
+            self.prefetch_trees([tree])  # its siblings are read next: one fetch, not one each
         return self.read(entry.id, limit)
 
     # -- refs ------------------------------------------------------------
@@ -727,6 +883,8 @@ class Store:
             return
         root = self.get_commit(tip).tree
         rows = lookup(root, ROWS_DIR)
+        if isinstance(rows, pygit2.Tree):
+            self.prefetch_trees([rows])
         for shard_entry in root:
             name = str(shard_entry.name)
             if not is_shard(name):
