@@ -16,8 +16,9 @@ from git_genjob.documents.job import check_key
 from git_genjob.documents.receipt import Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.landing.apply import TRAILERS
 from git_genjob.landing.verify import TrustStore, note_envelope, trust_from_tree
+from git_genjob.storage.gitdir import canonical_trailer_key, genjob_trailers_of
 from git_genjob.storage.notes import read_note
-from git_genjob.storage.records import load_archived, load_live, parse_trailers
+from git_genjob.storage.records import load_archived, load_live
 from git_genjob.storage.store import Store
 
 
@@ -89,8 +90,9 @@ def commits_in(store: Store, spec: str | None) -> list[pygit2.Commit]:
     return list(walker)
 
 
-def genjob_trailers(commit: pygit2.Commit) -> dict[str, str]:
-    return {k: v for k, v in parse_trailers(commit.message).items() if k.startswith("Genjob-")}
+def genjob_trailers(commit: pygit2.Commit, gitdir: str | None = None) -> dict[str, str]:
+    """The Genjob-* trailers as git reads them (SPEC §11: case-insensitive keys, git's separators)."""
+    return genjob_trailers_of(commit.message, gitdir)
 
 
 def audit_commit(
@@ -99,7 +101,7 @@ def audit_commit(
     """SPEC §6's audit rule for one commit: trust is read from the commit itself, unless
     `trust_from` (`audit --trust-from REV`) names the store to use instead; revocations at the
     tip of RANGE hold either way."""
-    t = genjob_trailers(commit)
+    t = genjob_trailers(commit, store.gitdir)
     result = CommitAudit(str(commit.id), commit.message.splitlines()[0] if commit.message else "", t)
     p = result.problems
     missing = [name for name in TRAILERS if name not in t]
@@ -162,7 +164,7 @@ def _copy_hint(store: Store, commit: pygit2.Commit, t: dict[str, str]) -> str:
     )
 
 
-GROUP_LINE = re.compile(r"^\s*(Genjob-(?:Key|Job|Receipt|Signer|Worker)):\s*(\S+)\s*$")
+GROUP_LINE = re.compile(r"^\s*(Genjob-(?:Key|Job|Receipt|Signer|Worker)):\s*(\S+)\s*$", re.IGNORECASE)
 
 
 def genjob_groups(message: str) -> list[dict[str, str]]:
@@ -173,9 +175,10 @@ def genjob_groups(message: str) -> list[dict[str, str]]:
         m = GROUP_LINE.match(line)
         if m is None:
             continue
-        if m.group(1) == "Genjob-Key" or not groups:
+        name = canonical_trailer_key(m.group(1))  # keys are case-insensitive, as git reads trailers
+        if name == "Genjob-Key" or not groups:
             groups.append({})
-        groups[-1].setdefault(m.group(1), m.group(2))
+        groups[-1].setdefault(name, m.group(2))
     return groups
 
 
@@ -183,7 +186,7 @@ def audit_one(
     store: Store, commit: pygit2.Commit, tip_trust: TrustStore, trust_from: TrustStore | None = None
 ) -> CommitAudit | None:
     """The audit of one commit that names a job (None for a commit that names none)."""
-    trailers, groups = genjob_trailers(commit), genjob_groups(commit.message)
+    trailers, groups = genjob_trailers(commit, store.gitdir), genjob_groups(commit.message)
     if len({g.get("Genjob-Key") for g in groups}) > 1 or (groups and not trailers):
         return audit_squash(store, commit, groups, tip_trust, trust_from)  # trailers in the body
     if trailers:
