@@ -38,7 +38,7 @@ def install_hooks(store: object, force: bool = False) -> list[str]:
     assert isinstance(store, Store)
     hooks_dir = store.hooks_dir()
     os.makedirs(hooks_dir, exist_ok=True)
-    python, pythonpath = sys.executable, _package_parent()
+    python, pythonpath = sys.executable, package_parent()
     shared = _in_work_tree(store, hooks_dir)
     if shared:
         store.config_set("genjob.hookPython", python)
@@ -79,7 +79,7 @@ def render_hook(name: str, python: str, pythonpath: str) -> str:
     return _template().replace("@HOOK@", name).replace("@PYTHONPATH@", pythonpath).replace("@PYTHON@", python)
 
 
-def _package_parent() -> str:
+def package_parent() -> str:
     """The directory that holds the git_genjob package (site-packages, or an editable checkout)."""
     import git_genjob
 
