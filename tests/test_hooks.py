@@ -299,3 +299,38 @@ def test_commit_msg_and_audit_read_trailers_as_git_does(repo: Path) -> None:
     git(repo, "commit", "--amend", "-q", "--no-verify", "-m", tampered)
     res = run_genjob("audit", "HEAD~1..HEAD", cwd=repo)
     assert res.code == 1 and "mallory" in res.out
+
+
+def test_a_shared_hooks_directory_names_no_path_of_this_machine(tmp_path: Path) -> None:
+    """A tracked core.hooksPath: the scripts stay machine-independent and byte-identical across
+    re-installs; this clone's interpreter is in its own config, and without it the script finds
+    install.sh's ~/.local/bin/git-genjob when that is not on PATH (issue 22 item 7)."""
+    import os
+    import sys
+
+    bare, repo = repo_with_remote(tmp_path, "a")
+    setup_worker(repo)
+    git(repo, "config", "core.hooksPath", ".githooks")
+    assert run_genjob("init", "--hooks", cwd=repo).code == 0
+    git(repo, "add", ".githooks")
+    git(repo, "commit", "-qm", "shared hooks", "--no-verify")
+    texts = {p.name: p.read_text() for p in (repo / ".githooks").iterdir()}
+    assert not any(sys.executable in t or str(Path(sys.executable).parent) in t for t in texts.values())
+    assert git(repo, "config", "genjob.hookPython").strip() == sys.executable
+    assert run_genjob("init", "--hooks", cwd=repo).code == 0
+    assert git(repo, "status", "--porcelain") == ""
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    (repo / "src/user.py").write_text("hand edit\n")
+    git(repo, "add", "src/user.py")
+    proc = git_rc(repo, "commit", "-qm", "hand edit")
+    assert proc.returncode == 1 and f"src/user.py is held by live job {k}" in proc.stderr
+    # Another clone of the shared hooks with no genjob.hookPython: install.sh's default place.
+    git(repo, "config", "--unset", "genjob.hookPython")
+    home_bin = Path(os.environ["HOME"]) / ".local/bin"
+    home_bin.mkdir(parents=True, exist_ok=True)
+    (home_bin / "git-genjob").symlink_to(Path(sys.executable).parent / "git-genjob")
+    proc = git_rc(repo, "commit", "-qm", "hand edit")
+    assert proc.returncode == 1 and f"src/user.py is held by live job {k}" in proc.stderr
+    (home_bin / "git-genjob").unlink()
+    proc = git_rc(repo, "commit", "-qm", "hand edit")
+    assert proc.returncode == 1 and "git-genjob is not installed" in proc.stderr
