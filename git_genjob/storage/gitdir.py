@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 
-TYPE_CHECKING = False  # the hooks import this module: typing, re and subprocess load only when used
-if TYPE_CHECKING:
-    import subprocess
+# The hooks import this module: re and subprocess load only where they are used.
 
 JOBS_PREFIX = "refs/genjob/jobs/"
 
@@ -61,19 +59,56 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def run_git(
-    args: list[str], data: bytes | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    """A child git in the current directory with `clean_env()` (plus `env`): the hooks' reads."""
+class GitRun:
+    """What a child git returned: exit code, stdout, stderr (bytes)."""
+
+    __slots__ = ("returncode", "stderr", "stdout")
+
+    def __init__(self, returncode: int, stdout: bytes, stderr: bytes) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def run_git(args: list[str], data: bytes | None = None, env: dict[str, str] | None = None) -> GitRun:
+    """A read-only child git in the current directory with `clean_env()` (plus `env`).
+
+    Without stdin data it is spawned directly (os.posix_spawnp, one pipe): importing
+    subprocess costs a hook more than the git it runs. A failure is run again through
+    subprocess for git's message, which is why only reads come here."""
+    full_env = {**clean_env(), **(env or {})}
+    if data is None and hasattr(os, "posix_spawnp"):
+        r, w = os.pipe()
+        try:
+            pid = os.posix_spawnp(
+                "git",
+                ["git", *args],
+                full_env,
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, w, 1),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                ],
+            )
+        finally:
+            os.close(w)
+        chunks = []
+        try:
+            while chunk := os.read(r, 1 << 16):
+                chunks.append(chunk)
+        finally:
+            os.close(r)
+            status = os.waitpid(pid, 0)[1]
+        if os.waitstatus_to_exitcode(status) == 0:
+            return GitRun(0, b"".join(chunks), b"")
     import subprocess
 
-    return subprocess.run(
+    proc = subprocess.run(
         ["git", *args],
         input=data,
         capture_output=True,
-        env={**clean_env(), **(env or {})},
+        env=full_env,
         stdin=None if data is not None else subprocess.DEVNULL,
     )
+    return GitRun(proc.returncode, proc.stdout, proc.stderr)
 
 
 def common_dir(start: str | None = None) -> str | None:
