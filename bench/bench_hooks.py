@@ -11,6 +11,7 @@ noise hits every column alike. The hooks are the scripts `init --hooks` writes, 
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,13 +37,22 @@ def _git(repo: str, *args: str) -> None:
 
 
 def _genjob(repo: str, *args: str) -> None:
-    subprocess.run([sys.executable, "-m", "git_genjob", *args], cwd=repo, check=True, capture_output=True, env=child_env())
+    subprocess.run(
+        [sys.executable, "-m", "git_genjob", *args], cwd=repo, check=True, capture_output=True, env=child_env()
+    )
+
+
+CPU: list[float] = []  # CPU seconds (user + system, the command and its children) of each _timed run
 
 
 def _timed(argv: list[str], cwd: str) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(argv, cwd=cwd, check=True, capture_output=True, env=child_env())
-    return time.perf_counter() - t
+    elapsed = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return elapsed
 
 
 def _commit(repo: str, i: int) -> float:
@@ -79,7 +89,8 @@ def _hooked(live: int) -> str:
 
 def measure(rounds: int) -> dict[str, float]:
     """Medians in ms: commit with no hooks / hooks and 0 live jobs / hooks and 10 live jobs,
-    push with no hooks / hooks (no genjob commit pushed)."""
+    push with no hooks / hooks (no genjob commit pushed); `<name>_cpu`: the median CPU time
+    (less moved than wall time by other load on a shared machine)."""
     plain, hooked0, hooked10 = make_repo(), _hooked(0), _hooked(10)
     for repo in (plain, hooked0, hooked10):
         _with_remote(repo)
@@ -87,14 +98,22 @@ def measure(rounds: int) -> dict[str, float]:
         for repo in (plain, hooked0, hooked10):
             _commit(repo, -1 - i)
             _push(repo, -1 - i)
-    cols: dict[str, list[float]] = {k: [] for k in ("commit", "commit_hooks0", "commit_hooks10", "push", "push_hooks")}
+    names = ("commit", "commit_hooks0", "commit_hooks10", "push", "push_hooks")
+    cols: dict[str, list[float]] = {k: [] for k in names}
+    cpu: dict[str, list[float]] = {k: [] for k in names}
     for i in range(rounds):
-        cols["commit"].append(_commit(plain, i))
-        cols["commit_hooks0"].append(_commit(hooked0, i))
-        cols["commit_hooks10"].append(_commit(hooked10, i))
-        cols["push"].append(_push(plain, i))
-        cols["push_hooks"].append(_push(hooked0, i))
-    return {k: statistics.median(v) * 1000 for k, v in cols.items()}
+        for name, run, repo in (
+            ("commit", _commit, plain),
+            ("commit_hooks0", _commit, hooked0),
+            ("commit_hooks10", _commit, hooked10),
+            ("push", _push, plain),
+            ("push_hooks", _push, hooked0),
+        ):
+            cols[name].append(run(repo, i))
+            cpu[name].append(CPU[-1])
+    out = {k: statistics.median(v) * 1000 for k, v in cols.items()}
+    out.update({f"{k}_cpu": statistics.median(v) * 1000 for k, v in cpu.items()})
+    return out
 
 
 def main() -> None:
@@ -105,6 +124,7 @@ def main() -> None:
     print(f"git commit, hooks, 10 live jobs {m['commit_hooks10']:6.1f} ms  (+{m['commit_hooks10'] - m['commit']:.1f})")
     print(f"git push, no hooks              {m['push']:6.1f} ms")
     print(f"git push, hooks                 {m['push_hooks']:6.1f} ms  (+{m['push_hooks'] - m['push']:.1f})")
+    print("CPU ms: " + ", ".join(f"{k} {v:.1f}" for k, v in m.items() if k.endswith("_cpu")))
 
 
 if __name__ == "__main__":
