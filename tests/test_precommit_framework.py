@@ -19,8 +19,10 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
 
 
-def _run(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(args), cwd=repo, capture_output=True, text=True, env=_env(), stdin=subprocess.DEVNULL)
+def _run(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(args), cwd=repo, capture_output=True, text=True, env=env or _env(), stdin=subprocess.DEVNULL
+    )
 
 
 def _hooks_repo(tmp_path: Path) -> tuple[Path, str]:
@@ -82,3 +84,14 @@ def test_pre_commit_framework_blocks_what_the_built_in_hooks_block(tmp_path: Pat
     proc = _run(repo, "git", "push", "origin", "main")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert refs(bare)["refs/heads/main"] == git(repo, "rev-parse", "HEAD").strip()
+
+    # install.sh's default when ~/.local/bin is not on PATH: no git-genjob on PATH, a global
+    # alias instead. The framework's entries run `git genjob`, so they still block.
+    alias = f'!f() {{ cd "${{GIT_PREFIX:-.}}" && exec \'{BIN / "git-genjob"}\' "$@"; }}; f'
+    git(repo, "config", "--global", "alias.genjob", alias)
+    bare_path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != BIN)
+    assert shutil.which("git-genjob", path=bare_path) is None
+    (repo / "README.md").write_text("again\n")
+    git(repo, "add", "README.md")
+    proc = _run(repo, "git", "commit", "-qm", "sneaky\n\nGenjob-Key: nope", env={**os.environ, "PATH": bare_path})
+    assert proc.returncode == 1 and "no verified receipt backs" in proc.stdout + proc.stderr
