@@ -49,6 +49,8 @@ elif command -v git-genjob >/dev/null 2>&1; then
     git-genjob hook "$HOOK" "$@"
 elif [ -x "${GENJOB_BIN:-$HOME/.local/bin}/git-genjob" ]; then  # install.sh's default, not on PATH
     "${GENJOB_BIN:-$HOME/.local/bin}/git-genjob" hook "$HOOK" "$@"
+elif git config --get alias.genjob >/dev/null 2>&1; then  # install.sh's alias, another BIN
+    git genjob hook "$HOOK" "$@"
 else
     echo "git-genjob $HOOK hook: git-genjob is not installed (./install.sh), or remove this hook: $0" >&2
     exit 1
