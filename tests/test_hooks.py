@@ -214,7 +214,7 @@ def test_hook_entries_as_installed_load_no_site_packages_until_needed(tmp_path: 
     msg = repo / "msg.txt"
     msg.write_text("plain\n\nSigned-off-by: A <a@x>\n")
     probe = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from git_genjob.entry import main; code = main(sys.argv[2:]); "
+        "import sys; sys.path.append(sys.argv[1]); from git_genjob.entry import main; code = main(sys.argv[2:]); "
         "bad = sorted(m for m in ('click', 'pygit2', 'nacl', 'site') if m in sys.modules); print(code, bad)"
     )
     pushed = f"refs/heads/main {head} refs/heads/main {'0' * 40}\n"
@@ -224,7 +224,7 @@ def test_hook_entries_as_installed_load_no_site_packages_until_needed(tmp_path: 
         (["hook", "pre-push", "origin", str(bare)], pushed),
     ):
         out = subprocess.run(
-            [sys.executable, "-S", "-c", probe, package_parent(), *args],
+            [sys.executable, "-S", "-P", "-c", probe, package_parent(), *args],
             cwd=repo,
             input=stdin,
             capture_output=True,
@@ -334,3 +334,13 @@ def test_a_shared_hooks_directory_names_no_path_of_this_machine(tmp_path: Path) 
     (home_bin / "git-genjob").unlink()
     proc = git_rc(repo, "commit", "-qm", "hand edit")
     assert proc.returncode == 1 and "git-genjob is not installed" in proc.stderr
+
+
+def test_a_file_of_the_repository_never_shadows_a_module_the_hook_imports(repo: Path) -> None:
+    setup_worker(repo)
+    assert run_genjob("init", "--hooks", cwd=repo).code == 0
+    for name in ("re", "json", "subprocess", "git_genjob"):
+        (repo / f"{name}.py").write_text("raise SystemExit(99)\n")
+    git(repo, "add", "-A")
+    proc = git_rc(repo, "commit", "-qm", "sneaky\n\ngenjob-key: nope")
+    assert proc.returncode == 1 and "no verified receipt backs" in proc.stderr

@@ -36,7 +36,8 @@ $LINES
 LINES_END
     ;;
 esac
-# One Python start, without site-packages until the hook needs them (git_genjob is found at PKG).
+# One Python start: no site-packages until the hook needs them (git_genjob is found at PKG), and
+# not the work tree on sys.path (-P: a file of the repository never shadows a module).
 PY='@PYTHON@'
 PKG='@PYTHONPATH@'
 if [ -z "$PY" ]; then  # a shared hooks directory: this clone's own config names its interpreter
@@ -44,7 +45,7 @@ if [ -z "$PY" ]; then  # a shared hooks directory: this clone's own config names
     PKG=$(git config --get genjob.hookpythonpath)
 fi
 if [ -n "$PY" ] && [ -x "$PY" ] && [ -f "$PKG/git_genjob/entry.py" ]; then
-    "$PY" -S -c 'import sys; sys.path.insert(0, sys.argv[1]); from git_genjob.entry import main; sys.exit(main(sys.argv[2:]))' "$PKG" hook "$HOOK" "$@"
+    "$PY" -S -P -c 'import sys; sys.path.append(sys.argv[1]); from git_genjob.entry import main; sys.exit(main(sys.argv[2:]))' "$PKG" hook "$HOOK" "$@"
 elif command -v git-genjob >/dev/null 2>&1; then
     git-genjob hook "$HOOK" "$@"
 elif [ -x "${GENJOB_BIN:-$HOME/.local/bin}/git-genjob" ]; then  # install.sh's default, not on PATH
