@@ -260,14 +260,21 @@ def _as_git_logs(repo: Path, message: str) -> dict[str, str]:
 
 
 def test_genjob_trailers_are_what_git_log_shows(repo: Path, monkeypatch: Any) -> None:
-    from git_genjob.storage.gitdir import genjob_trailers_of
+    from git_genjob.storage.gitdir import genjob_trailers_of, genjob_trailers_of_commit, read_commit_trailers
 
     monkeypatch.chdir(repo)
     for config in ([], ["trailer.separators", ":="]):
         if config:
             git(repo, "config", *config)
+        made = []
         for message in MESSAGES:
-            assert genjob_trailers_of(message) == _as_git_logs(repo, message), (config, message)
+            shown = _as_git_logs(repo, message)
+            assert genjob_trailers_of(message) == shown, (config, message)
+            made.append((git(repo, "rev-parse", "HEAD").strip(), message, shown))
+        # the batch read of a range (audit, pre-push) agrees too
+        read_commit_trailers(str(repo / ".git"), [(oid, message) for oid, message, _ in made])
+        for oid, message, shown in made:
+            assert genjob_trailers_of_commit(oid, "", None) == shown, (config, message)
 
 
 def test_commit_msg_and_audit_read_trailers_as_git_does(repo: Path) -> None:

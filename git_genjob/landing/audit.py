@@ -16,7 +16,7 @@ from git_genjob.documents.job import check_key
 from git_genjob.documents.receipt import Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.landing.apply import TRAILERS
 from git_genjob.landing.verify import TrustStore, note_envelope, trust_from_tree
-from git_genjob.storage.gitdir import canonical_trailer_key, genjob_trailers_of
+from git_genjob.storage.gitdir import canonical_trailer_key, genjob_trailers_of_commit, read_commit_trailers
 from git_genjob.storage.notes import read_note
 from git_genjob.storage.records import load_archived, load_live
 from git_genjob.storage.store import Store
@@ -92,7 +92,7 @@ def commits_in(store: Store, spec: str | None) -> list[pygit2.Commit]:
 
 def genjob_trailers(commit: pygit2.Commit, gitdir: str | None = None) -> dict[str, str]:
     """The Genjob-* trailers as git reads them (SPEC §11: case-insensitive keys, git's separators)."""
-    return genjob_trailers_of(commit.message, gitdir)
+    return genjob_trailers_of_commit(str(commit.id), commit.message, gitdir)
 
 
 def audit_commit(
@@ -315,6 +315,7 @@ def audit(
             fixed = trust_from_tree(store, store.revparse_commit(trust_from).tree)
         except (KeyError, ValueError, pygit2.GitError):
             raise BadInput(f"--trust-from {trust_from!r} is not a commit", "give a branch, tag or commit") from None
+    read_commit_trailers(store.gitdir, [(str(c.id), c.message) for c in commits])  # one git for the range
     out = []
     for n, commit in enumerate(commits, 1):
         if n % 200 == 0:

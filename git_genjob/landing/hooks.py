@@ -430,11 +430,14 @@ def _check_pushed(
 ) -> list[str]:
     from git_genjob.landing.audit import audit_one
     from git_genjob.landing.verify import TrustStore, trust_from_tree
+    from git_genjob.storage.gitdir import read_commit_trailers
     from git_genjob.storage.notes import read_note
 
     problems: list[str] = []
     tip_trust: TrustStore | None = None
-    for commit in _new_commits(store, remote, local_sha, remote_sha):
+    commits = list(_new_commits(store, remote, local_sha, remote_sha))
+    read_commit_trailers(store.gitdir, [(str(c.id), c.message) for c in commits])
+    for commit in commits:
         tip_trust = tip_trust or trust_from_tree(store, store.get_commit(local_sha).tree)
         checked = audit_one(store, commit, tip_trust)
         if checked is None:

@@ -261,3 +261,39 @@ def genjob_trailers_of(message: str, gitdir: str | None = None) -> dict[str, str
         if key.lower().startswith("genjob-"):
             out[canonical_trailer_key(key)] = value
     return out
+
+
+_BY_COMMIT: dict[str, dict[str, str]] = {}  # commit id -> its Genjob-* trailers (an id never changes meaning)
+
+
+def genjob_trailers_of_commit(oid: str, message: str, gitdir: str | None = None) -> dict[str, str]:
+    """`genjob_trailers_of` for a commit, remembered by id (see `read_commit_trailers`)."""
+    if oid not in _BY_COMMIT:
+        _BY_COMMIT[oid] = genjob_trailers_of(message, gitdir)
+    return _BY_COMMIT[oid]
+
+
+def read_commit_trailers(gitdir: str, commits: list[tuple[str, str]]) -> None:
+    """Read the Genjob-* trailers of many (id, message) commits in one `git log --no-walk
+    --stdin` (what `%(trailers:only,unfold)` shows), for `genjob_trailers_of_commit` to find:
+    an audit of a range asks git once, not once per commit."""
+    wanted = [oid for oid, message in commits if oid not in _BY_COMMIT and may_name_a_job(message)]
+    _BY_COMMIT.update({oid: {} for oid, message in commits if oid not in _BY_COMMIT and oid not in wanted})
+    if not wanted:
+        return
+    import re
+
+    proc = run_git(
+        [f"--git-dir={gitdir}", "log", "--no-walk=unsorted", "--stdin", "--format=%x00%H%x00%(trailers:only,unfold)"],
+        "\n".join(wanted).encode() + b"\n",
+    )
+    if proc.returncode != 0:
+        return  # each commit is then asked on its own
+    fields = proc.stdout.decode("utf-8", "replace").split("\0")
+    for oid, block in zip(fields[1::2], fields[2::2], strict=False):
+        out: dict[str, str] = {}
+        for line in block.splitlines():
+            m = re.match(PARSED_TRAILER, line)
+            if m and m.group(1).lower().startswith("genjob-"):
+                out[canonical_trailer_key(m.group(1))] = m.group(2).strip()
+        _BY_COMMIT[oid] = out
