@@ -599,6 +599,172 @@ def row_cli_round_trip(runs: int) -> Row:
     return Row("CLI round trip (submit, work, verify, apply, status)", "—", f"{median_ms(times):.0f} ms")
 
 
+# -- where people wait (issue 24) -------------------------------------------------------------
+def row_hooks(rounds: int) -> list[Row]:
+    """git commit / git push with genjob's hooks beside the same command without (bench_hooks)."""
+    import bench_hooks
+
+    m = bench_hooks.measure(rounds)
+    rows = []
+    for name, col, base, limit in (
+        ("`git commit` with the hooks, 0 live jobs", "commit_hooks0", "commit", 30),
+        ("`git commit` with the hooks, 10 live jobs", "commit_hooks10", "commit", 45),
+        ("`git push` with the hooks, no genjob commit", "push_hooks", "push", 35),
+    ):
+        extra = m[col] - m[base]
+        rows.append(
+            Row(
+                name,
+                f"≤ +{limit} ms",
+                f"+{extra:.1f} ms ({m[col]:.1f} ms; CPU +{m[col + '_cpu'] - m[base + '_cpu']:.1f} ms)",
+                f"{m[base]:.1f} ms (`git {base}`, no hooks; CPU {m[base + '_cpu']:.1f} ms)",
+                m[col] / m[base],
+                extra <= limit,
+                {"ms": m},
+            )
+        )
+    return rows
+
+
+def _cli_ms(
+    argv: list[str], cwd: str, runs: int, each: Callable[[int], list[str]] | None = None
+) -> tuple[float, float]:
+    """Medians (ms) of `git genjob ARGV` as a process (`each(i)`: per-run arguments) and of
+    `python -c pass` run just before each, so that other load hits both alike."""
+    import bench_hooks
+
+    times, bare = [], []
+    for i in range(runs):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True, env=bench_hooks.child_env())
+        bare.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "git_genjob", *argv, *(each(i) if each else [])],
+            cwd=cwd,
+            check=True,
+            capture_output=True,
+            env=bench_hooks.child_env(),
+        )
+        times.append(time.perf_counter() - t)
+    return median_ms(times), median_ms(bare)
+
+
+def row_commands(runs: int) -> list[Row]:
+    """Everyday commands as processes against the bare interpreter (`python -c pass`)."""
+    from git_genjob.planner.queue import submit
+    from git_genjob.storage.store import Store
+
+    repo = make_repo()
+    keypath = trusted_key(repo)
+    store = Store.open(repo)
+    opts = worker_opts(keypath, PyGen(append_line))
+    done = [_done_job(store, opts, i) for i in range(runs + 2)]
+    for i in range(10):
+        submit(store, f"queued {i}", [f"f{10 + i % 10}.py"], key=f"queued-{i}")
+    figures = [
+        ("status", "≤ 2.5x", 2.5, _cli_ms(["status"], repo, runs)),
+        ("verify KEY", "≤ 2.5x", 2.5, _cli_ms(["verify", done[0]], repo, runs)),
+        ("show KEY", "≤ 2.5x", 2.5, _cli_ms(["show", done[0]], repo, runs)),
+        ("log", "≤ 2.5x", 2.5, _cli_ms(["log"], repo, runs)),
+        ("submit", "≤ 4x", 4.0, _cli_ms(["submit", "-m"], repo, runs, lambda i: [f"cli {i}", f"f{i % 10}.py"])),
+        ("apply KEY", "≤ 4x", 4.0, _cli_ms(["apply"], repo, runs, lambda i: [done[i + 2]])),
+    ]
+    shutil.rmtree(repo, ignore_errors=True)
+    return [
+        Row(
+            f"`git genjob {name}` (10 queued)",
+            target,
+            f"{ms:.0f} ms",
+            f"{bare:.0f} ms (`python -c pass`)",
+            ms / bare,
+            ms / bare <= limit,
+        )
+        for name, target, limit, (ms, bare) in figures
+    ]
+
+
+def _done_job(store: Any, opts: Any, i: int) -> str:
+    from git_genjob.worker.lifecycle import claim
+
+    from git_genjob.planner.queue import submit
+    from git_genjob.storage.publish import publisher
+    from git_genjob.storage.records import load_live
+    from git_genjob.worker.run import run_claimed
+
+    res = submit(store, f"done {i}", [f"f{i % 10}.py"], key=f"done-{i}")
+    record = load_live(store, res.key)
+    assert record is not None
+    pub = publisher(store)
+    outcome = run_claimed(pub, claim(pub, record, opts.worker_id, opts.lease_s), opts, lambda _: None)
+    assert outcome.result == "ok", outcome
+    return str(res.key)
+
+
+def row_ask(runs: int) -> list[Row]:
+    """`git genjob ask` answered from the replay cache, against the stdlib script a user would
+    write instead (bench/baseline/askreplay.py) and a plain HTTP call to a local stub."""
+    import threading
+    import urllib.request
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import bench_hooks
+    from baseline import askreplay
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({"choices": [{"message": {"content": "hello\n"}, "finish_reason": "stop"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    repo = make_repo()
+    trusted_key(repo)
+    prompt = os.path.join(repo, ".git", "prompt.txt")
+    with open(prompt, "w") as fh:
+        fh.write("Write hello.\n")
+    argv = ["ask", "--endpoint", f"openai:{url}/v1", "--model", "m1", "--prompt-file", prompt]
+    out = os.path.join(repo, ".git", "out.txt")
+    _cli_ms([*argv, "--out-file", out], repo, 1)  # the miss: asks the stub and records
+    store_dir = os.path.join(repo, ".git", "model_replays")
+    askreplay.record(store_dir, "m1", "Write hello.\n", "hello\n")
+    script = os.path.join(HERE, "baseline", "askreplay.py")
+    hits, times, curl = [], [], []
+    for _ in range(runs):  # interleaved: other load hits each alike
+        hits.append(_cli_ms([*argv, "--out-file", out], repo, 1)[0])
+        t = time.perf_counter()
+        subprocess.run([sys.executable, script, "m1", prompt, out, store_dir], check=True, env=bench_hooks.child_env())
+        times.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        req = urllib.request.Request(f"{url}/v1/chat/completions", data=b"{}", method="POST")
+        urllib.request.urlopen(req, timeout=10).read()
+        curl.append(time.perf_counter() - t)
+    server.shutdown()
+    server.server_close()
+    shutil.rmtree(repo, ignore_errors=True)
+    base, genjob = median_ms(times), statistics.median(hits)
+    return [
+        Row(
+            "`git genjob ask`, replay hit",
+            "≤ 1.5x the script",
+            f"{genjob:.0f} ms",
+            f"{base:.0f} ms (bench/baseline/askreplay.py; an HTTP call to a local stub, in-process: "
+            f"{median_ms(curl):.1f} ms)",
+            genjob / base,
+            genjob / base <= 1.5,
+        )
+    ]
+
+
 def render(rows: list[Row]) -> str:
     lines = ["| figure | target | measured | baseline (same run) | ratio | met |", "|---|---|---|---|---|---|"]
     for r in rows:
@@ -612,7 +778,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run, under a minute; .ci/run runs it)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"), help="where to write the results")
-    ap.add_argument("--only", help="comma-separated row groups: trip,scale,queue,claims,verify,rss,startup,cli")
+    ap.add_argument(
+        "--only", help="comma-separated row groups: trip,scale,queue,claims,verify,rss,startup,cli,hooks,commands,ask"
+    )
     args = ap.parse_args()
     q = args.quick
     groups: dict[str, Callable[[], list[Row]]] = {
@@ -624,6 +792,9 @@ def main() -> None:
         "rss": lambda: row_peak_rss([(2, 8 * MiB)] if q else [(16, 16 * MiB), (1, 256 * MiB)]),
         "startup": lambda: row_startup(5 if q else 20),
         "cli": lambda: [row_cli_round_trip(3 if q else 10)],
+        "hooks": lambda: row_hooks(5 if q else 20),
+        "commands": lambda: row_commands(3 if q else 10),
+        "ask": lambda: row_ask(3 if q else 10),
     }
     chosen = args.only.split(",") if args.only else list(groups)
     rows: list[Row] = []

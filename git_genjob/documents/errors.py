@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from git_genjob.documents.display import printable
-
 Painter = Callable[[str, str], str]  # (text, colour) -> text: the cli colours, everything else is plain
 
 
@@ -151,6 +149,8 @@ def report_crash(exc: BaseException, argv: list[str]) -> int:
 def format_error(err: GenjobError) -> str:
     """The human text of an error; a message may quote a hostile name, so nothing in it
     reaches the terminal unescaped but the message's own line breaks."""
+    from git_genjob.documents.display import printable  # here, not at the top: hooks import errors
+
     lines = [f"error: {printable(err.message, keep=chr(10))}"]
     lines += [f"  - {printable(d)}" for d in err.details]
     if err.hint:

@@ -26,8 +26,9 @@ from git_genjob.documents.receipt import Predicate, check_output_paths, check_si
 from git_genjob.landing.apply import TRAILERS
 from git_genjob.landing.verify import TrustStore, note_envelope, trust_from_tree
 from git_genjob.planner.trust import job_trust
+from git_genjob.storage.gitdir import canonical_trailer_key, genjob_trailers_of_commit, read_commit_trailers
 from git_genjob.storage.notes import note_blobs, read_note
-from git_genjob.storage.records import load_archived, load_live, parse_trailers
+from git_genjob.storage.records import load_archived, load_live
 from git_genjob.storage.store import Store, lookup
 
 NULL_OID = pygit2.Oid(hex="0" * 40)
@@ -143,8 +144,9 @@ def _range_commit(store: Store, rev: str, spec: str) -> pygit2.Commit:
     )
 
 
-def genjob_trailers(commit: pygit2.Commit) -> dict[str, str]:
-    return {k: v for k, v in parse_trailers(commit.message).items() if k.startswith("Genjob-")}
+def genjob_trailers(commit: pygit2.Commit, gitdir: str | None = None) -> dict[str, str]:
+    """The Genjob-* trailers as git reads them (SPEC §11: case-insensitive keys, git's separators)."""
+    return genjob_trailers_of_commit(str(commit.id), commit.message, gitdir)
 
 
 def audit_commit(
@@ -153,7 +155,7 @@ def audit_commit(
     """SPEC §6's audit rule for one commit: trust is read from the commit itself, unless
     `trust_from` (`audit --trust-from REV`) names the store to use instead; revocations at the
     tip of RANGE hold either way."""
-    t = genjob_trailers(commit)
+    t = genjob_trailers(commit, store.gitdir)
     result = CommitAudit(str(commit.id), commit.message.splitlines()[0] if commit.message else "", t)
     p = result.problems
     missing = [name for name in TRAILERS if name not in t]
@@ -230,7 +232,7 @@ def _copy_hint(store: Store, commit: pygit2.Commit, t: dict[str, str]) -> str:
     )
 
 
-GROUP_LINE = re.compile(r"^\s*(Genjob-(?:Key|Job|Receipt|Signer|Worker)):\s*(\S+)\s*$")
+GROUP_LINE = re.compile(r"^\s*(Genjob-(?:Key|Job|Receipt|Signer|Worker)):\s*(\S+)\s*$", re.IGNORECASE)
 
 
 def genjob_groups(message: str) -> list[dict[str, str]]:
@@ -241,9 +243,10 @@ def genjob_groups(message: str) -> list[dict[str, str]]:
         m = GROUP_LINE.match(line)
         if m is None:
             continue
-        if m.group(1) == "Genjob-Key" or not groups:
+        name = canonical_trailer_key(m.group(1))  # keys are case-insensitive, as git reads trailers
+        if name == "Genjob-Key" or not groups:
             groups.append({})
-        groups[-1].setdefault(m.group(1), m.group(2))
+        groups[-1].setdefault(name, m.group(2))
     return groups
 
 
@@ -251,7 +254,7 @@ def audit_one(
     store: Store, commit: pygit2.Commit, tip_trust: TrustStore, trust_from: TrustStore | None = None
 ) -> CommitAudit | None:
     """The audit of one commit that names a job (None for a commit that names none)."""
-    trailers, groups = genjob_trailers(commit), genjob_groups(commit.message)
+    trailers, groups = genjob_trailers(commit, store.gitdir), genjob_groups(commit.message)
     if len({g.get("Genjob-Key") for g in groups}) > 1 or (groups and not trailers):
         return audit_squash(store, commit, groups, tip_trust, trust_from)  # trailers in the body
     if trailers:
@@ -401,6 +404,7 @@ def audit(
             raise BadInput(f"--trust-from {trust_from!r} is not a commit", "give a branch, tag or commit") from None
     if store.promisor_remote is not None:
         _prefetch(store, commits)
+    read_commit_trailers(store.gitdir, [(str(c.id), c.message) for c in commits])  # one git for the range
     out = []
     for n, commit in enumerate(commits, 1):
         if n % 200 == 0:

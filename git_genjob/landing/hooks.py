@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from git_genjob.documents.errors import EXIT_CONFLICT, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
+TYPE_CHECKING = False  # typing itself costs a hook ~5 ms to import; mypy reads this name as typing's
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import pygit2
 
     from git_genjob.storage.store import Store
@@ -25,13 +26,24 @@ def _template() -> str:
 
 
 def install_hooks(store: object, force: bool = False) -> list[str]:
-    """Write genjob's hook scripts; an existing user hook is kept as `<name>.genjob-chained` and run first."""
+    """Write genjob's hook scripts; an existing user hook is kept as `<name>.genjob-chained` and run first.
+
+    A hooks directory inside the work tree (a tracked `core.hooksPath`) is shared: its scripts
+    name no path of this machine, and this clone's interpreter goes into its own config
+    (`genjob.hookPython`, `genjob.hookPythonPath`) instead. A script that already says what
+    would be written is left untouched."""
     from git_genjob.documents.errors import BadInput
     from git_genjob.storage.store import Store
 
     assert isinstance(store, Store)
     hooks_dir = store.hooks_dir()
     os.makedirs(hooks_dir, exist_ok=True)
+    python, pythonpath = sys.executable, package_parent()
+    shared = _in_work_tree(store, hooks_dir)
+    if shared:
+        store.config_set("genjob.hookPython", python)
+        store.config_set("genjob.hookPythonPath", pythonpath)
+        python = pythonpath = ""
     done = []
     for name in HOOKS:
         path = os.path.join(hooks_dir, name)
@@ -46,13 +58,48 @@ def install_hooks(store: object, force: bool = False) -> list[str]:
             done.append(f"{name} (your hook kept as {name}.genjob-chained, run first)")
         else:
             done.append(name)
-        text = _template().replace("@HOOK@", name).replace("@PYTHON@", sys.executable)
+        text = render_hook(name, python, pythonpath)
+        if _read(path) == text and os.access(path, os.X_OK):
+            continue  # a shared file stays byte for byte (and mtime) as it is
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.chmod(tmp, 0o755)
         os.replace(tmp, path)
     return done
+
+
+def render_hook(name: str, python: str, pythonpath: str) -> str:
+    """The hook script for `name`; empty `python` means: read it from the clone's config."""
+    for value in (python, pythonpath):
+        if "'" in value or "\n" in value:
+            from git_genjob.documents.errors import BadInput
+
+            raise BadInput(f"cannot write a hook naming {value!r}", "install git-genjob under a plainer path")
+    return _template().replace("@HOOK@", name).replace("@PYTHONPATH@", pythonpath).replace("@PYTHON@", python)
+
+
+def package_parent() -> str:
+    """The directory that holds the git_genjob package (site-packages, or an editable checkout)."""
+    import git_genjob
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(git_genjob.__file__)))
+
+
+def _in_work_tree(store: Store, path: str) -> bool:
+    if store.workdir is None:
+        return False
+    real, top = os.path.realpath(path), os.path.realpath(store.workdir)
+    inside_git = os.path.realpath(store.gitdir).rstrip(os.sep) + os.sep
+    return (real + os.sep).startswith(top.rstrip(os.sep) + os.sep) and not (real + os.sep).startswith(inside_git)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _ours(path: str) -> bool:
@@ -64,7 +111,13 @@ def _ours(path: str) -> bool:
 
 
 def run_hook(name: str, args: list[str]) -> int:
-    """Entry for `git genjob hook NAME ARGS` (no click: hooks run on every commit)."""
+    """Entry for `git genjob hook NAME ARGS` (no click: hooks run on every commit).
+
+    Each hook first decides from what git lists cheaply (the live job refs, the message, the
+    pushed range) whether there is anything to check, and loads libgit2 only when there is.
+    The installed scripts start Python without site-packages (`python -S`, SPEC §9 speed);
+    `ensure_site()` adds them before anything outside the standard library is imported.
+    """
     from git_genjob.documents.errors import GenjobError, format_error
 
     handlers = {"pre-commit": _pre_commit, "commit-msg": _commit_msg, "pre-push": _pre_push, "pre-apply": _pre_apply}
@@ -78,45 +131,46 @@ def run_hook(name: str, args: list[str]) -> int:
         return err.exit_code
 
 
+def ensure_site() -> None:
+    """Add site-packages (and run their .pth files) if Python was started with -S."""
+    if sys.flags.no_site:
+        import site
+
+        site.main()
+
+
 def _store() -> Store:
+    ensure_site()
     from git_genjob.storage.store import Store
 
     return Store.open()
 
 
+def _git(args: list[str], data: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
+    """A read through the git CLI in the hook's directory; a failure is the hook's error."""
+    from git_genjob.storage.gitdir import run_git
+
+    proc = run_git(args, data, env)
+    if proc.returncode != 0:
+        from git_genjob.documents.errors import NotARepository
+
+        raise NotARepository(f"git {args[0]} failed: {proc.stderr.decode('utf-8', 'replace').strip()}")
+    return proc.stdout
+
+
 def _pre_commit(args: list[str]) -> int:
     """One writer per path: refuse a hand commit touching a path a live job holds."""
-    from git_genjob.storage.gitdir import common_dir, live_keys
+    from git_genjob.storage.gitdir import common_dir, live_tips
 
     common = common_dir()
-    if common is not None and not live_keys(common):
-        return EXIT_OK  # no live job holds any path: nothing to check, and no libgit2 to load
-    import pygit2
-
-    from git_genjob.planner.queue import allowed_paths_of
-    from git_genjob.storage.store import lookup
-
-    store = _store()
-    # `git commit -a`, `git commit PATH` and `--only` commit a temporary index that git names
-    # in GIT_INDEX_FILE: that one, not .git/index, is what this commit will hold.
-    index_file = os.environ.get("GIT_INDEX_FILE")
-    if index_file:
-        index = pygit2.Index(os.path.abspath(index_file))
-        index.read()
-    else:
-        index = store.index()
-    head = store.head_commit()
-    tree = head.tree if head is not None else None
-
-    def staged(path: str) -> bool:
-        entry = index[path] if path in index else None  # noqa: SIM401 (pygit2.Index has no get)
-        in_head = lookup(tree, path)
-        return (entry.id if entry is not None else None) != (in_head.id if in_head is not None else None)
-
-    held = []
-    for key in store.live_keys():
-        for path in sorted(p for p in allowed_paths_of(store, key) if staged(p)):
-            held.append(f"{path} is held by live job {key}")
+    tips = live_tips(common) if common is not None else None
+    if tips == {}:
+        return EXIT_OK  # no live job holds any path: nothing to check
+    holders = _live_job_paths(tips)
+    staged = _staged(sorted({p for paths in holders.values() for p in paths}))
+    held = [
+        f"{path} is held by live job {key}" for key, paths in holders.items() for path in sorted(staged & set(paths))
+    ]
     if held:
         print("git-genjob pre-commit: refusing a hand commit of paths a live job holds:", file=sys.stderr)
         for line in held:
@@ -130,20 +184,125 @@ def _pre_commit(args: list[str]) -> int:
     return EXIT_OK
 
 
-def _commit_msg(args: list[str]) -> int:
-    """Refuse Genjob-* trailers that no verified receipt backs."""
-    from git_genjob.storage.gitdir import parse_trailers
+def _live_job_paths(tips: dict[str, str] | None) -> dict[str, list[str]]:
+    """Each live job's allowed paths, without libgit2: the refs as read from their files (else
+    from one `git for-each-ref`), each tip's paths from a local memo (`.git/genjob/hook-paths`:
+    a tip commit's job.json never changes meaning), the tips it lacks from one `git cat-file
+    --batch`. A damaged job holds no paths."""
+    from git_genjob.storage.gitdir import JOBS_PREFIX
 
-    with open(args[0], encoding="utf-8", errors="replace") as fh:
-        message = "\n".join(line for line in fh.read().splitlines() if not line.startswith("#"))
-    trailers = {k: v for k, v in parse_trailers(message).items() if k.startswith("Genjob-")}
+    if tips is None:
+        tips = {}
+        for line in _git(["for-each-ref", "--format=%(objectname) %(refname)", JOBS_PREFIX]).decode().splitlines():
+            oid, _, ref = line.partition(" ")
+            tips[ref[len(JOBS_PREFIX) :]] = oid
+    memo_path = _memo_path()
+    memo = _read_memo(memo_path)
+    missing = sorted({oid for oid in tips.values() if oid not in memo})
+    if missing:
+        memo.update(_paths_at(missing))
+        _write_memo(memo_path, {oid: memo[oid] for oid in tips.values()})
+    return {key: memo[tips[key]] for key in sorted(tips)}
+
+
+def _paths_at(tips: list[str]) -> dict[str, list[str]]:
+    from git_genjob.documents.errors import GenjobError
+    from git_genjob.documents.job import Job
+
+    out = _git(["cat-file", "--batch"], "".join(f"{oid}:job.json\n" for oid in tips).encode())
+    paths: dict[str, list[str]] = {}
+    pos = 0
+    for oid in tips:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        pos = end + 1
+        if len(header) != 3 or header[1] != b"blob":
+            paths[oid] = []  # no job.json at the tip
+            continue
+        size = int(header[2])
+        data, pos = out[pos : pos + size], pos + size + 1
+        try:
+            paths[oid] = Job.from_bytes(data).allowed_paths
+        except GenjobError:
+            paths[oid] = []
+    return paths
+
+
+def _memo_path() -> str | None:
+    from git_genjob.storage.gitdir import common_dir
+
+    common = common_dir()
+    return os.path.join(common, "genjob", "hook-paths") if common else None
+
+
+def _read_memo(path: str | None) -> dict[str, list[str]]:
+    """tip id -> allowed paths: one line `tip<TAB>path<TAB>path...` each (a job path holds no
+    control character); anything unreadable is a miss."""
+    memo: dict[str, list[str]] = {}
+    try:
+        with open(path or "", encoding="utf-8") as fh:
+            for line in fh:
+                oid, *paths = line.rstrip("\n").split("\t")
+                memo[oid] = paths
+    except (OSError, UnicodeDecodeError):
+        pass
+    return memo
+
+
+def _write_memo(path: str | None, memo: dict[str, list[str]]) -> None:
+    """Best effort (a local speed-up, never shared): a write that fails costs the next hook time."""
+    if path is None:
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.writelines(oid + "".join(f"\t{p}" for p in paths) + "\n" for oid, paths in memo.items())
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _staged(paths: list[str]) -> set[str]:
+    """Which of `paths` the commit being made changes: the index git commits (GIT_INDEX_FILE
+    for `git commit -a`, `git commit PATH` and `--only`, else .git/index) against HEAD, by
+    blob id, as `git diff-index --cached` compares them."""
+    if not paths:
+        return set()
+    index_file = os.environ.get("GIT_INDEX_FILE")
+    env = {"GIT_INDEX_FILE": os.path.abspath(index_file)} if index_file else None
+    from git_genjob.storage.gitdir import run_git
+
+    cmd = ["--literal-pathspecs", "diff-index", "--cached", "--raw", "-z", "--no-renames", "--abbrev=64", "HEAD", "--"]
+    proc = run_git([*cmd, *paths], env=env)
+    if proc.returncode != 0:  # no HEAD yet (the first commit): every indexed path is new
+        listed = _git(["--literal-pathspecs", "ls-files", "-z", "--", *paths], env=env)
+        return {p.decode("utf-8", "surrogateescape") for p in listed.split(b"\0") if p}
+    fields = proc.stdout.split(b"\0")
+    changed = set()
+    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+        parts = meta.split()
+        if len(parts) >= 4 and parts[2] != parts[3]:  # a mode-only change moves no content
+            changed.add(path.decode("utf-8", "surrogateescape"))
+    return changed
+
+
+def _commit_msg(args: list[str]) -> int:
+    """Refuse Genjob-* trailers that no verified receipt backs (read as git reads trailers)."""
+    from git_genjob.storage.gitdir import genjob_trailers_of, may_name_a_job
+
+    with open(args[0], "rb") as fh:
+        message = fh.read().decode("utf-8", "surrogateescape")
+    if not may_name_a_job(message):
+        return EXIT_OK  # no line could be a Genjob-* trailer: no git, no libgit2
+    trailers = genjob_trailers_of(message)
     if not trailers:
         return EXIT_OK
+    store = _store()
     from git_genjob.documents.errors import GenjobError
     from git_genjob.landing.verify import check_receipt, trust_from_worktree
     from git_genjob.storage.records import find_job
 
-    store = _store()
     problems = []
     key = trailers.get("Genjob-Key")
     if not key:
@@ -170,19 +329,65 @@ def _commit_msg(args: list[str]) -> int:
     return EXIT_OK
 
 
-def _pre_push(args: list[str]) -> int:
-    """Refuse pushing genjob commits that fail audit or whose note the remote will not have."""
-    from git_genjob.storage.store import NOTES_REF
+PushLine = tuple[str, str, str, str]  # local ref, local id, remote ref, remote id (git's stdin line)
 
-    store = _store()
+
+def _pushed(args: list[str]) -> tuple[str, list[PushLine]]:
+    """The remote and what is pushed: git's stdin lines, or the pre-commit framework's
+    variables (it reads git's stdin itself and hands a hook only PRE_COMMIT_*: one ref, the
+    first that sends commits; no PRE_COMMIT_FROM_REF when the whole history is new)."""
+    env = os.environ
+    if env.get("PRE_COMMIT_REMOTE_NAME") and env.get("PRE_COMMIT_LOCAL_BRANCH"):
+        remote = env["PRE_COMMIT_REMOTE_NAME"]
+        local_ref = env["PRE_COMMIT_LOCAL_BRANCH"]
+        local = (
+            env.get("PRE_COMMIT_TO_REF") or _git(["rev-parse", "--verify", f"{local_ref}^{{commit}}"]).decode().strip()
+        )
+        base = env.get("PRE_COMMIT_FROM_REF") or "0" * len(local)
+        return remote, [(local_ref, local, env.get("PRE_COMMIT_REMOTE_BRANCH", ""), base)]
     remote = args[0] if args else "origin"
     lines = [parts for parts in (line.split() for line in sys.stdin.read().splitlines()) if len(parts) == 4]
-    pushing_notes = any(p[2] == NOTES_REF and p[0] != "(delete)" for p in lines)
+    return remote, [(a, b, c, d) for a, b, c, d in lines]
+
+
+def _may_push_a_genjob_commit(remote: str, local_sha: str, remote_sha: str) -> bool:
+    """Whether the commits this ref sends may name a job: one `git rev-list` over the same
+    range the full check walks, for a message line that could hold a Genjob-* trailer."""
+    from git_genjob.storage.gitdir import run_git
+
+    hide = [] if set(remote_sha) == {"0"} else [remote_sha]
+    proc = run_git(
+        [
+            "rev-list",
+            "-n1",
+            "--ignore-missing",
+            "--regexp-ignore-case",
+            "--extended-regexp",
+            "--grep=^[[:space:]]*genjob-",
+            local_sha,
+            "--not",
+            f"--glob=refs/remotes/{remote}/*",
+            *hide,
+        ]
+    )
+    return proc.returncode != 0 or bool(proc.stdout.strip())  # when git cannot say, check in full
+
+
+def _pre_push(args: list[str]) -> int:
+    """Refuse pushing genjob commits that fail audit or whose note the remote will not have."""
+    remote, pushed = _pushed(args)
+    checked = [
+        line for line in pushed if not line[2].startswith(("refs/genjob/", "refs/notes/")) and set(line[1]) != {"0"}
+    ]
+    if not any(_may_push_a_genjob_commit(remote, local, base) for _l, local, _r, base in checked):
+        return EXIT_OK  # no pushed commit can name a job: libgit2 is never loaded
+    store = _store()
+    from git_genjob.storage.store import NOTES_REF
+
+    pushing_notes = any(p[2] == NOTES_REF and p[0] != "(delete)" for p in pushed)
     notes_on_remote = _RemoteNotes(store, remote)
     problems = []
-    for _local_ref, local_sha, remote_ref, remote_sha in lines:
-        if remote_ref.startswith(("refs/genjob/", "refs/notes/")) or set(local_sha) == {"0"}:
-            continue
+    for _local_ref, local_sha, _remote_ref, remote_sha in checked:
         problems += _check_pushed(store, remote, local_sha, remote_sha, pushing_notes, notes_on_remote)
     if problems:
         print("git-genjob pre-push: refusing to push genjob commits that fail audit:", file=sys.stderr)
@@ -225,11 +430,14 @@ def _check_pushed(
 ) -> list[str]:
     from git_genjob.landing.audit import audit_one
     from git_genjob.landing.verify import TrustStore, trust_from_tree
+    from git_genjob.storage.gitdir import read_commit_trailers
     from git_genjob.storage.notes import read_note
 
     problems: list[str] = []
     tip_trust: TrustStore | None = None
-    for commit in _new_commits(store, remote, local_sha, remote_sha):
+    commits = list(_new_commits(store, remote, local_sha, remote_sha))
+    read_commit_trailers(store.gitdir, [(str(c.id), c.message) for c in commits])
+    for commit in commits:
         tip_trust = tip_trust or trust_from_tree(store, store.get_commit(local_sha).tree)
         checked = audit_one(store, commit, tip_trust)
         if checked is None:
@@ -255,9 +463,9 @@ def _pre_apply(args: list[str]) -> int:
     """Run `[hooks] pre_apply` from .genjob/config.toml (GENJOB_OUTPUTS is set by apply)."""
     import subprocess
 
+    store = _store()
     from git_genjob.documents.config import read_config
 
-    store = _store()
     command = read_config(store).pre_apply
     if not command:
         return EXIT_OK

@@ -4,7 +4,111 @@ from __future__ import annotations
 
 import os
 
+# The hooks import this module: re and subprocess load only where they are used.
+
 JOBS_PREFIX = "refs/genjob/jobs/"
+
+# GIT_* variables a child git may inherit: how to reach and authenticate to remotes, identity,
+# config given with `git -c`, tracing. Everything else (GIT_DIR, GIT_INDEX_FILE,
+# GIT_WORK_TREE, GIT_OBJECT_DIRECTORY, ... which a hook's environment carries) would point the
+# child at another repository than the one genjob opened; the allow-list is pre-commit's
+# `no_git_env` rule, so a variable git adds later is dropped, not passed.
+GIT_ENV_KEEP = frozenset(
+    {
+        "GIT_ALLOW_PROTOCOL",
+        "GIT_ASKPASS",
+        "GIT_AUTHOR_DATE",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_AUTHOR_NAME",
+        "GIT_COMMITTER_DATE",
+        "GIT_COMMITTER_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_CONFIG_COUNT",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_NOSYSTEM",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_CURL_VERBOSE",
+        "GIT_EXEC_PATH",
+        "GIT_HTTP_PROXY_AUTHMETHOD",
+        "GIT_HTTP_USER_AGENT",
+        "GIT_PROTOCOL_FROM_USER",
+        "GIT_PROXY_COMMAND",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_SSH_VARIANT",
+        "GIT_SSL_CAINFO",
+        "GIT_SSL_CAPATH",
+        "GIT_SSL_CERT",
+        "GIT_SSL_KEY",
+        "GIT_SSL_NO_VERIFY",
+        "GIT_TERMINAL_PROMPT",
+    }
+)
+GIT_ENV_KEEP_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_", "GIT_TRACE")
+
+
+def clean_env() -> dict[str, str]:
+    """The environment for a child git: GIT_* only from the allow-list above."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("GIT_") or k in GIT_ENV_KEEP or k.startswith(GIT_ENV_KEEP_PREFIXES)
+    }
+    env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    return env
+
+
+class GitRun:
+    """What a child git returned: exit code, stdout, stderr (bytes)."""
+
+    __slots__ = ("returncode", "stderr", "stdout")
+
+    def __init__(self, returncode: int, stdout: bytes, stderr: bytes) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def run_git(args: list[str], data: bytes | None = None, env: dict[str, str] | None = None) -> GitRun:
+    """A read-only child git in the current directory with `clean_env()` (plus `env`).
+
+    Without stdin data it is spawned directly (os.posix_spawnp, one pipe): importing
+    subprocess costs a hook more than the git it runs. A failure is run again through
+    subprocess for git's message, which is why only reads come here."""
+    full_env = {**clean_env(), **(env or {})}
+    if data is None and hasattr(os, "posix_spawnp"):
+        r, w = os.pipe()
+        try:
+            pid = os.posix_spawnp(
+                "git",
+                ["git", *args],
+                full_env,
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, w, 1),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                ],
+            )
+        finally:
+            os.close(w)
+        chunks = []
+        try:
+            while chunk := os.read(r, 1 << 16):
+                chunks.append(chunk)
+        finally:
+            os.close(r)
+            status = os.waitpid(pid, 0)[1]
+        if os.waitstatus_to_exitcode(status) == 0:
+            return GitRun(0, b"".join(chunks), b"")
+    import subprocess
+
+    proc = subprocess.run(
+        ["git", *args],
+        input=data,
+        capture_output=True,
+        env=full_env,
+        stdin=None if data is not None else subprocess.DEVNULL,
+    )
+    return GitRun(proc.returncode, proc.stdout, proc.stderr)
 
 
 def common_dir(start: str | None = None) -> str | None:
@@ -62,6 +166,38 @@ def live_keys(common: str) -> list[str]:
     return sorted(keys)
 
 
+def live_tips(common: str) -> dict[str, str] | None:
+    """{key: tip id} of the live job refs, read from the ref files as git keeps them (a loose
+    ref over its packed line), or None when one is not a plain object id (git must say)."""
+    tips: dict[str, str] = {}
+    try:
+        with open(os.path.join(common, "packed-refs"), encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                oid, _, name = line.rstrip("\n").partition(" ")
+                if name.startswith(JOBS_PREFIX):
+                    tips[name[len(JOBS_PREFIX) :]] = oid
+    except FileNotFoundError:
+        pass
+    try:
+        entries = list(os.scandir(os.path.join(common, "refs", "genjob", "jobs")))
+    except FileNotFoundError:
+        entries = []
+    for e in entries:
+        if e.name.endswith(".lock"):
+            continue
+        if not e.is_file():
+            return None
+        try:
+            with open(e.path, encoding="ascii") as fh:
+                tips[e.name] = fh.read().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+    hexdigits = set("0123456789abcdef")
+    if any(len(oid) not in (40, 64) or not set(oid) <= hexdigits for oid in tips.values()):
+        return None
+    return tips
+
+
 def parse_trailers(message: str) -> dict[str, str]:
     """The trailer block at the end of a commit message ({key: first value})."""
     out: dict[str, str] = {}
@@ -72,3 +208,92 @@ def parse_trailers(message: str) -> dict[str, str]:
             k, v = line.split(": ", 1)
             out.setdefault(k.strip(), v.strip())
     return out
+
+
+# A line git could read as a Genjob-* trailer, or a squash body's trailer line: the cheap test
+# that lets a message without one skip asking git (git reads a trailer key from the start of a
+# line, case-insensitively; a squash body may indent it).
+def may_name_a_job(message: str) -> bool:
+    import re
+
+    return re.search(r"^[ \t]*genjob-", message, re.IGNORECASE | re.MULTILINE) is not None
+
+
+# A trailer key is letters, digits and dashes to git (trailer.c find_separator); what follows it
+# in --parse output is one separator character from trailer.separators, then the value.
+PARSED_TRAILER = r"^([A-Za-z0-9-]+)\s*[^A-Za-z0-9\s-](.*)$"
+
+
+def canonical_trailer_key(key: str) -> str:
+    """`genjob-key`, `GENJOB-KEY` -> `Genjob-Key`: git compares trailer keys case-insensitively."""
+    return "-".join(part[:1].upper() + part[1:].lower() for part in key.split("-"))
+
+
+def git_trailers(message: str, gitdir: str | None = None) -> list[tuple[str, str]]:
+    """The trailers of a commit message exactly as git reads them (`git interpret-trailers
+    --parse`, as `git log --format=%(trailers)` does: case-insensitive keys, the separators of
+    `trailer.separators`, continuation lines unfolded, comment lines and a scissors line
+    honoured), in message order, keys as written."""
+    import re
+
+    where = [f"--git-dir={gitdir}"] if gitdir else []  # whose trailer.* config applies (else: the cwd's)
+    proc = run_git(
+        [*where, "interpret-trailers", "--parse", "--no-divider"], message.encode("utf-8", "surrogateescape")
+    )
+    if proc.returncode != 0:
+        return []
+    out = []
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        m = re.match(PARSED_TRAILER, line)  # git prints `key<its first separator> value`
+        if m:
+            out.append((m.group(1), m.group(2).strip()))
+    return out
+
+
+def genjob_trailers_of(message: str, gitdir: str | None = None) -> dict[str, str]:
+    """The `Genjob-*` trailers of a message as git reads them ({canonical key: value}; the last
+    of a repeated key wins, as parse_trailers reads them). A message with no line that could
+    hold one costs no git process."""
+    if not may_name_a_job(message):
+        return {}
+    out: dict[str, str] = {}
+    for key, value in git_trailers(message, gitdir):
+        if key.lower().startswith("genjob-"):
+            out[canonical_trailer_key(key)] = value
+    return out
+
+
+_BY_COMMIT: dict[str, dict[str, str]] = {}  # commit id -> its Genjob-* trailers (an id never changes meaning)
+
+
+def genjob_trailers_of_commit(oid: str, message: str, gitdir: str | None = None) -> dict[str, str]:
+    """`genjob_trailers_of` for a commit, remembered by id (see `read_commit_trailers`)."""
+    if oid not in _BY_COMMIT:
+        _BY_COMMIT[oid] = genjob_trailers_of(message, gitdir)
+    return _BY_COMMIT[oid]
+
+
+def read_commit_trailers(gitdir: str, commits: list[tuple[str, str]]) -> None:
+    """Read the Genjob-* trailers of many (id, message) commits in one `git log --no-walk
+    --stdin` (what `%(trailers:only,unfold)` shows), for `genjob_trailers_of_commit` to find:
+    an audit of a range asks git once, not once per commit."""
+    wanted = [oid for oid, message in commits if oid not in _BY_COMMIT and may_name_a_job(message)]
+    _BY_COMMIT.update({oid: {} for oid, message in commits if oid not in _BY_COMMIT and oid not in wanted})
+    if not wanted:
+        return
+    import re
+
+    proc = run_git(
+        [f"--git-dir={gitdir}", "log", "--no-walk=unsorted", "--stdin", "--format=%x00%H%x00%(trailers:only,unfold)"],
+        "\n".join(wanted).encode() + b"\n",
+    )
+    if proc.returncode != 0:
+        return  # each commit is then asked on its own
+    fields = proc.stdout.decode("utf-8", "replace").split("\0")
+    for oid, block in zip(fields[1::2], fields[2::2], strict=False):
+        out: dict[str, str] = {}
+        for line in block.splitlines():
+            m = re.match(PARSED_TRAILER, line)
+            if m and m.group(1).lower().startswith("genjob-"):
+                out[canonical_trailer_key(m.group(1))] = m.group(2).strip()
+        _BY_COMMIT[oid] = out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,6 +9,7 @@ from dataclasses import dataclass, field
 import pygit2
 
 from git_genjob.documents.errors import BadInput, Conflict, Refused, RemoteUnavailable
+from git_genjob.storage.gitdir import clean_env as clean_env  # its home: gitdir, which loads no libgit2
 from git_genjob.storage.store import ARCHIVE_REF, JOBS_PREFIX, NOTES_REF, REPLAYS_REF, RefUpdate, Store
 
 TRACK = "refs/genjob-remotes/"
@@ -21,57 +21,6 @@ def fetch_refspecs(remote: str) -> list[str]:
         f"+refs/genjob/*:{TRACK}{remote}/*",
         f"+refs/notes/genjob*:{TRACK}{remote}/notes/genjob*",
     ]
-
-
-# GIT_* variables a child git may inherit: how to reach and authenticate to remotes, identity,
-# config given with `git -c`, tracing. Everything else (GIT_DIR, GIT_INDEX_FILE,
-# GIT_WORK_TREE, GIT_OBJECT_DIRECTORY, ... which a hook's environment carries) would point the
-# child at another repository than the one genjob opened; the allow-list is pre-commit's
-# `no_git_env` rule, so a variable git adds later is dropped, not passed.
-GIT_ENV_KEEP = frozenset(
-    {
-        "GIT_ALLOW_PROTOCOL",
-        "GIT_ASKPASS",
-        "GIT_AUTHOR_DATE",
-        "GIT_AUTHOR_EMAIL",
-        "GIT_AUTHOR_NAME",
-        "GIT_COMMITTER_DATE",
-        "GIT_COMMITTER_EMAIL",
-        "GIT_COMMITTER_NAME",
-        "GIT_CONFIG_COUNT",
-        "GIT_CONFIG_GLOBAL",
-        "GIT_CONFIG_NOSYSTEM",
-        "GIT_CONFIG_PARAMETERS",
-        "GIT_CONFIG_SYSTEM",
-        "GIT_CURL_VERBOSE",
-        "GIT_EXEC_PATH",
-        "GIT_HTTP_PROXY_AUTHMETHOD",
-        "GIT_HTTP_USER_AGENT",
-        "GIT_PROTOCOL_FROM_USER",
-        "GIT_PROXY_COMMAND",
-        "GIT_SSH",
-        "GIT_SSH_COMMAND",
-        "GIT_SSH_VARIANT",
-        "GIT_SSL_CAINFO",
-        "GIT_SSL_CAPATH",
-        "GIT_SSL_CERT",
-        "GIT_SSL_KEY",
-        "GIT_SSL_NO_VERIFY",
-        "GIT_TERMINAL_PROMPT",
-    }
-)
-GIT_ENV_KEEP_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_", "GIT_TRACE")
-
-
-def clean_env() -> dict[str, str]:
-    """The environment for a child git: GIT_* only from the allow-list above."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("GIT_") or k in GIT_ENV_KEEP or k.startswith(GIT_ENV_KEEP_PREFIXES)
-    }
-    env.setdefault("GIT_TERMINAL_PROMPT", "0")
-    return env
 
 
 def git(store: Store, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
