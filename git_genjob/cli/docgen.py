@@ -97,7 +97,15 @@ JSON_SHAPES = {
         "receipt": D,
         "checks": [{"check": 2, "code": "signature", "ok": False, "detail": "…"}],
     },
-    "apply": {"key": K, "commit": "…", "branch": "refs/heads/main", "already": False, "reconciled": False, "kept": []},
+    "apply": {
+        "key": K,
+        "commit": "…",
+        "branch": "refs/heads/main",
+        "already": False,
+        "reconciled": False,
+        "kept": [],
+        "merged_onto": None,
+    },
     "log": [
         {
             "commit": "…",

@@ -53,7 +53,8 @@ def apply_cmd(key: str, branch: str | None, as_json: bool) -> None:
         if result.already:
             click.echo(f"already applied: {key} as {result.commit[:12]} on {result.branch}")
         else:
-            click.echo(f"applied {key} as {result.commit[:12]} on {result.branch}")
+            onto = f" (merged onto {result.merged_onto[:12]})" if result.merged_onto else ""
+            click.echo(f"applied {key} as {result.commit[:12]} on {result.branch}{onto}")
         for path in result.kept:
             click.echo(f"warning: kept your local changes at {path} (the commit holds the job's output)", err=True)
 

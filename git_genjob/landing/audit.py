@@ -15,6 +15,7 @@ from git_genjob.documents.errors import BadInput, GenjobError, Painter, plain
 from git_genjob.documents.job import check_key
 from git_genjob.documents.receipt import Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.landing.apply import TRAILERS
+from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
 from git_genjob.landing.verify import TrustStore, note_envelope, trust_from_tree
 from git_genjob.storage.notes import read_note
 from git_genjob.storage.records import load_archived, load_live, parse_trailers
@@ -30,6 +31,7 @@ class CommitAudit:
     facts: list[str] = field(default_factory=list)  # what audit could still prove, failing or not
     jobs: list[str] = field(default_factory=list)
     squashed: bool = False
+    merged: bool = False  # a merged apply (`Genjob-Merged-Onto`, SPEC §11)
 
     @property
     def ok(self) -> bool:
@@ -41,8 +43,8 @@ class CommitAudit:
         if self.squashed:
             return f"squashed with {len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}"
         if self.ok:
-            return "verified"
-        if any("commit diff != receipt outputs" in p for p in self.problems):
+            return "verified (merged)" if self.merged else "verified"
+        if any("commit diff != receipt outputs" in p or "!= recomputed merge" in p for p in self.problems):
             return "outputs since modified"
         return "unproven"
 
@@ -139,11 +141,18 @@ def audit_commit(
         value = getattr(pred, field_name)
         if value != t.get(trailer):
             p.append(f"receipt {field_name} is {value}, trailer {trailer} says {t.get(trailer)}")
-    p += _diff_problems(store, commit, pred)
+    merged_onto = t.get(MERGED_TRAILER)
+    if merged_onto is not None:  # SPEC §11: the merge is recomputed in place of the diff and parent rules
+        result.merged = True
+        problems, facts = audit_merged(store, commit, record, pred, merged_onto)
+        p += problems
+        result.facts += facts
+    else:
+        p += _diff_problems(store, commit, pred)
     if record is not None:
         if record.job.digest != t.get("Genjob-Job"):
             p.append(f"stored job digest is {record.job.digest}, trailer says {t.get('Genjob-Job')}")
-        if commit.parents:
+        if commit.parents and merged_onto is None:
             from git_genjob.landing.verify import check_fresh
 
             p += [f"parent: {x}" for x in check_fresh(store, record, commit.parents[0].tree)]

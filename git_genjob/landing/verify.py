@@ -329,7 +329,10 @@ def verify(
         return verdict
     tree = target_tree(store, branch)
     verdict = check_for_target(store, record, tree, progress)
-    verdict.add(8, check_fresh(store, record, tree), "inputs unchanged in the target")
+    from git_genjob.landing.merge import check_merge  # check 8 as SPEC §11 reads it: stale = does not merge
+
+    pred = verdict.envelope.predicate if verdict.ok and verdict.envelope is not None else None
+    verdict.add(8, *check_merge(store, record, pred, tree, check_fresh(store, record, tree)))
     return verdict
 
 
