@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ def job(repo: Path, key: Path, text: str, command: str) -> str:
 def teammate(repo: Path, old: str, new: str) -> str:
     path = repo / "src/a.py"
     path.write_text(path.read_text().replace(old, new))
-    git(repo, "commit", "-qam", "teammate: " + new.strip())
+    git(repo, "commit", "-q", "--no-verify", "-am", "teammate: " + new.strip())  # their clone: no hook of ours
     return git(repo, "rev-parse", "HEAD").strip()
 
 
@@ -129,3 +130,127 @@ def test_a_merge_that_the_branch_already_holds_is_refused(ready: tuple[Path, Pat
     res = run_genjob("apply", k, cwd=repo)
     assert res.code == 1 and "already holds everything its outputs change" in res.err
     assert snapshot(repo) == before
+
+
+def test_a_rebased_merged_apply_still_audits(ready: tuple[Path, Path]) -> None:
+    """docs/ci.md: a rebase replays the merged commit onto a new parent (the note follows), and
+    audit recomputes the merge there."""
+    repo, key = ready
+    k = job(repo, key, "Make f return 42", EDIT_F)
+    git(repo, "checkout", "-qb", "feature")
+    teammate(repo, "return 2", "return 3")
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    git(repo, "checkout", "-q", "main")
+    (repo / "README.md").write_text("project, moved on\n")
+    git(repo, "commit", "-qam", "main moves on elsewhere")
+    git(repo, "checkout", "-q", "feature")
+    git(repo, "rebase", "-q", "main")
+    code, rows = audit_rows(repo)
+    assert code == 0 and [r["provenance"] for r in rows] == ["verified (merged)"], rows
+    assert any("now on" in str(f) for f in rows[0]["facts"]), rows  # type: ignore[attr-defined]
+
+
+def test_a_merged_commit_whose_trailer_names_no_commit_fails_audit(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = job(repo, key, "Make f return 42", EDIT_F)
+    teammate(repo, "return 2", "return 3")
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    message = git(repo, "log", "-1", "--format=%B").replace("Genjob-Merged-Onto: ", "Genjob-Merged-Onto: x")
+    git(repo, "commit", "-q", "--amend", "-m", message)
+    code, rows = audit_rows(repo)
+    assert code == 1 and "not a commit id" in str(rows[0]["problems"]), rows
+
+
+def test_a_plain_apply_is_not_reported_merged(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = job(repo, key, "Make f return 42", EDIT_F)
+    res = run_genjob("apply", k, "--json", cwd=repo)
+    assert res.code == 0 and json.loads(res.out)["merged_onto"] is None
+    assert "Genjob-Merged-Onto" not in git(repo, "log", "-1", "--format=%B")
+    assert [r["provenance"] for r in audit_rows(repo)[1]] == ["verified"]
+
+
+# -- creates, deletions, modes and binary follow git's rules -----------------------------------
+
+
+def test_a_create_lands_beside_a_teammate_change_to_another_allowed_path(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "Add b", "src/a.py", "--create", "src/b.py")
+    assert work(repo, key, "echo 'B = 1' > src/b.py", "--once").code == 0
+    teammate(repo, "return 2", "return 3")
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 0 and "merged onto" in res.out, res.err
+    assert (repo / "src/b.py").read_text() == "B = 1\n" and "return 3" in (repo / "src/a.py").read_text()
+    assert [r["provenance"] for r in audit_rows(repo)[1]] == ["verified (merged)"]
+
+
+def test_a_delete_of_a_file_the_branch_changed_refuses(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "Remove a", "src/a.py")
+    assert work(repo, key, "rm src/a.py", "--once").code == 0
+    teammate(repo, "return 2", "return 3")
+    before = snapshot(repo)
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "src/a.py: the job deleted it, the branch changed it" in res.err, res.err
+    assert snapshot(repo) == before
+
+
+def test_an_edit_onto_a_file_the_branch_deleted_refuses(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = job(repo, key, "Make f return 42", EDIT_F)
+    git(repo, "rm", "-q", "src/a.py")
+    git(repo, "commit", "-qm", "teammate removes a.py")
+    before = snapshot(repo)
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "src/a.py: the job changed it, the branch deleted it" in res.err, res.err
+    assert snapshot(repo) == before
+
+
+def test_a_mode_the_branch_set_is_kept(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = job(repo, key, "Make f return 42", EDIT_F)
+    (repo / "src/a.py").chmod(0o755)
+    teammate(repo, "return 2", "return 3")  # and makes it executable
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 0 and "merged onto" in res.out, res.err
+    assert git(repo, "ls-tree", "HEAD", "src/a.py").startswith("100755 ")
+    assert "return 42" in git(repo, "show", "HEAD:src/a.py") and "return 3" in git(repo, "show", "HEAD:src/a.py")
+    assert [r["provenance"] for r in audit_rows(repo)[1]] == ["verified (merged)"]
+
+
+def test_a_binary_file_both_sides_changed_refuses(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"data.bin": "x", "README.md": "project\n"})
+    (repo / "data.bin").write_bytes(b"\0\1\2 original")
+    git(repo, "commit", "-qam", "binary")
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "Rewrite the data", "data.bin")
+    assert work(repo, key, "printf 'job\\000' > data.bin", "--once").code == 0
+    (repo / "data.bin").write_bytes(b"\0\1\2 teammate")
+    git(repo, "commit", "-qam", "teammate data")
+    before = snapshot(repo)
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "data.bin: a binary file both the job and the branch changed" in res.err, res.err
+    assert snapshot(repo) == before
+
+
+def test_pre_push_reports_a_merged_apply_and_refuses_one_byte_off(tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    repo = make_repo(tmp_path / "repo", {"src/a.py": A_PY, "README.md": "project\n"})
+    git(repo, "remote", "add", "origin", str(bare))
+    key = setup_worker(repo)
+    assert run_genjob("init", "--hooks", cwd=repo).code == 0
+    k = job(repo, key, "Make f return 42", EDIT_F)
+    teammate(repo, "return 2", "return 3")
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    assert run_genjob("push", cwd=repo).code == 0
+    proc = subprocess.run(["git", "push", "-q", "origin", "main"], cwd=repo, capture_output=True, text=True)
+    short = git(repo, "rev-parse", "--short=12", "HEAD").strip()
+    assert proc.returncode == 0 and f"git-genjob pre-push: {short} verified (merged)" in proc.stderr, proc.stderr
+    (repo / "src/a.py").write_text((repo / "src/a.py").read_text().replace("return 42", "return 43"))
+    git(repo, "commit", "-q", "-a", "--amend", "--no-edit", "--no-verify")
+    assert run_genjob("push", cwd=repo).code == 0
+    before = refs(bare)
+    proc = subprocess.run(["git", "push", "-q", "-f", "origin", "main"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode != 0 and "recomputed merge" in proc.stderr, proc.stderr
+    assert refs(bare) == before
