@@ -254,3 +254,63 @@ def test_pre_push_reports_a_merged_apply_and_refuses_one_byte_off(tmp_path: Path
     proc = subprocess.run(["git", "push", "-q", "-f", "origin", "main"], cwd=repo, capture_output=True, text=True)
     assert proc.returncode != 0 and "recomputed merge" in proc.stderr, proc.stderr
     assert refs(bare) == before
+
+
+# -- apply --all: the apply queue ---------------------------------------------------------------
+
+
+def test_apply_all_lands_in_submit_order_and_stops_at_the_first_conflict(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    first = job(repo, key, "Make f return 42", EDIT_F)
+    second = job(repo, key, "Make g return 99", EDIT_G)
+    third = job(repo, key, "Make f return 7", EDIT_F_OTHER)
+    fourth = submit_key(repo, "-m", "Touch the readme", "README.md")
+    assert work(repo, key, "echo more >> README.md", "--once").code == 0
+    res = run_genjob("apply", "--all", "--json", cwd=repo)
+    assert res.code == 1, res.err
+    doc = json.loads(res.out)
+    assert [a["key"] for a in doc["landed"]] == [first, second]
+    assert doc["landed"][0]["merged_onto"] is None and doc["landed"][1]["merged_onto"] is not None
+    assert doc["stopped"]["key"] == third and doc["stopped"]["exit_code"] == 1
+    assert "  <<<<<<< branch" in doc["stopped"]["details"] and doc["remaining"] == [fourth]
+    assert git(repo, "status", "--porcelain") == ""
+    code, rows = audit_rows(repo)
+    assert code == 0 and [r["provenance"] for r in rows] == ["verified (merged)", "verified"]
+    # the human summary, once the conflicting job is dropped: the rest lands
+    assert run_genjob("drop", third, "--why", "conflicts with f's other change", cwd=repo).code == 0
+    res = run_genjob("apply", "--all", cwd=repo)
+    assert res.code == 0, res.err
+    assert res.out.splitlines()[-1] == "1 landed, 0 skipped", res.out
+
+
+def test_apply_all_human_summary_names_what_landed_and_where_it_stopped(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    first = job(repo, key, "Make f return 42", EDIT_F)
+    second = job(repo, key, "Make f return 7", EDIT_F_OTHER)
+    res = run_genjob("apply", "--all", cwd=repo)
+    assert res.code == 1
+    lines = res.out.splitlines()
+    assert lines[0].startswith(f"applied {first} as ")
+    stale = f"job {second} is stale: its outputs do not merge cleanly onto refs/heads/main"
+    assert lines[1] == f"stopped at {second}: {stale}"
+    assert lines[-1] == f"1 landed, 0 skipped, stopped at {second}, 0 not attempted"
+    assert f"git genjob resubmit {second}" in res.err
+
+
+def test_apply_all_skips_a_receipt_that_does_not_verify(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    bad = submit_key(repo, "-m", "Fail", "src/a.py")
+    assert work(repo, key, "exit 3", "--once").code == 0  # an aborted receipt
+    good = job(repo, key, "Make g return 99", EDIT_G)
+    res = run_genjob("apply", "--all", "--json", cwd=repo)
+    doc = json.loads(res.out)
+    assert res.code == 0 and [a["key"] for a in doc["landed"]] == [good], res.out
+    assert [s["key"] for s in doc["skipped"]] == [bad] and "check 4" in doc["skipped"][0]["why"]
+
+
+def test_apply_takes_key_or_all(ready: tuple[Path, Path]) -> None:
+    repo, _ = ready
+    before = snapshot(repo)
+    assert run_genjob("apply", cwd=repo).code == 2
+    assert run_genjob("apply", "--all", "abcd", cwd=repo).code == 2
+    assert snapshot(repo) == before
