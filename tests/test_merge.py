@@ -314,3 +314,34 @@ def test_apply_takes_key_or_all(ready: tuple[Path, Path]) -> None:
     assert run_genjob("apply", cwd=repo).code == 2
     assert run_genjob("apply", "--all", "abcd", cwd=repo).code == 2
     assert snapshot(repo) == before
+
+
+# -- on conflict: a side branch, or a new job on the current content ----------------------------
+
+
+def test_apply_to_genjob_branch_lands_the_job_on_its_base_beside_the_branch(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    base = git(repo, "rev-parse", "HEAD").strip()
+    one = job(repo, key, "Make f return 42", EDIT_F)
+    two = job(repo, key, "Make f return 7", EDIT_F_OTHER)
+    assert run_genjob("apply", one, cwd=repo).code == 0
+    main, worktree = git(repo, "rev-parse", "main").strip(), snapshot(repo)[1:3]
+    res = run_genjob("apply", two, "--branch", f"genjob/{two}", cwd=repo)
+    assert res.code == 0, res.err
+    assert git(repo, "rev-parse", f"genjob/{two}^").strip() == base  # on the job's own base
+    assert "return 7" in git(repo, "show", f"genjob/{two}:src/a.py")
+    assert git(repo, "rev-parse", "main").strip() == main and snapshot(repo)[1:3] == worktree
+    assert "Genjob-Merged-Onto" not in git(repo, "log", "-1", "--format=%B", f"genjob/{two}")
+    code, rows = audit_rows(repo, f"genjob/{two}")
+    assert code == 0 and [r["provenance"] for r in rows] == ["verified"], rows
+    res = run_genjob("apply", two, "--branch", f"genjob/{two}", cwd=repo)
+    assert res.code == 0 and "already applied" in res.out
+
+
+def test_apply_to_a_genjob_branch_of_another_key_is_refused(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = job(repo, key, "Make f return 42", EDIT_F)
+    before = snapshot(repo)
+    res = run_genjob("apply", k, "--branch", "genjob/other", cwd=repo)
+    assert res.code == 2 and "no branch genjob/other" in res.err
+    assert snapshot(repo) == before

@@ -15,7 +15,7 @@ import pygit2
 from git_genjob.documents.config import read_config
 from git_genjob.documents.errors import BadInput, Conflict, Refused, StaleLock
 from git_genjob.documents.receipt import GeneratorInfo
-from git_genjob.landing.merge import MERGED_TRAILER, changed_paths, merge_onto
+from git_genjob.landing.merge import MERGED_TRAILER, changed_paths, merge_onto, side_branch_base
 from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, next_step
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.notes import write_note
@@ -273,8 +273,9 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
         raise Refused(
             f"job {key} was {record.state}: {final.why if final else ''}", "submit a new job (with a new --key)"
         )
-    ref_name, checked_out = _branch(store, branch)
-    head = store.ref_target(ref_name)
+    side = side_branch_base(store, record, branch)  # SPEC §11: `--branch genjob/KEY` starts at the job's base
+    ref_name, checked_out = _branch(store, branch) if side is None else (f"refs/heads/genjob/{key}", False)
+    head = store.ref_target(ref_name) if side is None else side
     tree = store.get_commit(head).tree if head is not None else None
     # 1. verify (checks 1-7), against the work tree's trust store and the one the commit will carry
     verdict = check_for_target(store, record, tree)
@@ -311,7 +312,8 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     commit = store.commit(new_tree, [head] if head else [], message, identity_required=True)
     write_intent(store, key, Intent(str(commit), verdict.envelope.digest, ref_name))
     try:
-        store.update_refs([RefUpdate(ref_name, head, commit)], message=f"genjob: apply {key}")
+        expected = head if side is None else None  # a side branch is created, never moved
+        store.update_refs([RefUpdate(ref_name, expected, commit)], message=f"genjob: apply {key}")
     except Conflict:
         # Another apply of this same job may have won the branch: that is success, not a race lost.
         moved = store.ref_target(ref_name)

@@ -253,3 +253,20 @@ def audit_merged(
         differ = sorted(changed_paths(_tree(store, merge.tree or commit.tree.id), commit.tree))
         return ["commit tree != recomputed merge of the receipt's outputs: differs at " + ", ".join(differ)], facts
     return [], facts
+
+
+def side_branch_base(store: Store, record: JobRecord, branch: str | None) -> pygit2.Oid | None:
+    """`apply KEY --branch genjob/KEY` when that branch does not exist yet (SPEC §11, on a
+    conflict): the commit the job was submitted on, where the job's commit lands as a plain
+    apply for a human to merge with ordinary git. None for any other branch."""
+    if branch is None or branch.removeprefix("refs/heads/") != f"genjob/{record.key}":
+        return None
+    if store.ref_target(f"refs/heads/genjob/{record.key}") is not None:
+        return None
+    base = record.meta.base
+    if base is None or store.object_type(base) != "commit":
+        raise Refused(
+            f"job {record.key} names no base commit this repository has ({base or 'none'})",
+            "fetch the commit it was submitted on, or create the branch yourself: git branch genjob/KEY REV",
+        )
+    return pygit2.Oid(hex=base)
