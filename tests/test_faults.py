@@ -156,6 +156,26 @@ def test_merged_apply_killed(tmp_path: Path, fault: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("fault", ["ref-locked@1", "ref-locked@2", "archive-written"])
+def test_resubmit_killed(ready: tuple[Path, Path, str], fault: str) -> None:
+    """SPEC §11: resubmit is submit, then the old job's archive move; killed anywhere, run again."""
+    repo, key, k = ready
+    assert _work(repo, key).code == 0
+    (repo / "src/user.py").write_text("def fetch_user(uid):\n    return 'moved on'\n")
+    git(repo, "commit", "-qam", "the branch moves under the job")
+    res = run_genjob_process("resubmit", k, cwd=repo, env={"GENJOB_FAULT": fault})
+    assert res.code == -9, (res.code, res.err)
+    assert run_genjob("recover", cwd=repo).code == 0  # clears a dead writer's lock
+    res = run_genjob("resubmit", k, "--json", cwd=repo)
+    assert res.code == 0, res.err
+    new = json.loads(res.out)["new"]
+    git(repo, "fsck", "--strict")
+    rows = {r["key"]: r["state"] for r in json.loads(run_genjob("status", "--all", "--json", cwd=repo).out)}
+    assert rows == {k: "superseded", new: "queued"}
+    assert not list((repo / ".git").rglob("*.lock"))
+
+
+@pytest.mark.slow
 def test_recover_and_retry_killed(ready: tuple[Path, Path, str]) -> None:
     repo, key, k = ready
     assert _work(repo, key, "after-sending").code == -9

@@ -345,3 +345,46 @@ def test_apply_to_a_genjob_branch_of_another_key_is_refused(ready: tuple[Path, P
     res = run_genjob("apply", k, "--branch", "genjob/other", cwd=repo)
     assert res.code == 2 and "no branch genjob/other" in res.err
     assert snapshot(repo) == before
+
+
+F_TO_7 = "sed -i '2s/.*/    return 7/' src/a.py"  # f's line, whatever it holds now
+
+
+def test_resubmit_mints_a_new_job_on_the_current_content_and_the_old_one_ends_superseded(
+    ready: tuple[Path, Path],
+) -> None:
+    repo, key = ready
+    one = job(repo, key, "Make f return 42", EDIT_F)
+    two = job(repo, key, "Make f return 7", F_TO_7)
+    assert run_genjob("apply", one, cwd=repo).code == 0
+    assert run_genjob("apply", two, cwd=repo).code == 1
+    res = run_genjob("resubmit", two, "--json", cwd=repo)
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    new = doc["new"]
+    assert doc["old"] == two and new != two and doc["state"] == "queued" and not doc["already"]
+    assert json.loads(run_genjob("status", two, "--json", cwd=repo).out)["state"] == "superseded"
+    old_show, new_show = (json.loads(run_genjob("show", k, "--json", cwd=repo).out) for k in (two, new))
+    assert old_show["meta"]["final"]["superseded_by"] == new and new_show["meta"]["supersedes"] == two
+    assert new_show["job"]["instruction"] == old_show["job"]["instruction"]
+    assert f"superseded by {new}" in run_genjob("show", two, cwd=repo).out
+    assert f"supersedes {two}" in run_genjob("show", new, cwd=repo).out
+    assert "superseded" in run_genjob("status", "--all", cwd=repo).out
+    # end to end: the new job is worked and applied on top of the first one
+    assert work(repo, key, F_TO_7, "--once").code == 0
+    res = run_genjob("apply", new, cwd=repo)
+    assert res.code == 0 and "merged onto" not in res.out, res.err
+    assert "    return 7\n" in (repo / "src/a.py").read_text()
+    code, rows = audit_rows(repo)
+    assert code == 0 and [r["provenance"] for r in rows] == ["verified", "verified"]
+    again = run_genjob("resubmit", two, "--json", cwd=repo)
+    assert again.code == 0 and json.loads(again.out)["already"] and json.loads(again.out)["new"] == new
+
+
+def test_resubmit_of_a_job_head_still_matches_is_refused(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = job(repo, key, "Make f return 42", EDIT_F)
+    before = snapshot(repo)
+    res = run_genjob("resubmit", k, cwd=repo)
+    assert res.code == 1 and "HEAD still holds its inputs" in res.err
+    assert snapshot(repo) == before

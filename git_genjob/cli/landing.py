@@ -1,4 +1,4 @@
-"""verify, apply, log and audit: landing outputs and reading provenance (SPEC §6, §10)."""
+"""verify, apply, resubmit, log and audit: landing outputs and reading provenance (SPEC §6, §10, §11)."""
 
 from __future__ import annotations
 
@@ -93,6 +93,27 @@ def _apply_all(branch: str | None, as_json: bool) -> None:
     emit(report.to_json(), as_json, human)
     if report.exit_code:
         raise SystemExit(report.exit_code)
+
+
+@main.command("resubmit", context_settings=CONTEXT)
+@click.argument("key", callback=key_arg)
+@click.option("--remote", help="Publish the old job's archive move through this remote.")
+@json_option
+def resubmit_cmd(key: str, remote: str | None, as_json: bool) -> None:
+    """A new job with the instruction of KEY on the current content; KEY ends superseded.
+
+    For a job whose outputs do not merge onto the branch that moved: the new job is queued for a
+    worker, and `show` links the two.
+    """
+    from git_genjob.landing.resubmit import resubmit
+
+    result = resubmit(open_store(), key, remote)
+
+    def human() -> None:
+        verb = "already resubmitted" if result.already else "resubmitted"
+        click.echo(f"{verb} {key} as {result.new} ({result.state}); {key} is superseded")
+
+    emit(result.to_json(), as_json, human)
 
 
 @main.command("log", context_settings=CONTEXT)

@@ -2,7 +2,7 @@
 
 Owns the receipt verifier (`verify`), apply and its commit, note and archive move (`apply`),
 the 3-way merge of a receipt onto a branch that moved and its proof (`merge`), `apply --all` (`batch`),
-the history audit (`audit`) and the git hooks (`hooks`).
+a new job for one that does not merge (`resubmit`), the history audit (`audit`) and the git hooks (`hooks`).
 
 May import: every plane above (documents, storage, planner, replay, worker) and this package.
 """

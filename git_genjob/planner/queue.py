@@ -168,8 +168,10 @@ def submit(
     key: str | None = None,
     rev: str | None = None,
     allow_secrets: bool = False,
+    supersedes: str | None = None,
 ) -> SubmitResult:
-    """Mint a job from the work tree (or `rev`) and store it, idempotently by key."""
+    """Mint a job from the work tree (or `rev`) and store it, idempotently by key; `supersedes`
+    names the job `resubmit` mints this one for (kept in meta.json, SPEC §11)."""
     creates = creates or []
     cfg = read_config(store)
     _check_instruction(instruction, cfg, allow_secrets)
@@ -200,6 +202,8 @@ def submit(
         "rev": rev,
         "allow_secrets": allow_secrets,
     }
+    if supersedes is not None:
+        meta["supersedes"] = supersedes
     files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
     files.update({f"inputs/{p}": o for p, o in oids.items()})
     created = {"Genjob-Created": str(meta["created_at"])}
@@ -667,6 +671,12 @@ def show_lines(doc: dict[str, Any]) -> list[str]:
         f"digest   {doc['digest']}",
         f"created  {printable(str(meta.get('created_at')))} by {printable(str(meta.get('submitter')))}",
         f"base     {printable(str(meta.get('base')))}",
+        *([f"supersedes {printable(str(meta['supersedes']))}"] if meta.get("supersedes") else []),
+        *(
+            [f"superseded by {printable(str(meta['final']['superseded_by']))}"]
+            if (meta.get("final") or {}).get("superseded_by")
+            else []
+        ),
         "paths    " + ", ".join(f"{p}{' (create)' if v is None else ''}" for p, v in job["inputs"].items()),
         "instruction:",
         *(f"    {printable(line, keep=chr(9))}" for line in job["instruction"].splitlines()),
