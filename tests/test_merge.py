@@ -388,3 +388,46 @@ def test_resubmit_of_a_job_head_still_matches_is_refused(ready: tuple[Path, Path
     res = run_genjob("resubmit", k, cwd=repo)
     assert res.code == 1 and "HEAD still holds its inputs" in res.err
     assert snapshot(repo) == before
+
+
+def test_rebase_cherry_pick_and_squash_of_a_merged_apply(ready: tuple[Path, Path]) -> None:
+    """docs/ci.md's table, for a merged apply: rebase keeps the proof, a cherry-pick needs its
+    note copied, then verifies; a squash names the job with a fact, not a failure."""
+    repo, key = ready
+    git(repo, "switch", "-q", "-c", "feature")
+    a = job(repo, key, "Make f return 42", EDIT_F)
+    teammate(repo, "return 2", "return 3")
+    assert "merged onto" in run_genjob("apply", a, cwd=repo).out
+    b = submit_key(repo, "-m", "Document", "README.md")
+    assert work(repo, key, "echo documented >> README.md", "--once").code == 0
+    assert run_genjob("apply", b, cwd=repo).code == 0
+    git(repo, "switch", "-q", "main")
+    (repo / "NOTES.txt").write_text("unrelated\n")
+    git(repo, "add", "NOTES.txt")
+    git(repo, "commit", "-q", "-m", "Unrelated work on main")
+    # rebase
+    git(repo, "switch", "-q", "feature")
+    git(repo, "rebase", "-q", "main")
+    code, rows = audit_rows(repo, "main..feature")
+    assert code == 0 and [(r["jobs"], r["provenance"]) for r in rows] == [
+        ([b], "verified"),
+        ([a], "verified (merged)"),
+    ], rows
+    # cherry-pick of the merged commit onto main, which lacks the teammate's line: no note until copied
+    merged_commit = git(repo, "rev-parse", "feature~1").strip()
+    git(repo, "switch", "-q", "-c", "hotfix", "main")
+    git(repo, "cherry-pick", merged_commit)
+    code, rows = audit_rows(repo, "main..hotfix")
+    assert code == 1 and rows[0]["provenance"] == "unproven"
+    git(repo, "notes", "--ref=genjob", "copy", merged_commit, "HEAD")
+    code, rows = audit_rows(repo, "main..hotfix")
+    assert code == 0 and rows[0]["provenance"] == "verified (merged)", rows
+    assert "return 3" not in (repo / "src/a.py").read_text()  # recomputed on this parent
+    # squash
+    git(repo, "switch", "-q", "main")
+    body = git(repo, "log", "--reverse", "--format=* %B", "main..feature")
+    git(repo, "merge", "-q", "--squash", "feature")
+    git(repo, "commit", "-q", "-m", f"Feature (#12)\n\n{body}\nCo-authored-by: Bot <bot@example.com>")
+    code, rows = audit_rows(repo, "HEAD~1..HEAD")
+    assert code == 0 and rows[0]["provenance"] == "squashed with 2 jobs", rows
+    assert f"{a}: receipt verified; outputs since modified: src/a.py" in rows[0]["facts"]  # type: ignore[operator]
