@@ -369,7 +369,9 @@ def test_resubmit_mints_a_new_job_on_the_current_content_and_the_old_one_ends_su
     assert new_show["job"]["instruction"] == old_show["job"]["instruction"]
     assert f"superseded by {new}" in run_genjob("show", two, cwd=repo).out
     assert f"supersedes {two}" in run_genjob("show", new, cwd=repo).out
-    assert "superseded" in run_genjob("status", "--all", cwd=repo).out
+    assert two in run_genjob("status", "--state", "superseded", cwd=repo).out
+    res = run_genjob("apply", two, cwd=repo)
+    assert res.code == 1 and f"job {two} was superseded: resubmitted as {new}" in res.err
     # end to end: the new job is worked and applied on top of the first one
     assert work(repo, key, F_TO_7, "--once").code == 0
     res = run_genjob("apply", new, cwd=repo)

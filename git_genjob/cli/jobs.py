@@ -139,7 +139,7 @@ STATE_CHOICE = _state_choice()
 @main.command(context_settings=CONTEXT)
 @click.argument("key", required=False, callback=key_arg)
 @click.option("--state", type=STATE_CHOICE, help="Only jobs in this state.")
-@click.option("--all", "include_all", is_flag=True, help="Include archived (applied or dropped) jobs.")
+@click.option("--all", "include_all", is_flag=True, help="Include archived (applied, dropped or superseded) jobs.")
 @json_option
 def status(key: str | None, state: str | None, include_all: bool, as_json: bool) -> None:
     """The queue: one line per job (or one job's state)."""
@@ -153,7 +153,7 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
         doc = summarize(find_job(store, key))
         emit(doc, as_json, lambda: click.echo(StatusRow.of(doc).text(painter), nl=False))
         return
-    rows = do_status(store, state, include_all or state in ("applied", "dropped"))
+    rows = do_status(store, state, include_all or state in ("applied", "dropped", "superseded"))
     if as_json:  # one document, written in blocks of rows: 100,000 rows are never one string
         sys.stdout.write("[\n" if rows else "[]\n")
         for n in range(0, len(rows), 2000):

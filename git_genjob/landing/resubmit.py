@@ -61,6 +61,7 @@ def resubmit(store: Store, key: str, remote: str | None = None) -> Resubmitted:
     ended = {
         "state": str(JobState.SUPERSEDED),
         "superseded_by": new.key,
+        "why": f"resubmitted as {new.key}",
         "by": f"{sig.name} <{sig.email}>",
         "at": utc_now(),
         "was": record.state,
