@@ -433,3 +433,16 @@ def test_rebase_cherry_pick_and_squash_of_a_merged_apply(ready: tuple[Path, Path
     code, rows = audit_rows(repo, "HEAD~1..HEAD")
     assert code == 0 and rows[0]["provenance"] == "squashed with 2 jobs", rows
     assert f"{a}: receipt verified; outputs since modified: src/a.py" in rows[0]["facts"]  # type: ignore[operator]
+
+
+def test_a_symlink_the_branch_put_at_the_job_s_path_refuses(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = job(repo, key, "Make f return 42", EDIT_F)
+    (repo / "src/a.py").unlink()
+    (repo / "src/a.py").symlink_to("../README.md")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--no-verify", "-m", "a.py is now a link")
+    before = snapshot(repo)
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "src/a.py: it is a symbolic link on the branch" in res.err, res.err
+    assert snapshot(repo) == before

@@ -112,6 +112,8 @@ def _shape_conflicts(ours: pygit2.Tree | None, inputs: dict[str, pygit2.Oid | No
             out.append(PathConflict(path, f"a file/directory conflict: {blocker} is a file on the branch"))
         elif entry is not None and entry.type_str != "blob":
             out.append(PathConflict(path, f"a file/directory conflict: it is a {entry.type_str} on the branch"))
+        elif entry is not None and entry.filemode == pygit2.enums.FileMode.LINK:  # §8: never a symlink
+            out.append(PathConflict(path, "it is a symbolic link on the branch, which no job may write"))
     return tuple(out)
 
 
