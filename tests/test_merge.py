@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pygit2
 import pytest
 
 from tests.conftest import git, make_repo, refs, run_genjob, setup_worker, submit_key, work
@@ -446,3 +447,30 @@ def test_a_symlink_the_branch_put_at_the_job_s_path_refuses(ready: tuple[Path, P
     res = run_genjob("apply", k, cwd=repo)
     assert res.code == 1 and "src/a.py: it is a symbolic link on the branch" in res.err, res.err
     assert snapshot(repo) == before
+
+
+@pytest.mark.parametrize("swap", ["outputs/src/a.py", "inputs/src/a.py"])
+def test_audit_of_a_merged_apply_rehashes_the_stored_job_it_recomputes_from(
+    ready: tuple[Path, Path], swap: str
+) -> None:
+    """The blobs a merged apply is recomputed from lie outside every signature: a job ref whose
+    outputs/ or inputs/ were swapped (anyone who can push refs/genjob/* can) fails audit."""
+    from git_genjob.storage.store import RefUpdate, Store, job_ref
+    from tests.conftest import raw_repo
+
+    repo, key = ready
+    k = job(repo, key, "Make f return 42", EDIT_F)
+    teammate(repo, "return 2", "return 3")
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    store = Store.open(str(repo))
+    entry = store.archive_entry(k)
+    assert entry is not None
+    files = store.tree_files(entry)
+    files[swap] = store.blob((repo / "src/a.py").read_bytes())  # the landed, merged content
+    raw = raw_repo(store)
+    sig = pygit2.Signature("Mallory", "m@example.com")
+    forged = raw.create_commit(None, sig, sig, "forged\n", store.build_tree(files), [])
+    store.update_refs([RefUpdate(job_ref(k), None, forged)])  # a live ref is read before the archive
+    code, rows = audit_rows(repo)
+    assert code == 1 and rows[0]["provenance"] == "unproven", rows
+    assert "merged apply: job " in str(rows[0]["problems"]) and "hashes to" in str(rows[0]["problems"]), rows
