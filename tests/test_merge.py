@@ -474,3 +474,20 @@ def test_audit_of_a_merged_apply_rehashes_the_stored_job_it_recomputes_from(
     code, rows = audit_rows(repo)
     assert code == 1 and rows[0]["provenance"] == "unproven", rows
     assert "merged apply: job " in str(rows[0]["problems"]) and "hashes to" in str(rows[0]["problems"]), rows
+
+
+def test_a_merged_apply_onto_a_branch_not_checked_out_leaves_the_work_tree(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    git(repo, "branch", "release")
+    k = job(repo, key, "Make f return 42", EDIT_F)
+    git(repo, "switch", "-q", "release")
+    tip = teammate(repo, "return 2", "return 3")
+    git(repo, "switch", "-q", "main")
+    before = snapshot(repo)
+    res = run_genjob("apply", k, "--branch", "release", "--json", cwd=repo)
+    assert res.code == 0 and json.loads(res.out)["merged_onto"] == tip, res.err
+    text = git(repo, "show", "release:src/a.py")
+    assert "return 42" in text and "return 3" in text
+    assert snapshot(repo)[:3] == before[:3]  # HEAD, index and work tree of main untouched
+    code, rows = audit_rows(repo, "main..release")
+    assert code == 0 and [r["provenance"] for r in rows] == ["verified (merged)"]
