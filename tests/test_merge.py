@@ -114,6 +114,9 @@ def test_two_jobs_on_the_same_hunk_the_second_refuses_with_the_hunk(ready: tuple
     res = run_genjob("verify", two, "--json", cwd=repo)
     check8 = json.loads(res.out)["checks"][-1]
     assert res.code == 1 and not check8["ok"] and "does not merge cleanly at src/a.py" in check8["detail"]
+    assert f"hint: land it beside the branch for a human merge: git genjob apply {two} --branch genjob/{two}" in (
+        run_genjob("verify", two, cwd=repo).err
+    )
     res = run_genjob("apply", two, cwd=repo)
     assert res.code == 1
     assert "is stale: its outputs do not merge cleanly" in res.err
