@@ -33,6 +33,7 @@ GROUPS: list[tuple[str, list[tuple[str, str]]]] = [
         [
             ("verify", "Every check of the receipt of KEY; exit 0 only if applyable."),
             ("apply", "Verify, run the pre-apply hook, and commit the outputs of KEY."),
+            ("resubmit", "A new job with the instruction of KEY on the current content; KEY ends superseded."),
             ("log", "Provenance of genjob commits in RANGE, and whether each receipt still verifies."),
             ("audit", "Re-verify every commit with Genjob-* trailers in RANGE (for CI); exit 1 on any failure."),
             ("hook", "What the installed hook scripts call (git genjob hook NAME ARGS...)."),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, git, refs, run_genjob, run_genjob_process, setup_worker, submit_key
+from tests.conftest import Result, git, make_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key
 
 INPUT = "def fetch_user(uid):\n    return {'id': uid}\n"
 OUTPUT = "def fetch_user(uid, timeout=1):\n    return uid\n"
@@ -58,13 +58,13 @@ def _drive_to_applied(repo: Path, key: Path, k: str) -> None:
     raise AssertionError(f"job {k} did not reach applied: {_state(repo, k)}")
 
 
-def _invariants(repo: Path, k: str) -> None:
+def _invariants(repo: Path, k: str, landed_text: str = OUTPUT) -> None:
     git(repo, "fsck", "--strict")
     rows = [r for r in json.loads(run_genjob("status", "--all", "--json", cwd=repo).out) if r["key"] == k]
     assert [r["state"] for r in rows] == ["applied"]  # never lost, never twice
     landed = git(repo, "log", "--format=%(trailers:key=Genjob-Key,valueonly)", "HEAD").split()
     assert landed.count(k) == 1  # applied exactly once
-    assert (repo / "src/user.py").read_text() == OUTPUT  # no torn file
+    assert (repo / "src/user.py").read_text() == landed_text  # no torn file
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
     assert f"refs/genjob/jobs/{k}" not in refs(repo)
     assert not list((repo / ".git").rglob("*.lock"))
@@ -132,6 +132,47 @@ def test_apply_killed(ready: tuple[Path, Path, str], fault: str) -> None:
     assert res.code == -9, (res.code, res.err)
     _drive_to_applied(repo, key, k)
     _invariants(repo, k)
+
+
+TAIL = "\n\n# unrelated\n\n\ndef other():\n    return 2\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", APPLY_FAULTS)
+def test_merged_apply_killed(tmp_path: Path, fault: str) -> None:
+    """SPEC §11: an apply that merges onto a moved branch, killed at each step, then finished."""
+    repo = make_repo(tmp_path / "repo", {"src/user.py": INPUT + TAIL})
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "Add a timeout", "src/user.py")
+    assert _work(repo, key, None, f"printf '{OUTPUT + TAIL}' > src/user.py".replace("\n", "\\n")).code == 0
+    (repo / "src/user.py").write_text(INPUT + TAIL.replace("return 2", "return 3"))
+    git(repo, "commit", "-qam", "a teammate moves the branch")
+    res = run_genjob_process("apply", k, cwd=repo, env={"GENJOB_FAULT": fault})
+    assert res.code == -9, (res.code, res.err)
+    _drive_to_applied(repo, key, k)
+    _invariants(repo, k, OUTPUT + TAIL.replace("return 2", "return 3"))
+    assert "Genjob-Merged-Onto: " in git(repo, "log", "-1", "--format=%B")
+    assert "verified (merged)" in run_genjob("audit", cwd=repo).out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["ref-locked@1", "ref-locked@2", "archive-written"])
+def test_resubmit_killed(ready: tuple[Path, Path, str], fault: str) -> None:
+    """SPEC §11: resubmit is submit, then the old job's archive move; killed anywhere, run again."""
+    repo, key, k = ready
+    assert _work(repo, key).code == 0
+    (repo / "src/user.py").write_text("def fetch_user(uid):\n    return 'moved on'\n")
+    git(repo, "commit", "-qam", "the branch moves under the job")
+    res = run_genjob_process("resubmit", k, cwd=repo, env={"GENJOB_FAULT": fault})
+    assert res.code == -9, (res.code, res.err)
+    assert run_genjob("recover", cwd=repo).code == 0  # clears a dead writer's lock
+    res = run_genjob("resubmit", k, "--json", cwd=repo)
+    assert res.code == 0, res.err
+    new = json.loads(res.out)["new"]
+    git(repo, "fsck", "--strict")
+    rows = {r["key"]: r["state"] for r in json.loads(run_genjob("status", "--all", "--json", cwd=repo).out)}
+    assert rows == {k: "superseded", new: "queued"}
+    assert not list((repo / ".git").rglob("*.lock"))
 
 
 @pytest.mark.slow

@@ -21,7 +21,9 @@ EXAMPLES = {
     "retry": "git genjob retry 3f0c9a…",
     "drop": 'git genjob drop 3f0c9a… --why "superseded"',
     "verify": "git genjob verify 3f0c9a… --json",
-    "apply": "git genjob apply 3f0c9a…",
+    "apply": "git genjob apply 3f0c9a…\ngit genjob apply --all --json\n"
+    "git genjob apply 3f0c9a… --branch genjob/3f0c9a…",
+    "resubmit": "git genjob resubmit 3f0c9a…",
     "log": "git genjob log main~10..main",
     "audit": "git genjob audit origin/main..HEAD",
     "push": "git genjob push origin",
@@ -98,6 +100,7 @@ JSON_SHAPES = {
     "recover": {"requeued": [], "unknown": [K], "lost": [], "archived": [], "locks": []},
     "retry": {"key": K, "state": "queued", "epoch": 3, "refresh": False},
     "drop": {"key": K, "state": "dropped"},
+    "resubmit": {"old": K, "new": "8d1e…", "digest": D, "state": "queued", "already": False},
     "verify": {
         "key": K,
         "ok": False,
@@ -106,7 +109,15 @@ JSON_SHAPES = {
         "receipt": D,
         "checks": [{"check": 2, "code": "signature", "ok": False, "detail": "…"}],
     },
-    "apply": {"key": K, "commit": "…", "branch": "refs/heads/main", "already": False, "reconciled": False, "kept": []},
+    "apply": {
+        "key": K,
+        "commit": "…",
+        "branch": "refs/heads/main",
+        "already": False,
+        "reconciled": False,
+        "kept": [],
+        "merged_onto": None,
+    },
     "log": [
         {
             "commit": "…",

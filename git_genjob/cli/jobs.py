@@ -168,7 +168,7 @@ STATE_CHOICE = _state_choice()
     type=STATE_CHOICE,
     help="Only jobs in this state; applyable: done with an ok receipt (done also holds rejected and aborted ones).",
 )
-@click.option("--all", "include_all", is_flag=True, help="Include archived (applied or dropped) jobs.")
+@click.option("--all", "include_all", is_flag=True, help="Include archived (applied, dropped or superseded) jobs.")
 @json_option
 def status(key: str | None, state: str | None, include_all: bool, as_json: bool) -> None:
     """The queue: one line per job (or one job's state)."""
@@ -183,7 +183,8 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
         doc = summarize(find_job(store, key))
         emit(doc, as_json, lambda: click.echo(StatusRow.of(doc).text(painter), nl=False))
         return
-    rows = do_status(store, "done" if state == APPLYABLE else state, include_all or state in ("applied", "dropped"))
+    archived_state = state in ("applied", "dropped", "superseded")
+    rows = do_status(store, "done" if state == APPLYABLE else state, include_all or archived_state)
     if state == APPLYABLE:
         rows = [r for r in rows if is_applyable(r.state, r.result)]
     if as_json:  # one document, written in blocks of rows: 100,000 rows are never one string

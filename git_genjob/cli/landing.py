@@ -1,4 +1,4 @@
-"""verify, apply, log and audit: landing outputs and reading provenance (SPEC §6, §10)."""
+"""verify, apply, resubmit, log and audit: landing outputs and reading provenance (SPEC §6, §10, §11)."""
 
 from __future__ import annotations
 
@@ -39,22 +39,78 @@ def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
 
 
 @main.command("apply", context_settings=CONTEXT)
-@click.argument("key", callback=key_arg)
+@click.argument("key", required=False, callback=key_arg)
 @click.option("--branch", help="Commit onto this branch (default: the checked-out one).")
+@click.option(
+    "--all",
+    "all_",
+    is_flag=True,
+    help="Apply every job whose receipt verifies, in submit order, each merged onto the branch as the ones "
+    "before it left it; stop at the first refusal (a conflict) with a summary of what landed.",
+)
 @json_option
-def apply_cmd(key: str, branch: str | None, as_json: bool) -> None:
-    """Verify, run the pre-apply hook, and commit the outputs of KEY."""
+def apply_cmd(key: str | None, branch: str | None, all_: bool, as_json: bool) -> None:
+    """Verify, run the pre-apply hook, and commit the outputs of KEY.
+
+    When the branch moved since the job was submitted, the outputs are merged onto it (git's
+    3-way merge, the job's inputs as the base); a conflict refuses with the paths and hunks.
+    """
+    from git_genjob.documents.errors import BadInput
+
+    if all_ == (key is not None):
+        raise BadInput("give KEY or --all, not both or neither", "git genjob apply KEY, or git genjob apply --all")
+    if all_:
+        _apply_all(branch, as_json)
+        return
     from git_genjob.landing.apply import apply
 
+    assert key is not None
     result = apply(open_store(), key, branch)
 
     def human() -> None:
         if result.already:
             click.echo(f"already applied: {key} as {result.commit[:12]} on {result.branch}")
         else:
-            click.echo(f"applied {key} as {result.commit[:12]} on {result.branch}")
+            onto = f" (merged onto {result.merged_onto[:12]})" if result.merged_onto else ""
+            click.echo(f"applied {key} as {result.commit[:12]} on {result.branch}{onto}")
         for path in result.kept:
             click.echo(f"warning: kept your local changes at {path} (the commit holds the job's output)", err=True)
+
+    emit(result.to_json(), as_json, human)
+
+
+def _apply_all(branch: str | None, as_json: bool) -> None:
+    from git_genjob.landing.batch import apply_all
+
+    report = apply_all(open_store(), branch)
+
+    def human() -> None:
+        echo_lines(report.lines())
+        if report.stopped is not None and report.stopped.hint:
+            click.echo(f"hint: {report.stopped.hint}", err=True)
+
+    emit(report.to_json(), as_json, human)
+    if report.exit_code:
+        raise SystemExit(report.exit_code)
+
+
+@main.command("resubmit", context_settings=CONTEXT)
+@click.argument("key", callback=key_arg)
+@click.option("--remote", help="Publish the old job's archive move through this remote.")
+@json_option
+def resubmit_cmd(key: str, remote: str | None, as_json: bool) -> None:
+    """A new job with the instruction of KEY on the current content; KEY ends superseded.
+
+    For a job whose outputs do not merge onto the branch that moved: the new job is queued for a
+    worker, and `show` links the two.
+    """
+    from git_genjob.landing.resubmit import resubmit
+
+    result = resubmit(open_store(), key, remote)
+
+    def human() -> None:
+        verb = "already resubmitted" if result.already else "resubmitted"
+        click.echo(f"{verb} {key} as {result.new} ({result.state}); {key} is superseded")
 
     emit(result.to_json(), as_json, human)
 

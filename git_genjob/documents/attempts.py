@@ -215,7 +215,8 @@ class ChainEntry:
 
 @dataclass(frozen=True)
 class Final:
-    """How an archived job ended: applied (commit, branch, receipt) or dropped (why, by, was)."""
+    """How an archived job ended: applied (commit, branch, receipt), dropped (why, by, was) or
+    superseded (by, was, and `superseded_by`: the key of the job `resubmit` minted for it)."""
 
     state: str
     at: str | None = None
@@ -225,12 +226,13 @@ class Final:
     why: str | None = None
     by: str | None = None
     was: str | None = None
+    superseded_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
-_FINAL_FIELDS = {"at", "commit", "branch", "receipt", "why", "by", "was"}
+_FINAL_FIELDS = {"at", "commit", "branch", "receipt", "why", "by", "was", "superseded_by"}
 
 
 def _final(doc: object) -> Final:
@@ -245,6 +247,7 @@ def _final(doc: object) -> Final:
         why=_opt(d, "why", check_text, w),
         by=_opt(d, "by", lambda v, n: check_label(v, n, 512), w),
         was=_opt(d, "was", lambda v, n: check_choice(v, n, JOB_STATES), w),
+        superseded_by=_opt(d, "superseded_by", check_label, w),
     )
 
 
@@ -261,6 +264,7 @@ class Meta:
     allow_secrets: bool
     final: Final | None = None
     chain: tuple[ChainEntry, ...] = ()
+    supersedes: str | None = None  # the key of the job this one was resubmitted for (SPEC §11)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -276,6 +280,8 @@ class Meta:
             out["final"] = self.final.to_dict()
         if self.chain:
             out["chain"] = [c.to_dict() for c in self.chain]
+        if self.supersedes is not None:
+            out["supersedes"] = self.supersedes
         return out
 
 
@@ -283,7 +289,7 @@ _META_REQUIRED = {"job_id", "key", "created_at", "submitter", "base", "rev", "al
 
 
 def parse_meta(data: bytes) -> Meta:
-    d = _object(parse_strict(data, "meta.json"), "meta.json", _META_REQUIRED, {"final", "chain"})
+    d = _object(parse_strict(data, "meta.json"), "meta.json", _META_REQUIRED, {"final", "chain", "supersedes"})
     if not isinstance(d["allow_secrets"], bool):
         raise BadInput("meta.json allow_secrets must be true or false")
     chain = d.get("chain", [])
@@ -309,4 +315,5 @@ def parse_meta(data: bytes) -> Meta:
         allow_secrets=d["allow_secrets"],
         final=_final(d["final"]) if d.get("final") is not None else None,
         chain=tuple(entries),
+        supersedes=None if d.get("supersedes") is None else check_label(d["supersedes"], "meta.json supersedes"),
     )

@@ -3,7 +3,7 @@
 Every event the lifecycle writes asks `transition` for the state it leads to, so a job can
 only move the way SPEC §4 draws it:
 
-    queued --claimed--> claimed --sending--> sending --receipt--> done --(apply/drop)--> archived
+    queued --claimed--> claimed --sending--> sending --receipt--> done --(apply/drop/resubmit)--> archived
       ^                    | recovered           | recovered / unknown
       |                    v                     v
       +--retried (owner)-- queued               unknown   (never resent by recovery)
@@ -26,6 +26,7 @@ class JobState(StrEnum):
     DONE = "done"
     APPLIED = "applied"  # archived
     DROPPED = "dropped"  # archived
+    SUPERSEDED = "superseded"  # archived: `resubmit` minted a new job for it on the current content (SPEC §11)
 
 
 class AttemptState(StrEnum):
@@ -60,6 +61,7 @@ STATE_COLOURS = {
     "done": "green",
     "applied": "blue",
     "dropped": "white",
+    "superseded": "white",
     "damaged": "red",
 }
 # `status --state applyable`: a done job whose receipt says ok, what `apply` lands (after it
@@ -72,7 +74,7 @@ def is_applyable(state: str, result: str | None) -> bool:
 
 
 LIVE_STATES = (JobState.QUEUED, JobState.CLAIMED, JobState.SENDING, JobState.UNKNOWN, JobState.DONE)
-ARCHIVED_STATES = (JobState.APPLIED, JobState.DROPPED)
+ARCHIVED_STATES = (JobState.APPLIED, JobState.DROPPED, JobState.SUPERSEDED)
 
 Q, C, S, U, D = JobState.QUEUED, JobState.CLAIMED, JobState.SENDING, JobState.UNKNOWN, JobState.DONE
 # (state, event) -> the state the event moves the job to. One target per move: the lifecycle

@@ -1,7 +1,8 @@
-"""The landing plane: trusting a receipt and landing its outputs (SPEC §6, §9, §10).
+"""The landing plane: trusting a receipt and landing its outputs (SPEC §6, §9, §10, §11).
 
 Owns the receipt verifier (`verify`), apply and its commit, note and archive move (`apply`),
-the history audit (`audit`) and the git hooks (`hooks`).
+the 3-way merge of a receipt onto a branch that moved and its proof (`merge`), `apply --all` (`batch`),
+a new job for one that does not merge (`resubmit`), the history audit (`audit`) and the git hooks (`hooks`).
 
 May import: every plane above (documents, storage, planner, replay, worker) and this package.
 """

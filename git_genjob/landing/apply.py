@@ -15,6 +15,7 @@ import pygit2
 from git_genjob.documents.config import read_config
 from git_genjob.documents.errors import BadInput, Conflict, Refused, StaleLock
 from git_genjob.documents.receipt import GeneratorInfo
+from git_genjob.landing.merge import MERGED_TRAILER, changed_paths, merge_onto, side_branch_base
 from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, next_step
 from git_genjob.planner.ledger import archive
 from git_genjob.storage.faults import crash_point
@@ -43,6 +44,7 @@ class Applied:
     already: bool
     reconciled: bool = False
     kept: list[str] = field(default_factory=list)
+    merged_onto: str | None = None  # the branch tip the outputs were merged onto (SPEC §11)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -78,7 +80,9 @@ def disclosure(cfg_name: str | None, gen: GeneratorInfo) -> str | None:
     return f"{cfg_name}: {kind}:{detail}"
 
 
-def commit_message(record: JobRecord, verdict: Verdict, disclosure_line: str | None) -> str:
+def commit_message(
+    record: JobRecord, verdict: Verdict, disclosure_line: str | None, merged_onto: str | None = None
+) -> str:
     assert verdict.envelope is not None and verdict.signer is not None
     instruction = record.job.message_text  # no control character reaches git log
     first = instruction.splitlines()[0] if instruction else record.key
@@ -90,6 +94,8 @@ def commit_message(record: JobRecord, verdict: Verdict, disclosure_line: str | N
         f"Genjob-Signer: {verdict.signer.keyid}",
         f"Genjob-Worker: {pred.worker_id}",
     ]
+    if merged_onto is not None:
+        trailers.append(f"{MERGED_TRAILER}: {merged_onto}")
     if disclosure_line:
         trailers.append(disclosure_line)
     return f"genjob: {first}\n\n{instruction}\n\n" + "\n".join(trailers) + "\n"
@@ -301,8 +307,9 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
         raise Refused(
             f"job {key} was {record.state}: {final.why if final else ''}", "submit a new job (with a new --key)"
         )
-    ref_name, checked_out = _branch(store, branch)
-    head = store.ref_target(ref_name)
+    side = side_branch_base(store, record, branch)  # SPEC §11: `--branch genjob/KEY` starts at the job's base
+    ref_name, checked_out = _branch(store, branch) if side is None else (f"refs/heads/genjob/{key}", False)
+    head = store.ref_target(ref_name) if side is None else side
     tree = store.get_commit(head).tree if head is not None else None
     # 1. verify (checks 1-7), against the work tree's trust store and the one the commit will carry
     verdict = check_for_target(store, record, tree)
@@ -311,7 +318,7 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     assert verdict.envelope is not None
     done = landed(store, head, key, verdict.envelope.digest)
     if done is not None:  # a crash after the commit: reconcile, never commit again
-        kept = _reconcile_worktree(store, done, _outputs(store, record, verdict)) if checked_out else []
+        kept = _reconcile_worktree(store, done, _landed_changes(store, done, record, verdict)) if checked_out else []
         _finish(store, record, verdict, done, ref_name)
         return Applied(key, str(done), ref_name, already=True, reconciled=True, kept=kept)
     # 2. applied once, everywhere (SPEC §11): a commit on the branch since the job's base that
@@ -327,11 +334,11 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
             )
         _finish(store, record, verdict, commit_id, ref_name)
         return Applied(key, str(commit_id), ref_name, already=True)
-    # 3. stale check against the target branch (check 8)
-    stale = check_fresh(store, record, tree)
-    if stale:
-        raise Refused(f"job {key} is stale", "submit a new job for the current content", details=stale)
+    # 3. check 8 against the target branch: inputs that moved are merged (SPEC §11); a conflict refuses here
     outputs = _outputs(store, record, verdict)
+    merge = merge_onto(store, record, outputs, tree, ref_name) if check_fresh(store, record, tree) else None
+    if merge is not None:
+        outputs = merge.changes  # what lands: the merged content of each allowed path the merge changes
     # 4. a dirty allowed path, or a work tree that cannot take an output, refuses the apply
     if checked_out:
         dirty = dirty_paths(store, record.job.allowed_paths)
@@ -344,12 +351,16 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     run_pre_apply(store, record, outputs)
     # 6. the commit from the verified blob ids, branch moved by CAS
     cfg = read_config(store)
-    new_tree = store.outputs_tree(tree, outputs)
-    message = commit_message(record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate.generator))
+    new_tree = store.outputs_tree(tree, outputs) if merge is None else merge.tree
+    assert new_tree is not None
+    merged_onto = str(head) if merge is not None else None
+    gen = verdict.envelope.predicate.generator
+    message = commit_message(record, verdict, disclosure(cfg.disclosure, gen), merged_onto)
     commit = store.commit(new_tree, [head] if head else [], message, identity_required=True)
     write_intent(store, key, Intent(str(commit), verdict.envelope.digest, ref_name))
     try:
-        store.update_refs([RefUpdate(ref_name, head, commit)], message=f"genjob: apply {key}")
+        expected = head if side is None else None  # a side branch is created, never moved
+        store.update_refs([RefUpdate(ref_name, expected, commit)], message=f"genjob: apply {key}")
     except Conflict:
         # Another apply of this same job may have won the branch: that is success, not a race lost.
         moved = store.ref_target(ref_name)
@@ -364,12 +375,23 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
         crash_point("after-worktree")
     # 8-9. note, then archive
     _finish(store, record, verdict, commit, ref_name)
-    return Applied(key, str(commit), ref_name, already=False)
+    return Applied(key, str(commit), ref_name, already=False, merged_onto=merged_onto)
 
 
 def _modes(store: Store, commit: pygit2.Oid, outputs: dict[str, pygit2.Oid | None]) -> dict[str, int]:
     tree = store.get_commit(commit).tree
     return {p: int(e.filemode) for p in outputs if (e := lookup(tree, p)) is not None}
+
+
+def _landed_changes(
+    store: Store, landed: pygit2.Oid, record: JobRecord, verdict: Verdict
+) -> dict[str, pygit2.Oid | None]:
+    """What a landed apply wrote at the job's paths: the outputs, or their merge (SPEC §11)."""
+    commit = store.get_commit(landed)
+    if not commit.parents or MERGED_TRAILER not in parse_trailers(commit.message):
+        return _outputs(store, record, verdict)
+    changes = changed_paths(commit.parents[0].tree, commit.tree)
+    return {p: oid for p, oid in changes.items() if p in record.job.input_map}
 
 
 def _reconcile_worktree(store: Store, landed: pygit2.Oid, outputs: dict[str, pygit2.Oid | None]) -> list[str]:

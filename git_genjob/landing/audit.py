@@ -24,6 +24,7 @@ from git_genjob.documents.errors import (
 from git_genjob.documents.job import check_key
 from git_genjob.documents.receipt import Predicate, check_output_paths, check_signature, parse_envelope
 from git_genjob.landing.apply import TRAILERS
+from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
 from git_genjob.landing.verify import TrustStore, note_envelope, trust_from_tree
 from git_genjob.planner.trust import job_trust
 from git_genjob.storage.gitdir import canonical_trailer_key, genjob_trailers_of_commit, read_commit_trailers
@@ -46,6 +47,7 @@ class CommitAudit:
     unchecked: list[str] = field(default_factory=list)
     jobs: list[str] = field(default_factory=list)
     squashed: bool = False
+    merged: bool = False  # a merged apply (`Genjob-Merged-Onto`, SPEC §11)
 
     @property
     def ok(self) -> bool:
@@ -57,8 +59,8 @@ class CommitAudit:
         if self.squashed:
             return f"squashed with {len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}"
         if self.ok:
-            return "verified"
-        if any("commit diff != receipt outputs" in p for p in self.problems):
+            return "verified (merged)" if self.merged else "verified"
+        if any("commit diff != receipt outputs" in p or "!= recomputed merge" in p for p in self.problems):
             return "outputs since modified"
         if not self.problems:
             return "cannot check"
@@ -188,7 +190,12 @@ def audit_commit(
         p.append(f"check 2: {exc.message}" + ("" if trust_from is not None else TRUST_HINT))
     if pred.status != "ok":
         p.append(f"check 4: status is {pred.status}")
-    record = load_live(store, pred.key) or load_archived(store, pred.key)
+    try:
+        record = load_live(store, pred.key)
+    except GenjobError as exc:  # a live ref a remote rewrote (SPEC §11): named, and the archive is read
+        p.append(f"the live job ref is damaged: {exc.message}")
+        record = None
+    record = record or load_archived(store, pred.key)
     allowed = record.job.allowed_paths if record else list(pred.outputs)
     p += [f"check 5: {x}" for x in check_output_paths(pred, allowed)]
     for field_name, trailer in (("key", "Genjob-Key"), ("job_digest", "Genjob-Job"), ("worker_id", "Genjob-Worker")):
@@ -196,11 +203,17 @@ def audit_commit(
         if value != t.get(trailer):
             p.append(f"receipt {field_name} is {value}, trailer {trailer} says {t.get(trailer)}")
     absent = store.missing_parents(commit)
+    merged_onto = t.get(MERGED_TRAILER)
     if absent:
         result.unchecked.append(
             f"cannot check: parent {absent[0][:12]} not fetched (fetch-depth: 0 or git fetch --deepen); "
             "the commit's diff and the job's freshness are read against it"
         )
+    elif merged_onto is not None:  # SPEC §11: the merge is recomputed in place of the diff and parent rules
+        result.merged = True
+        problems, facts = audit_merged(store, commit, record, pred, merged_onto)
+        p += problems
+        result.facts += facts
     else:
         p += _diff_problems(store, commit, pred)
     if record is not None:
@@ -213,7 +226,7 @@ def audit_commit(
             result.facts.append(f"planner: {planned.detail if planned.ok else 'unsigned job'}")
         if record.job.digest != t.get("Genjob-Job"):
             p.append(f"stored job digest is {record.job.digest}, trailer says {t.get('Genjob-Job')}")
-        if commit.parents and not absent:
+        if commit.parents and not absent and merged_onto is None:
             from git_genjob.landing.verify import check_fresh
 
             p += [f"parent: {x}" for x in check_fresh(store, record, commit.parents[0].tree)]

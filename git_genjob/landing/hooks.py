@@ -444,6 +444,8 @@ def _check_pushed(
             continue
         short = str(commit.id)[:12]
         problems += [f"{short}: {p}" for p in checked.problems]
+        if checked.ok and checked.merged:  # SPEC §11: say which pushed commits audit proved as merges
+            print(f"git-genjob pre-push: {short} {checked.provenance}", file=sys.stderr)
         if read_note(store, commit.id) is not None and not pushing_notes and not notes.has(str(commit.id)):
             problems.append(f"{short}: its note is not on {remote} (run git genjob push first)")
     return problems

@@ -166,6 +166,11 @@ def next_step(verdict: Verdict) -> str:
             f"the worker ran but there is nothing to apply; ask again: git genjob retry {key} "
             f"(--refresh to skip a recorded model answer), or end it: git genjob drop {key} --why TEXT"
         )
+    if failed == {8}:  # SPEC §11: it does not merge onto the target
+        return (
+            f"land it beside the branch for a human merge: git genjob apply {key} --branch genjob/{key}; "
+            f"or mint a new job on the current content: git genjob resubmit {key}"
+        )
     if any(c.n == 2 and not c.ok and "uncommitted .genjob/" in c.detail for c in verdict.checks):
         return 'commit the trust store first: git add .genjob && git commit -m "genjob: trust store"'
     store = verdict.record.store if verdict.record is not None else None
@@ -303,7 +308,10 @@ def verify(
         return verdict
     tree = target_tree(store, branch)
     verdict = check_for_target(store, record, tree, progress)
-    verdict.add(8, check_fresh(store, record, tree), "inputs unchanged in the target")
+    from git_genjob.landing.merge import check_merge  # check 8 as SPEC §11 reads it: stale = does not merge
+
+    pred = verdict.envelope.predicate if verdict.ok and verdict.envelope is not None else None
+    verdict.add(8, *check_merge(store, record, pred, tree, check_fresh(store, record, tree)))
     return verdict
 
 

@@ -187,12 +187,14 @@ def submit(
     rev: str | None = None,
     allow_secrets: bool = False,
     signing_key: Any = None,
+    supersedes: str | None = None,
 ) -> SubmitResult:
     """Mint a job from the work tree (or `rev`) and store it, idempotently by key.
 
     The submit commit also holds the planner's DSSE signature over job.json (SPEC §11), made
     with `signing_key`, else the user's planner key (`trust.planner_key`); with neither the job
-    is stored unsigned, and no worker claims it."""
+    is stored unsigned, and no worker claims it. `supersedes` names the job `resubmit` mints
+    this one for (kept in meta.json)."""
     creates = creates or []
     cfg = read_config(store)
     _check_instruction(instruction, cfg, allow_secrets)
@@ -223,6 +225,8 @@ def submit(
         "rev": rev,
         "allow_secrets": allow_secrets,
     }
+    if supersedes is not None:
+        meta["supersedes"] = supersedes
     files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
     if signing_key is None:
         from git_genjob.planner.trust import planner_key
@@ -714,6 +718,12 @@ def show_lines(doc: dict[str, Any]) -> list[str]:
         f"digest   {doc['digest']}",
         f"created  {printable(str(meta.get('created_at')))} by {printable(str(meta.get('submitter')))}",
         f"base     {printable(str(meta.get('base')))}",
+        *([f"supersedes {printable(str(meta['supersedes']))}"] if meta.get("supersedes") else []),
+        *(
+            [f"superseded by {printable(str(meta['final']['superseded_by']))}"]
+            if (meta.get("final") or {}).get("superseded_by")
+            else []
+        ),
         "paths    " + ", ".join(f"{p}{' (create)' if v is None else ''}" for p, v in job["inputs"].items()),
         "instruction:",
         *(f"    {printable(line, keep=chr(9))}" for line in job["instruction"].splitlines()),

@@ -32,6 +32,16 @@ TREE_MODE = pygit2.enums.FileMode.TREE
 ROWS_DIR = "_rows"  # beside the shards: one blob per shard, a status row per archived job
 
 
+@dataclass(frozen=True)
+class MergeSides:
+    """One path a 3-way merge could not resolve: (blob id, mode) on each side, None where absent."""
+
+    path: str
+    base: tuple[pygit2.Oid, int] | None
+    ours: tuple[pygit2.Oid, int] | None
+    theirs: tuple[pygit2.Oid, int] | None
+
+
 def is_shard(name: str) -> bool:
     return len(name) == 2 and all(c in "0123456789abcdef" for c in name)
 
@@ -566,6 +576,34 @@ class Store:
                 tb.insert(name, self.blob(rows_blob(lines, None)), entry.filemode)  # vouches for no tree
             # Same name, different blobs: content-named files never differ; keep ours.
         return tb.write()
+
+    def merge_trees(
+        self, base: pygit2.Oid, ours: pygit2.Oid, theirs: pygit2.Oid
+    ) -> tuple[pygit2.Oid | None, list[MergeSides]]:
+        """libgit2's 3-way merge of three trees, rename detection off (a job names its paths):
+        (the merged tree, []) when clean, else (None, each conflicting path's three sides).
+
+        Like `git merge-tree`, it may add the merged blobs and trees to the object database; it
+        never moves a ref or touches the work tree."""
+        index = self._repo.merge_trees(base, ours, theirs, flags=pygit2.enums.MergeFlag(0))
+        if index.conflicts is None:
+            return index.write_tree(self._repo), []
+        sides = []
+        for entries in index.conflicts:
+            path = next(e.path for e in entries if e is not None)
+            a, o, t = ((e.id, int(e.mode)) if e is not None else None for e in entries)
+            sides.append(MergeSides(path, a, o, t))
+        return None, sorted(sides, key=lambda s: s.path)
+
+    def merge_text(self, sides: MergeSides) -> bytes:
+        """One conflicting file with git's conflict markers (`<<<<<<<`, `=======`, `>>>>>>>`)."""
+
+        def entry(side: tuple[pygit2.Oid, int] | None) -> pygit2.IndexEntry | None:
+            return pygit2.IndexEntry(sides.path, side[0], pygit2.enums.FileMode(side[1])) if side is not None else None
+
+        result = self._repo.merge_file_from_index(entry(sides.base), entry(sides.ours), entry(sides.theirs))
+        text = result if isinstance(result, str) else result.contents
+        return text.encode("utf-8", "surrogateescape")
 
     # -- reads other planes need (they never touch the repository itself) --
     def get(self, oid: pygit2.Oid | str) -> pygit2.Object | None:

@@ -1,0 +1,72 @@
+"""`resubmit KEY`: a job whose outputs do not merge onto the branch gets a new job with the same
+instruction on the current content, and ends `superseded` (SPEC §11).
+
+Two steps, each the existing one: `submit` (idempotent by key) mints the new job, whose meta.json
+names the old one (`supersedes`); then the old job moves to the archive with
+`{"state": "superseded", "superseded_by": NEW}`. A crash between them leaves both live, and
+running `resubmit` again collapses onto the new job and finishes the move.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from git_genjob.documents.canonical import utc_now
+from git_genjob.documents.errors import Conflict, Refused
+from git_genjob.documents.states import JobState
+from git_genjob.landing.verify import check_fresh
+from git_genjob.planner.ledger import archive
+from git_genjob.planner.queue import submit
+from git_genjob.planner.trust import planner_key
+from git_genjob.storage.publish import publisher
+from git_genjob.storage.records import find_job
+from git_genjob.storage.store import Store, lookup
+
+
+@dataclass
+class Resubmitted:
+    old: str
+    new: str
+    digest: str
+    state: str  # the new job's
+    already: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def resubmit(store: Store, key: str, remote: str | None = None) -> Resubmitted:
+    """Mint a new job with KEY's instruction and allowed paths on HEAD's content; KEY ends
+    `superseded`, and the two jobs' meta name each other."""
+    record = find_job(store, key)
+    if record.archived:
+        final = record.meta.final
+        if final is not None and final.state == JobState.SUPERSEDED and final.superseded_by:
+            successor = find_job(store, final.superseded_by)
+            return Resubmitted(key, successor.key, successor.digest, successor.state, already=True)
+        raise Refused(f"job {key} is {record.state} and archived", "submit a new job: git genjob submit")
+    if record.state in (JobState.CLAIMED, JobState.SENDING):
+        raise Conflict(f"job {key} is {record.state} by a live worker", "wait for its receipt, then resubmit")
+    head = store.head_commit()
+    if not check_fresh(store, record, head.tree if head is not None else None):
+        raise Refused(
+            f"job {key}: HEAD still holds its inputs, so a new job would be the same work",
+            f"apply it (git genjob apply {key}) or ask again (git genjob retry {key})",
+        )
+    tree = head.tree if head is not None else None
+    paths = [p for p in record.job.allowed_paths if lookup(tree, p) is not None]
+    creates = [p for p in record.job.allowed_paths if p not in paths]
+    new = submit(store, record.job.instruction, paths, creates, None, None, record.meta.allow_secrets, supersedes=key)
+    sig = store.signature()
+    ended = {
+        "state": str(JobState.SUPERSEDED),
+        "superseded_by": new.key,
+        "why": f"resubmitted as {new.key}",
+        "by": f"{sig.name} <{sig.email}>",
+        "at": utc_now(),
+        "was": record.state,
+    }
+    # Signed by the owner, as a drop is: other clones end the old job only on a trusted planner's word.
+    archive(publisher(store, remote), record, ended, planner_key(store))
+    return Resubmitted(key, new.key, new.digest, new.state)
