@@ -8,6 +8,8 @@ that nothing the attacker sent was claimed, signed, served or applied.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pygit2
@@ -344,3 +346,113 @@ def test_check_9_fails_when_the_planner_is_no_longer_trusted_and_apply_writes_no
     res = run_genjob("apply", k, cwd=repo)
     assert res.code == 1 and "check 9 (planner)" in res.err
     assert refs(repo) == before and git(repo, "status", "--porcelain") == ""
+
+
+# -- the red-team sweep's findings (docs/reliability.md): each an attack that counted, now refused --
+
+
+def _archive_as_attacker(attacker: Path, k: str, final: dict[str, str], strip_envelope: bool = False) -> None:
+    """The attacker moves K into the archive with genjob's own ledger, in its own clone, and pushes."""
+    from git_genjob.planner.ledger import archive
+    from git_genjob.storage.publish import publisher
+
+    store = Store.open(str(attacker))
+    record = load_live(store, k)
+    assert record is not None
+    if strip_envelope:
+        record.__dict__["files"] = {p: o for p, o in record.files.items() if p != "job.dsse.json"}
+    archive(publisher(store), record, final)
+    assert run_genjob("push", cwd=attacker).code == 0
+
+
+def test_a_forged_applied_entry_naming_a_commit_without_the_job_never_ends_it(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    head = git(owner, "rev-parse", "HEAD").strip()  # on main, but it carries no Genjob-Key: K
+    _archive_as_attacker(attacker, k, {"state": "applied", "commit": head, "branch": "refs/heads/main"})
+    fetched = run_genjob("fetch", "--json", cwd=owner)
+    assert fetched.code == 0 and any(
+        "does not carry this job's Genjob-Key" in x for x in json.loads(fetched.out)["kept"]
+    )
+    assert work(owner, key, "echo 'x = 1' > src/user.py", "--once").code == 0
+    applied = run_genjob("apply", k, "--json", cwd=owner)
+    assert applied.code == 0 and json.loads(applied.out)["already"] is False, applied.out + applied.err
+
+
+def test_an_unsigned_drop_of_a_signed_job_never_ends_it(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    final = {"state": "dropped", "why": "x", "by": "m", "at": "2026-01-01T00:00:00.000Z", "was": "queued"}
+    _archive_as_attacker(attacker, k, final, strip_envelope=True)
+    fetched = run_genjob("fetch", "--json", cwd=owner)
+    assert fetched.code == 0 and json.loads(fetched.out)["dropped"] == [] and json.loads(fetched.out)["kept"]
+    res = work(owner, key, "echo 'x = 1' > src/user.py", "--once")
+    assert res.code == 0 and [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"]
+
+
+def test_a_signed_answer_copied_under_another_job_s_fingerprint_is_not_served(tmp_path: Path, stub) -> None:  # type: ignore[no-untyped-def]
+    bare, owner, key, k1 = _owner(tmp_path)
+    k2 = submit_key(owner, "-m", "Another job", "tests/test_user.py")
+    assert run_genjob("push", cwd=owner).code == 0
+    stub.answer = "def fetch_user(uid, timeout=5):\n    return {'id': uid}\n"
+    res = run_genjob("work", "--generator", f"http:{stub.url}/", "--signing-key", str(key), "--once", cwd=owner)
+    assert res.code == 0, res.err  # k1, oldest: recorded and signed by w1
+    assert run_genjob("push", cwd=owner).code == 0
+    attacker = _attacker(tmp_path, bare)
+    store = Store.open(str(attacker))
+    (fp1,) = Cache(store).fingerprints()
+    record = load_live(store, k2)
+    assert record is not None
+    doc2 = request_doc(NOBODY, "", {"format": "text"}, build_prompt(record.job, bundle_inputs(store, record)), k2)
+    # The entry's events and answers, copied by plain git into the other job's fingerprint.
+    fp2 = fingerprint(doc2)
+    index = {**os.environ, "GIT_INDEX_FILE": str(tmp_path / "forge.index")}
+    subprocess.run(["git", "read-tree", "refs/genjob/replays"], cwd=attacker, env=index, check=True)
+    for line in git(attacker, "ls-tree", "-r", f"refs/genjob/replays:{fp1[:2]}/{fp1}").splitlines():
+        meta, name = line.split("\t")
+        if name.startswith(("events/", "answers/")):
+            info = f"100644,{meta.split()[2]},{fp2[:2]}/{fp2}/{name}"
+            subprocess.run(["git", "update-index", "--add", "--cacheinfo", info], cwd=attacker, env=index, check=True)
+    tree = subprocess.run(["git", "write-tree"], cwd=attacker, env=index, check=True, capture_output=True, text=True)
+    forged = git(attacker, "commit-tree", "-p", "refs/genjob/replays", "-m", "r", tree.stdout.strip()).strip()
+    git(attacker, "push", "-q", "origin", f"{forged}:refs/genjob/replays")
+
+    assert run_genjob("fetch", cwd=owner).code == 0
+    res = run_genjob("work", "--generator", f"http:{NOBODY}", "--signing-key", str(key), "--once", "--json", cwd=owner)
+    assert res.code == 3 and json.loads(res.out)["jobs"][0]["key"] == k2  # asked the model: nothing replayed
+    assert run_genjob("verify", k2, cwd=owner).code == 1
+
+
+def test_an_event_that_rewrites_meta_json_makes_the_job_damaged(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    meta = json.loads(git(attacker, "show", f"refs/genjob/jobs/{k}:meta.json"))
+    meta["base"] = "0" * 40  # the base bounds apply's search for an earlier landing
+    new = _append_event(attacker, k, {"meta.json": canonical_bytes(meta)})
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/jobs/{k}")
+    assert run_genjob("fetch", cwd=owner).code == 0
+    res = work(owner, key, "echo y > src/user.py", "--once")
+    (outcome,) = json.loads(res.out)["jobs"]
+    assert outcome["result"] == "damaged" and "changed meta.json" in outcome["reason"]
+
+
+def test_a_document_nested_100000_deep_is_damaged_not_a_crash(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    new = _append_event(attacker, k, {"attempts.json": b"[" * 100_000})
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/jobs/{k}")
+    assert run_genjob("fetch", cwd=owner).code == 0
+    res = run_genjob("status", "--json", cwd=owner)
+    assert res.code == 0 and [r["state"] for r in json.loads(res.out)] == ["damaged"]
+    assert "nested too deeply" in json.loads(res.out)[0]["error"]
+    assert work(owner, key, "true", "--once").code == 0
+
+
+def test_a_note_line_that_sorts_before_the_real_envelope_does_not_fail_audit(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    assert work(owner, key, "echo 'x = 1' > src/user.py", "--once").code == 0
+    assert run_genjob("apply", k, cwd=owner).code == 0
+    note = git(owner, "notes", "--ref=genjob", "show", "HEAD")
+    git(owner, "notes", "--ref=genjob", "add", "-f", "-m", '{"envelope":"!"}\n' + note, "HEAD")
+    res = run_genjob("audit", "HEAD~1..HEAD", cwd=owner)
+    assert res.code == 0, res.out + res.err

@@ -81,6 +81,8 @@ def parse_strict(data: bytes, what: str = "document") -> Any:
         )
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadInput(f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:  # a hostile document of 100,000 nested brackets packs into a few bytes
+        raise BadInput(f"{what} is nested too deeply to be a genjob document") from None
 
 
 def utc_now() -> str:

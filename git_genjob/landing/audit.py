@@ -164,7 +164,7 @@ def audit_commit(
     if missing:
         p.append("missing trailers: " + ", ".join(missing))
     note = read_note(store, commit.id)
-    parsed = note_envelope(note) if note else None
+    parsed = note_envelope(note, t.get("Genjob-Receipt")) if note else None
     if parsed is None:
         p.append(
             "no genjob note with an envelope on this commit (git genjob fetch brings notes)"

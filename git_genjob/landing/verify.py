@@ -335,8 +335,11 @@ def target_tree(store: Store, branch: str | None) -> pygit2.Tree | None:
     return store.get_commit(tip).tree
 
 
-def note_envelope(note: bytes) -> tuple[str, bytes] | None:
-    """(summary, envelope bytes) from a genjob note's JSON line."""
+def note_envelope(note: bytes, want: str | None = None) -> tuple[str, bytes] | None:
+    """(summary, envelope bytes) from a genjob note's JSON line: the one whose envelope hashes to
+    `want` (a commit's Genjob-Receipt) when there is one, else the first. Notes merge as sorted
+    unions of lines, so a line a remote added may sort before the real one."""
+    first = None
     for line in note.decode("utf-8", "replace").splitlines():
         line = line.strip()
         if line.startswith("{"):
@@ -345,5 +348,8 @@ def note_envelope(note: bytes) -> tuple[str, bytes] | None:
             except BadInput:
                 continue
             if isinstance(doc, dict) and isinstance(doc.get("envelope"), str):
-                return str(doc.get("summary", "")), doc["envelope"].encode("utf-8")
-    return None
+                found = str(doc.get("summary", "")), doc["envelope"].encode("utf-8")
+                if want is None or digest(found[1]) == want:
+                    return found
+                first = first or found
+    return first

@@ -199,26 +199,30 @@ class Cache:
         return os.path.join(self.store.common_dir, "genjob", "replay-local")
 
     def local_ids(self) -> set[str]:
+        """`<fingerprint> <event id>` of every event this clone wrote."""
         if self._local is None:
             try:
                 with open(self._local_path(), encoding="ascii", errors="replace") as fh:
-                    self._local = set(fh.read().split())
+                    self._local = {line.strip() for line in fh if line.strip()}
             except OSError:
                 self._local = set()
         return self._local
 
-    def _remember_local(self, event_id: str) -> None:
-        """Durably note that this clone wrote `event_id` (before the ref names it)."""
+    def _remember_local(self, fp: str, event_id: str) -> None:
+        """Durably note that this clone wrote `event_id` under `fp` (before the ref names it)."""
         path = self._local_path()
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "a", encoding="ascii") as fh:
-            fh.write(event_id + "\n")
+            fh.write(f"{fp} {event_id}\n")
             fh.flush()
             os.fsync(fh.fileno())
-        self.local_ids().add(event_id)
+        self.local_ids().add(f"{fp} {event_id}")
 
-    def _event(self, event_id: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
-        """(the event, "") if it counts here, else (None, why)."""
+    def _event(self, fp: str, event_id: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
+        """(the event, "") if it counts here under `fp`, else (None, why).
+
+        An event names its fingerprint inside what is signed (and this clone remembers the pair
+        it wrote), so an answer recorded for one prompt can never be copied under another."""
         if sha256_hex(raw) != event_id:  # the name is what replay-local remembers: it must be the content's
             return None, "its name is not the digest of its content"
         doc = parse_strict(raw, "replay event")
@@ -228,7 +232,9 @@ class Cache:
             doc = parse_strict(sealed.payload, "replay event")
         if not isinstance(doc, dict) or not isinstance(doc.get("type"), str) or "answer" not in doc:
             raise BadInput(f"replay event {event_id} is malformed")
-        if event_id in self.local_ids():
+        if doc.get("fp") != fp:
+            return None, "it names another fingerprint (or none)"
+        if f"{fp} {event_id}" in self.local_ids():
             return doc, ""
         if not signed:
             return None, "unsigned, and not written in this clone"
@@ -261,7 +267,7 @@ class Cache:
         for path, oid in files.items():
             if path.startswith("events/"):
                 event_id = path[len("events/") :].removesuffix(".json")
-                event, why = self._event(event_id, self.store.read(oid))
+                event, why = self._event(fp, event_id, self.store.read(oid))
                 if event is None:
                     ignored.append({"id": event_id, "why": why})
                 else:
@@ -321,12 +327,12 @@ class Cache:
                     f"refusing to store a prompt or answer that looks like a {found}",
                     "remove the credential from the prompt; the cache is shared through git",
                 )
-        event = dict(event, time=event.get("time") or utc_now(), host=socket.gethostname())
+        event = dict(event, fp=fp, time=event.get("time") or utc_now(), host=socket.gethostname())
         ev_bytes = canonical_bytes(event)
         if self.sign is not None:
             ev_bytes = seal(REPLAY_TYPE, ev_bytes, self.sign)
         event_id = sha256_hex(ev_bytes)
-        self._remember_local(event_id)
+        self._remember_local(fp, event_id)
         additions = {f"events/{event_id}.json": self.store.blob(ev_bytes)}
         if answer is not None:
             additions[f"answers/{sha256_hex(answer.encode('utf-8'))}"] = self.store.blob(answer.encode("utf-8"))

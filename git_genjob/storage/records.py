@@ -87,7 +87,9 @@ TOP_LEVEL = {
     "inputs",
     "outputs",
 }
-IDENTITY = ("job.json", JOB_ENVELOPE, "inputs")  # fixed by the submit commit; no later event may change them
+# Fixed by the submit commit; no later event may change them (meta.json too: its `base` bounds
+# the search for an earlier landing, SPEC §11).
+IDENTITY = ("job.json", JOB_ENVELOPE, "meta.json", "inputs")
 
 
 def bundle_inputs(store: Store, record: JobRecord, limits: Limits | None = None) -> dict[str, bytes]:
@@ -367,37 +369,65 @@ def drop_payload(key: str, job_digest: str, why: str, at: str) -> bytes:
 def vouch_problem(store: Store, key: str, entry: pygit2.Tree) -> str | None:
     """Why this clone cannot take an archive entry's word that job `key` ended (None: it can).
 
-    The archive arrives through a shared remote, which anyone with push access can rewrite: an
-    entry saying `applied` counts only where its commit is on the branch it names here, and one
-    saying `dropped` only with the drop signed by a planner this clone's HEAD trusts (or for a
-    job no trusted planner signed, which no worker would claim anyway)."""
+    The archive arrives through a shared remote, which anyone with push access can rewrite. An
+    entry vouches only for the job the live ref holds (the same job.json as its submit commit),
+    and only as far as this clone can check it: `applied` where a commit carrying the job's
+    Genjob-Key and Genjob-Job is on the local branch it names (or that branch's remote-tracking
+    copy); `dropped` (or `superseded`) with the drop signed by a planner this clone's HEAD
+    trusts, unless no trusted planner signed the job, which no worker would claim anyway."""
     try:
         record = load_tree(store, key, entry, None, archived=True)
     except BadInput as exc:
         return exc.message
+    job_bytes, envelope = record.job_bytes, record.job_envelope
+    live = _live_identity(store, key)
+    if live is not None:
+        if live[0] != job_bytes:
+            return "its archive entry holds another job.json than the live job's submit commit"
+        job_bytes, envelope = live
     final = record.meta.final
     if final is None:
         return "its archive entry does not say how it ended"
     if final.state == "applied":
-        return _applied_problem(store, final.commit, final.branch)
-    return _drop_problem(store, record, final.why or "", final.at or "")
+        return _applied_problem(store, key, record.job.digest, final.commit, final.branch)
+    return _drop_problem(store, record, job_bytes, envelope, final.why or "", final.at or "")
 
 
-def _applied_problem(store: Store, commit: str | None, branch: str | None) -> str | None:
+def _live_identity(store: Store, key: str) -> tuple[bytes, bytes | None] | None:
+    """(job.json, its envelope) of the live job's submit commit, or None (no readable live job)."""
+    tip = store.ref_target(job_ref(key))
+    if tip is None:
+        return None
+    try:
+        root = store.get_commit(chain_root(store, tip))
+        data = store.file_at(root.tree, "job.json")
+    except (BadInput, ValueError, KeyError):
+        return None
+    return (data, store.file_at(root.tree, JOB_ENVELOPE)) if data is not None else None
+
+
+def _applied_problem(store: Store, key: str, job_digest: str, commit: str | None, branch: str | None) -> str | None:
     if not commit or not branch:
         return "its archive entry names no applied commit and branch"
+    if not branch.startswith("refs/heads/"):
+        return f"its archive entry names {branch}, which is not a branch"
     try:
-        oid = store.get_commit(commit).id
+        landed = store.get_commit(commit)
     except (BadInput, ValueError, KeyError):
         return f"applied as {commit[:12]}, a commit this clone does not have (fetch {branch})"
+    t = parse_trailers(landed.message)
+    if t.get("Genjob-Key") != key or t.get("Genjob-Job") != job_digest:
+        return f"applied as {commit[:12]}, which does not carry this job's Genjob-Key and Genjob-Job"
     short = branch.removeprefix("refs/heads/")
     tips = [store.ref_target(branch)] + [o for n, o in store.iter_refs("refs/remotes/") if n.endswith(f"/{short}")]
-    if any(t is not None and (t == oid or store.descendant_of(t, oid)) for t in tips):
+    if any(t is not None and (t == landed.id or store.descendant_of(t, landed.id)) for t in tips):
         return None
     return f"applied as {commit[:12]} on {branch}, which does not hold that commit here"
 
 
-def _drop_problem(store: Store, record: JobRecord, why: str, at: str) -> str | None:
+def _drop_problem(
+    store: Store, record: JobRecord, job_bytes: bytes, envelope: bytes | None, why: str, at: str
+) -> str | None:
     from git_genjob.documents.errors import GenjobError
     from git_genjob.documents.job import job_signer
     from git_genjob.documents.keys import NS_JOB
@@ -411,7 +441,7 @@ def _drop_problem(store: Store, record: JobRecord, why: str, at: str) -> str | N
     signers, revoked = trust.signers, trust.revoked
     when = time.time()
     try:
-        job_signer(record.job_bytes, record.job_envelope, signers, revoked, when)
+        job_signer(job_bytes, envelope, signers, revoked, when)
     except GenjobError:
         return None  # no trusted planner signed the job: nothing a worker would claim is lost
     envelope = store.file_at(record.tree, DROP_ENVELOPE)
