@@ -362,7 +362,10 @@ class Store:
         archive = self.ref_target(ARCHIVE_REF)
         rows = lookup(self.get_commit(archive).tree, ROWS_DIR) if archive is not None else None
         trees += [rows] if isinstance(rows, pygit2.Tree) else []
-        self.fetch_missing([*oids, *(e.id for tree in trees for e in tree if e.type_str == "blob")])
+        try:
+            self.fetch_missing([*oids, *(e.id for tree in trees for e in tree if e.type_str == "blob")])
+        except RemoteUnavailable:
+            self.fetch_missing(oids)  # one hostile or lost object fails a batch: fetch what was asked
 
     def prefetch_trees(self, trees: Iterable[pygit2.Tree]) -> None:
         """In a partial clone, fetch the missing blobs directly under `trees` in one batch (a
