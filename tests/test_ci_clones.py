@@ -159,6 +159,24 @@ def test_a_blob_less_partial_clone_reads_jobs_by_fetching_the_blobs_it_needs(tmp
     assert run_genjob("verify", fresh, cwd=pc).code == 0
 
 
+def test_a_blob_less_clone_verifies_and_applies_a_job_worked_elsewhere(tmp_path: Path) -> None:
+    bare, dev, _ = published(tmp_path)
+    git(bare, "config", "uploadpack.allowFilter", "true")
+    k = submit_key(dev, "-m", "Worked on the developer's machine", "src/user.py")
+    assert work(dev, tmp_path / "keys" / "w1", "echo 'z = 3' >> src/user.py", "--once").code == 0
+    assert run_genjob("push", "origin", cwd=dev).code == 0
+    pc = tmp_path / "pc"
+    git(tmp_path, "clone", "-q", "--filter=blob:none", "-b", "feature", bare.as_uri(), str(pc))
+    assert run_genjob("fetch", "origin", cwd=pc).code == 0
+    assert "?" in git(pc, "rev-list", "--objects", "--missing=print", f"refs/genjob/jobs/{k}")
+    res = run_genjob("verify", k, cwd=pc)
+    assert res.code == 0, res.out + res.err
+    res = run_genjob("apply", k, cwd=pc)
+    assert res.code == 0, res.out + res.err
+    assert "z = 3" in (pc / "src" / "user.py").read_text()
+    assert run_genjob("audit", "origin/main..HEAD", cwd=pc).code == 0
+
+
 def test_a_partial_clone_whose_remote_is_gone_says_so(tmp_path: Path) -> None:
     bare, _, keys = published(tmp_path)
     git(bare, "config", "uploadpack.allowFilter", "true")

@@ -374,7 +374,10 @@ class Store:
         archive = self.ref_target(ARCHIVE_REF)
         rows = lookup(self.get_commit(archive).tree, ROWS_DIR) if archive is not None else None
         trees += [rows] if isinstance(rows, pygit2.Tree) else []
-        self.fetch_missing([*oids, *(e.id for tree in trees for e in tree if e.type_str == "blob")])
+        try:
+            self.fetch_missing([*oids, *(e.id for tree in trees for e in tree if e.type_str == "blob")])
+        except RemoteUnavailable:
+            self.fetch_missing(oids)  # one hostile or lost object fails a batch: fetch what was asked
 
     def prefetch_trees(self, trees: Iterable[pygit2.Tree]) -> None:
         """In a partial clone, fetch the missing blobs directly under `trees` in one batch (a
@@ -566,7 +569,7 @@ class Store:
             mine = a[name]
             if mine.id == entry.id:
                 continue
-            ta, tb_ = self._repo.get(mine.id), self._repo.get(entry.id)
+            ta, tb_ = self.get(mine.id), self.get(entry.id)
             if isinstance(ta, pygit2.Tree) and isinstance(tb_, pygit2.Tree):
                 tb.insert(name, self.union_tree(ta, tb_, f"{path}{name}/"), TREE_MODE)
             elif path == f"{ROWS_DIR}/" and isinstance(ta, pygit2.Blob) and isinstance(tb_, pygit2.Blob):
@@ -607,7 +610,10 @@ class Store:
 
     # -- reads other planes need (they never touch the repository itself) --
     def get(self, oid: pygit2.Oid | str) -> pygit2.Object | None:
-        """Any object, or None when it is not in the object database."""
+        """Any object, or None when it is not in the object database (a partial clone fetches
+        it from its promisor remote first)."""
+        if self.promisor_remote is not None and oid not in self._repo:
+            self.fetch_missing([oid])
         return self._repo.get(oid)
 
     def object_type(self, oid: pygit2.Oid | str) -> str | None:
@@ -973,6 +979,8 @@ class Store:
         sort_key, rest = row.split("\t", 1)
         rows_path = f"{ROWS_DIR}/{shard(key)}"
         old = lookup(base, rows_path)
+        if isinstance(old, pygit2.Blob):
+            self.fetch_missing([old.id])  # a partial clone's rows blob
         old_tree, lines = parse_rows(old.data if isinstance(old, pygit2.Blob) else None)
         old_shard = lookup(base, shard(key))
         lines[key] = (str(job_tree), f"{sort_key}\t{key}\t{job_tree}\t{rest}")
