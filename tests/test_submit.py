@@ -247,7 +247,8 @@ def test_damaged_job_refs_are_reported_not_fatal(repo: Path) -> None:
     assert res.code == 2 and "job.json is not valid JSON" in res.err
     assert refs(repo) == before
     assert submit_json(repo, "-m", "other", "src/user.py")["warnings"] == [
-        f"live job {good} also holds src/user.py; whichever applies second will be stale"
+        f"live job {good} also holds src/user.py; "
+        "whichever applies second merges onto the first, or refuses on a conflict"
     ]
 
 

@@ -294,7 +294,10 @@ def _path_warnings(store: Store, job: Job) -> list[str]:
             continue
         shared = sorted(mine & set(allowed_paths_of(store, key)))
         if shared:
-            out.append(f"live job {key} also holds {', '.join(shared)}; whichever applies second will be stale")
+            out.append(
+                f"live job {key} also holds {', '.join(shared)}; "
+                "whichever applies second merges onto the first, or refuses on a conflict"
+            )
     return out
 
 
