@@ -113,8 +113,8 @@ def _run_worker(store: Store, key: SigningKey, key_path: str, model: str | None,
     from git_genjob.cli import demo_agent
     from git_genjob.documents.errors import BadInput, Refused
     from git_genjob.worker.generators import parse_spec
+    from git_genjob.worker.generators.sandbox import SandboxOptions
     from git_genjob.worker.run import WorkerOptions, work
-    from git_genjob.worker.sandbox import SandboxOptions
 
     agent = f"{shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(demo_agent.__file__))}"
     spec = f"openai:{model}" if model else f"exec:{agent}"

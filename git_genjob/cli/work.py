@@ -150,7 +150,7 @@ def sandbox_options(
 
     from git_genjob.documents.config import LIMIT_NAMES, parse_limit
     from git_genjob.documents.errors import BadInput
-    from git_genjob.worker.sandbox import SandboxOptions
+    from git_genjob.worker.generators.sandbox import SandboxOptions
 
     base = SandboxOptions.from_config(cfg)
     changed = {}

@@ -22,7 +22,7 @@ class GenContext:
     pass_env: tuple[str, ...] = ()
     cache: Any = None  # replay.CacheClient for model generators
     replays: list[str] = field(default_factory=list)
-    sandbox: dict[str, Any] | None = None  # the receipt's record of the confinement (worker.sandbox)
+    sandbox: dict[str, Any] | None = None  # the receipt's record of the confinement (worker.generators.sandbox)
 
 
 @dataclass
@@ -49,7 +49,7 @@ def describe(gen: Generator) -> dict[str, str | None]:
 
 
 def parse_spec(spec: str, timeout: float, sandbox: Any = None) -> Generator:
-    """`exec:COMMAND`, `http:URL` or `openai:BASE_URL#MODEL`; `sandbox` (worker.sandbox.SandboxOptions)
+    """`exec:COMMAND`, `http:URL` or `openai:BASE_URL#MODEL`; `sandbox` (worker.generators.sandbox.SandboxOptions)
     confines an exec generator."""
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:

@@ -1,5 +1,5 @@
 """`exec:COMMAND`: sh -c in a scratch directory holding only the allowed input files, in the
-process sandbox of `worker.sandbox` (unless the worker's owner says `--no-sandbox`)."""
+process sandbox of `worker.generators.sandbox` (unless the worker's owner says `--no-sandbox`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from git_genjob.documents.errors import BadInput, GenjobError
 from git_genjob.worker.generators import GenContext, GenResult
 
 if TYPE_CHECKING:
-    from git_genjob.worker.sandbox import SandboxOptions
+    from git_genjob.worker.generators.sandbox import SandboxOptions
 
 # What `sh -c` runs without a file on PATH: its keywords and special/regular built-ins.
 SH_WORDS = frozenset(
@@ -79,7 +79,7 @@ class ExecGenerator:
     model: str | None = None
 
     def __init__(self, command: str, timeout: float, sandbox: SandboxOptions | None = None):
-        from git_genjob.worker.sandbox import SandboxOptions, check_paths, choose
+        from git_genjob.worker.generators.sandbox import SandboxOptions, check_paths, choose
 
         self.command: str | None = resolve_command(command)
         self.timeout = timeout
@@ -102,7 +102,7 @@ class ExecGenerator:
         return env
 
     def generate(self, ctx: GenContext) -> GenResult:
-        from git_genjob.worker.sandbox import Attempt, confine
+        from git_genjob.worker.generators.sandbox import Attempt, confine
 
         assert self.command is not None
         meta = os.path.dirname(ctx.job_file)

@@ -31,6 +31,7 @@ import ctypes
 import functools
 import os
 import pwd
+import re
 import resource
 import shlex
 import shutil
@@ -259,34 +260,52 @@ def check_paths(paths: tuple[str, ...], option: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+INTERPRETER = re.compile(r"^(python|pypy|node|nodejs|deno|bun|perl|ruby|php|lua|sh|bash|dash|zsh|ksh)[0-9.]*$")
+
+
 def program_paths(command: str, path_env: str) -> list[str]:
-    """What of the command line the sandbox shows besides the system: the program when it is
-    not found in the system's own directories, its installation when that is a Python venv or a
-    Python interpreter's prefix (and the venv's base interpreter), a `#!` script's interpreter,
-    and every absolute path on the command line that names a file. Never a directory that holds
-    the user's HOME."""
+    """What of the command line the sandbox shows besides the system: the program when the
+    system has none of that name, its installation when that is a Python venv or a Python
+    interpreter's prefix (and the venv's base interpreter), a `#!` script's interpreter, and for
+    an interpreter (python, node, sh, ...) the script file it is given. Never another argument
+    (`cat ~/.ssh/id_ed25519` shows nothing), never a directory that holds the user's HOME."""
     from git_genjob.worker.generators.exec import ASSIGNMENT, SH_WORDS
 
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
-        words = list(lexer)
+        words = []
+        for word in lexer:
+            if word and all(c in "();<>|&" for c in word):
+                break  # the first simple command only
+            words.append(word)
     except ValueError:
         return []
     found: list[str] = []
-    program = next((w for w in words if not ASSIGNMENT.match(w)), None)
-    if program is not None and program not in SH_WORDS:
+    args = list(words)
+    while args and ASSIGNMENT.match(args[0]):
+        args.pop(0)
+    if args and args[0] not in SH_WORDS:
+        program = args[0]
         exe = program if "/" in program else _which(program, path_env)
         if exe is not None and os.path.isfile(exe):
             found += _installation(exe, path_env, 2)
-    found += [w for w in words if os.path.isabs(w) and os.path.isfile(w)]
+        if INTERPRETER.match(os.path.basename(program)):
+            for word in args[1:]:
+                if word in ("-c", "-m", "-e", "--eval", "-"):
+                    break  # code on the command line, a module or stdin: no script file
+                if not word.startswith("-"):
+                    script = os.path.abspath(word)
+                    if os.path.isfile(script):
+                        found.append(script)
+                    break
     home = os.path.realpath(os.path.expanduser("~"))
     keep = []
     for path in dict.fromkeys(os.path.abspath(p) for p in found):
         if in_system(path) or path == "/" or _inside(home, path) or path.startswith(("/proc/", "/dev/", "/sys/")):
             continue
         keep.append(path)
-    return keep
+    return [p for p in keep if not any(q != p and _inside(p, q) for q in keep)]
 
 
 def _which(program: str, path_env: str) -> str | None:
@@ -519,19 +538,35 @@ def _bwrap(
         elif os.path.exists(p):
             args += ["--ro-bind", p, p]
     args += ["--dev", "/dev", "--proc", "/proc", "--bind", attempt.tmp, "/tmp"]
-    dests = [attempt.home, attempt.scratch, *attempt.job_files, *ro, *rw]
+    binds: list[tuple[str, str]] = []
+    links: list[tuple[str, str]] = []
+    for flag, p in [("--ro-bind", p) for p in ro] + [("--bind", p) for p in rw]:
+        if os.path.islink(p):  # bound at its target, shown at its own path as a symlink
+            links.append((os.path.realpath(p), p))
+            p = os.path.realpath(p)
+        binds.append((flag, p))
+    binds.sort(key=lambda b: b[1].count("/"))
+    shown: list[str] = []
+    extra: list[str] = []
+    for flag, p in binds:
+        if flag == "--ro-bind" and any(_inside(p, q) for q in shown):
+            continue  # already visible read-only
+        shown.append(p)
+        extra += [flag, p, p]
+    for target, p in links:
+        if not any(_inside(p, q) for q in shown):
+            extra += ["--symlink", target, p]
+            shown.append(p)
+    dests = [attempt.home, attempt.scratch, *attempt.job_files, *shown]
     parents = {a for d in dests for a in _ancestors(d)} - {"/", "/tmp", *dests}
     for d in sorted(parents, key=lambda a: (a.count("/"), a)):
-        if not in_system(d):
+        if not in_system(d) and not any(_inside(d, q) for q in shown):
             args += ["--perms", "0755", "--dir", d]  # bwrap would make them 0700: unreadable to nobody
     for p in (attempt.home, attempt.scratch):
         args += ["--bind", p, p]
     for p in attempt.job_files:
         args += ["--ro-bind", p, p]
-    for p in ro:
-        args += ["--ro-bind", p, p]
-    for p in rw:
-        args += ["--bind", p, p]
+    args += extra
     args += ["--chdir", attempt.scratch]
     if user is not None:
         uid, gid = user

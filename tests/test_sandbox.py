@@ -1,0 +1,325 @@
+"""Issue 21: every exec generator runs in a process sandbox, and its receipt says so.
+
+Each hostile generator below is one an agent could be talked into by an instruction from a
+hostile remote. The tests run under every mechanism this machine has (bwrap and Landlock where
+both work; GENJOB_SANDBOX picks one), and each one fails on a worker without the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, run_genjob, running, setup_worker, submit_key, work
+from tests.test_generators import predicate
+
+
+def _available() -> list[str]:
+    from git_genjob.worker.generators.sandbox import bwrap_problem, landlock_problem
+
+    return [m for m, why in (("bwrap", bwrap_problem()), ("landlock", landlock_problem(False))) if why is None]
+
+
+MECHANISMS = _available()
+
+
+@pytest.fixture(params=["bwrap", "landlock"])
+def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    name = str(request.param)
+    if name not in MECHANISMS:
+        if os.environ.get("CI") and name == "landlock":
+            raise AssertionError("CI's kernel must have Landlock")
+        pytest.skip(f"{name} is not usable here")
+    monkeypatch.setenv("GENJOB_SANDBOX", name)
+    return name
+
+
+@pytest.fixture
+def ready(repo: Path) -> tuple[Path, Path]:
+    return repo, setup_worker(repo)
+
+
+def _job(out: str) -> dict:  # type: ignore[type-arg]
+    doc = json.loads(out)
+    return doc["jobs"][0]  # type: ignore[no-any-return]
+
+
+def test_a_hostile_generator_reads_no_key_no_ssh_no_repository(
+    ready: tuple[Path, Path], mechanism: str, hermetic_seal: Path
+) -> None:
+    """The signing key by absolute path, ~/.ssh/*, .git/config, a tracked file outside the job."""
+    repo, key = ready
+    ssh = hermetic_seal / ".ssh"
+    ssh.mkdir(exist_ok=True)
+    (ssh / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nnot really\n")
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    targets = [key, ssh / "id_ed25519", repo / ".git" / "config", repo / "README.md", repo / "tests" / "test_user.py"]
+    probes = " ".join(shlex.quote(str(t)) for t in targets)
+    command = (
+        f'for f in {probes}; do if cat "$f" >/dev/null 2>&1; then echo "read $f" >&2; bad=1; fi; done; '
+        "ls ~/.ssh >/dev/null 2>&1 && { echo 'listed ~/.ssh' >&2; bad=1; }; "
+        '[ -z "$bad" ] && echo confined > src/user.py; exit ${bad:-0}'
+    )
+    res = work(repo, key, command, "--once")
+    assert res.code == 0, res.err
+    assert _job(res.out)["result"] == "ok", _job(res.out)["reason"]
+    sandbox = predicate(repo, k)["sandbox"]
+    assert sandbox["mechanism"] == mechanism and sandbox["network"] in ("none", "tcp-denied")
+    assert str(key) not in sandbox["ro"] + sandbox["rw"]
+
+
+def test_nothing_written_outside_the_scratch_tree_outlives_the_attempt(
+    ready: tuple[Path, Path], mechanism: str, tmp_path: Path
+) -> None:
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    marker = f"/tmp/genjob-issue21-{os.getpid()}-{mechanism}"
+    command = (
+        f"echo x > {outside}/planted; echo x > {marker}; echo x > {repo}/planted; "
+        'echo x > "$HOME/.bashrc"; echo x > "$TMPDIR/left"; echo y > src/user.py'
+    )
+    res = work(repo, key, command, "--once")
+    assert res.code == 0, res.err
+    assert _job(res.out)["result"] == "ok"
+    assert not (outside / "planted").exists() and not os.path.exists(marker) and not (repo / "planted").exists()
+    leftovers = [p for p in Path("/tmp").glob("genjob-scratch-*") if p.stat().st_uid == os.getuid()]
+    assert not any((p / "home" / ".bashrc").exists() for p in leftovers)
+
+
+class _Listener:
+    """A TCP server on 127.0.0.1 that counts the connections it accepts (stops by itself)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        end = time.monotonic() + 120
+        while not self.stop.is_set() and time.monotonic() < end:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.sock.close()
+
+
+@pytest.mark.parametrize("allow_net", [False, True])
+def test_network_is_off_unless_allow_net(ready: tuple[Path, Path], mechanism: str, allow_net: bool) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    server = _Listener()
+    try:
+        probe = f"import socket; socket.create_connection(('127.0.0.1', {server.port}), timeout=3).close()"
+        command = f'python3 -c "{probe}" && echo connected > src/user.py || echo refused > src/user.py'
+        res = work(repo, key, command, "--once", *(["--allow-net"] if allow_net else []))
+        assert res.code == 0, res.err
+    finally:
+        server.close()
+    assert server.accepted == (1 if allow_net else 0)
+    assert predicate(repo, k)["sandbox"]["network"] == (
+        "all" if allow_net else predicate(repo, k)["sandbox"]["network"]
+    )
+    if not allow_net:
+        assert predicate(repo, k)["sandbox"]["network"] in ("none", "tcp-denied")
+
+
+def test_allow_host_is_refused_until_it_can_be_enforced(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    res = work(repo, key, "true", "--once", "--allow-host", "127.0.0.1:1")
+    assert res.code == 2 and "--allow-host is not supported yet" in res.err
+    assert "--allow-net" in res.err
+
+
+def test_a_fork_bomb_costs_one_aborted_receipt(ready: tuple[Path, Path], mechanism: str) -> None:
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    command = "i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done; echo forked > src/user.py"
+    started = time.monotonic()
+    res = work(repo, key, command, "--once", "--sandbox-limit", "procs=20")
+    assert res.code == 0, res.err
+    job = _job(res.out)
+    assert job["result"] == "aborted" and "fork" in job["reason"].lower(), job
+    assert time.monotonic() - started < 30  # the sleeps went with the sandbox
+    assert run_genjob("status", cwd=repo).code == 0  # the worker (this process) is fine
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_worker_leaves_no_sandboxed_process(ready: tuple[Path, Path], mechanism: str) -> None:
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    marker = f"31.{os.getpid()}{len(mechanism)}"
+    command = f"sleep {marker}1 & setsid sleep {marker}2 & sleep {marker}3"
+    env = {**os.environ, "GENJOB_SANDBOX": mechanism}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "git_genjob", "work", "--once", "--signing-key", str(key),
+         "--generator", f"exec:{command}"],
+        cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while len(running(marker)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(running(marker)) == 3
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while running(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert running(marker) == []
+
+
+def test_no_sandbox_is_recorded_and_refused_under_require_sandbox(ready: tuple[Path, Path], mechanism: str) -> None:
+    repo, key = ready
+    unconfined = submit_key(repo, "-m", "a", "src/user.py")
+    res = work(repo, key, "echo a > src/user.py", "--once", "--no-sandbox")
+    assert _job(res.out)["result"] == "ok"
+    assert predicate(repo, unconfined)["sandbox"] == {
+        "mechanism": "none", "network": "all", "hosts": [], "ro": [], "rw": [], "limits": None,
+    }  # fmt: skip
+    confined = submit_key(repo, "-m", "b", "README.md")
+    res = work(repo, key, "echo b > README.md", "--once")
+    assert _job(res.out)["result"] == "ok"
+    assert predicate(repo, confined)["sandbox"]["mechanism"] == mechanism
+    assert run_genjob("verify", unconfined, cwd=repo).code == 0  # no policy yet
+    config = repo / ".genjob" / "config.toml"
+    config.write_text(config.read_text().replace("[policy]\n", "[policy]\nrequire_sandbox = true\n"))
+    git(repo, "commit", "-qam", "require a sandbox")
+    res = run_genjob("verify", unconfined, cwd=repo)
+    assert res.code == 1 and "ran without a sandbox" in res.out and "require_sandbox" in res.out
+    assert run_genjob("apply", unconfined, cwd=repo).code == 1
+    res = run_genjob("verify", confined, cwd=repo)
+    assert res.code == 0 and f"sandbox: {mechanism}" in res.out
+    assert run_genjob("apply", confined, cwd=repo).code == 0
+    assert run_genjob("audit", cwd=repo).code == 0
+
+
+def test_a_receipt_from_before_the_field_verifies_and_counts_as_unconfined() -> None:
+    from git_genjob.documents.receipt import Predicate, sandbox_problems
+
+    doc = {
+        "job_digest": "sha256:" + "0" * 64, "key": "k", "claim": "1" * 40, "status": "ok", "reason": "",
+        "outputs": {}, "ignored": [], "worker_id": "w", "attempt": 1,
+        "generator": {"kind": "exec", "endpoint": None, "model": None, "command": "true"},
+        "replays": [], "started_at": "2026-01-01T00:00:00.000Z", "finished_at": "2026-01-01T00:00:00.000Z",
+    }  # fmt: skip
+    pred = Predicate.from_dict(doc)
+    assert pred.sandbox is None and pred.to_dict() == doc
+    assert sandbox_problems(pred, False) == []
+    assert "records no sandbox" in sandbox_problems(pred, True)[0]
+
+
+def test_no_mechanism_is_refused_before_any_claim(ready: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    import git_genjob.worker.generators.sandbox as sandbox
+
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    monkeypatch.setattr(sandbox, "bwrap_problem", lambda: "not installed")
+    monkeypatch.setattr(sandbox, "landlock_problem", lambda allow_net: "not available")
+    before = git(repo, "for-each-ref")
+    res = work(repo, key, "true", "--once")
+    assert res.code == 2
+    assert "bubblewrap" in res.err and "Landlock" in res.err and "--no-sandbox" in res.err
+    assert git(repo, "for-each-ref") == before
+    res = work(repo, key, "echo y > src/user.py", "--once", "--no-sandbox")
+    assert res.code == 0 and _job(res.out)["result"] == "ok"
+
+
+def test_sandbox_paths_from_options_and_config(ready: tuple[Path, Path], mechanism: str, tmp_path: Path) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    shared = tmp_path / "toolchain"
+    shared.mkdir()
+    (shared / "tool.txt").write_text("from the toolchain\n")
+    out = tmp_path / "cache"
+    out.mkdir(mode=0o777)
+    out.chmod(0o777)  # a root worker's generator runs as nobody
+    config = repo / ".genjob" / "config.toml"
+    config.write_text(config.read_text().replace("[sandbox]\n", f'[sandbox]\nro = ["{shared}"]\nprocs = 64\n'))
+    command = f"cat {shared}/tool.txt > src/user.py && echo kept > {out}/cache.txt && ! echo no > {shared}/new"
+    res = work(repo, key, command, "--once", "--sandbox-rw", str(out), "--sandbox-limit", "memory=2G")
+    assert res.code == 0, res.err
+    assert _job(res.out)["result"] == "ok", _job(res.out)
+    assert (out / "cache.txt").read_text() == "kept\n" and not (shared / "new").exists()
+    sandbox = predicate(repo, k)["sandbox"]
+    assert sandbox["ro"] == [str(shared)] and sandbox["rw"] == [str(out)]
+    assert sandbox["limits"] == {"procs": 64, "memory": 2 << 30, "file_size": 1 << 30, "cpu": 3600}
+    res = work(repo, key, "true", "--once", "--sandbox-ro", str(tmp_path / "missing"))
+    assert res.code == 2 and "no such file" in res.err
+
+
+def test_the_demo_runs_sandboxed(mechanism: str, tmp_path: Path) -> None:
+    res = run_genjob("demo", "--json", cwd=tmp_path)
+    assert res.code == 0, res.err
+
+
+def test_an_escaped_child_racing_symlinks_and_fifos_never_gets_a_host_file_signed(
+    ready: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Unconfined (--no-sandbox), a child that escaped with setsid swaps the output between a
+    file, a symlink to a host file and a FIFO while the worker reads it back."""
+    import hashlib
+
+    from tests.conftest import run_genjob_process
+
+    repo, key = ready
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("a host file the generator must never get signed\n")
+    bad = "sha256:" + hashlib.sha256(secret.read_bytes()).hexdigest()
+    racer = (
+        f"i=0; while [ $i -lt 3000 ]; do rm -f src/user.py; ln -s {secret} src/user.py 2>/dev/null; rm -f src/user.py; "
+        "mkfifo src/user.py 2>/dev/null; rm -f src/user.py; echo fine > src/user.py 2>/dev/null; i=$((i+1)); done"
+    )
+    command = f"setsid sh -c {shlex.quote(racer)} >/dev/null 2>&1 & sleep 0.02; echo fine > src/user.py"
+    for _ in range(12):
+        k = submit_key(repo, "-m", f"race {_}", "src/user.py")
+        res = run_genjob_process(
+            "work", "--once", "--json", "--no-sandbox", "--signing-key", str(key), "--generator", f"exec:{command}",
+            cwd=repo, timeout=60,
+        )  # fmt: skip
+        assert res.code == 0, res.err
+        outputs = predicate(repo, k)["outputs"]
+        assert outputs.get("src/user.py") != bad
+        run_genjob("drop", k, "--why", "race", cwd=repo)
+    time.sleep(0.5)  # the racers end by themselves once their scratch tree is gone
+
+
+def test_the_generators_exit_is_noticed_at_once() -> None:
+    """The exit is waited on (a pidfd), not polled: median notice well under a 50 ms poll."""
+    import statistics
+
+    from git_genjob.worker.generators import GenContext
+    from git_genjob.worker.generators.exec import _wait
+
+    ctx = GenContext(None, "", "", "", {}, 10, threading.Event())  # type: ignore[arg-type]
+    delays = []
+    for _ in range(15):
+        proc = subprocess.Popen(["true"])
+        start = time.monotonic()
+        assert _wait(proc, time.monotonic() + 10, ctx)
+        delays.append(time.monotonic() - start)
+    assert statistics.median(delays) < 0.02, delays
