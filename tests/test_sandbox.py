@@ -291,15 +291,19 @@ def test_an_escaped_child_racing_symlinks_and_fifos_never_gets_a_host_file_signe
     secret.write_text("a host file the generator must never get signed\n")
     bad = "sha256:" + hashlib.sha256(secret.read_bytes()).hexdigest()
     racer = (
-        f"i=0; while [ $i -lt 3000 ]; do rm -f src/user.py; ln -s {secret} src/user.py 2>/dev/null; rm -f src/user.py; "
+        "i=0; while [ $i -lt 300 ] && [ -d src ]; do rm -f src/user.py; "
+        f"ln -s {secret} src/user.py 2>/dev/null; rm -f src/user.py; "
         "mkfifo src/user.py 2>/dev/null; rm -f src/user.py; echo fine > src/user.py 2>/dev/null; i=$((i+1)); done"
     )
-    command = f"setsid sh -c {shlex.quote(racer)} >/dev/null 2>&1 & sleep 0.02; echo fine > src/user.py"
+    # The generator's own write goes through a rename: it never opens a FIFO the racer left.
+    command = (
+        f"setsid sh -c {shlex.quote(racer)} >/dev/null 2>&1 & sleep 0.02; echo fine > w.$$ && mv -f w.$$ src/user.py"
+    )
     for _ in range(12):
         k = submit_key(repo, "-m", f"race {_}", "src/user.py")
         res = run_genjob_process(
-            "work", "--once", "--json", "--no-sandbox", "--signing-key", str(key), "--generator", f"exec:{command}",
-            cwd=repo, timeout=60,
+            "work", "--once", "--json", "--no-sandbox", "--timeout", "20s", "--signing-key", str(key),
+            "--generator", f"exec:{command}", cwd=repo, timeout=60,
         )  # fmt: skip
         assert res.code == 0, res.err
         outputs = predicate(repo, k)["outputs"]
@@ -323,3 +327,62 @@ def test_the_generators_exit_is_noticed_at_once() -> None:
         assert _wait(proc, time.monotonic() + 10, ctx)
         delays.append(time.monotonic() - start)
     assert statistics.median(delays) < 0.02, delays
+
+
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("[sandbox]\nro = '/x'\n", "sandbox.ro must be a list of strings"),
+        ("[sandbox]\nallow_net = 1\n", "sandbox.allow_net must be true or false"),
+        ("[sandbox]\nmemory = 'lots'\n", "sandbox.memory must be a positive size"),
+        ("[sandbox]\nprocs = 0\n", "sandbox.procs must be a positive integer"),
+        ("[sandbox]\nmechanism = 'none'\n", "sandbox.mechanism must be one of"),
+        ("[sandbox]\nnetwork = 'off'\n", "[sandbox] has no setting 'network'"),
+        ("[policy]\nrequire_sandbox = 'yes'\n", "policy.require_sandbox must be true or false"),
+    ],
+)
+def test_sandbox_settings_are_checked(text: str, error: str) -> None:
+    from git_genjob.documents.config import parse_config
+    from git_genjob.documents.errors import BadInput
+
+    with pytest.raises(BadInput) as caught:
+        parse_config(text.encode())
+    assert error in caught.value.message
+
+
+def test_sandbox_settings_parse() -> None:
+    from git_genjob.documents.config import parse_config
+
+    cfg = parse_config(b'[sandbox]\nro = ["/opt/x"]\nmemory = "512M"\ncpu = 60\n[policy]\nrequire_sandbox = true\n')
+    assert cfg.sandbox.ro == ("/opt/x",) and cfg.sandbox.limits.memory == 512 << 20 and cfg.sandbox.limits.cpu == 60
+    assert cfg.require_sandbox is True
+    assert parse_config(None).require_sandbox is False
+
+
+def test_bad_sandbox_options_are_refused_before_a_claim(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    before = git(repo, "for-each-ref")
+    for extra, error in (
+        (["--sandbox-limit", "threads=3"], "NAME one of procs, memory, file_size, cpu"),
+        (["--sandbox-limit", "memory=x"], "memory must be a positive size"),
+        (["--sandbox-rw", "/"], "the whole file system"),
+    ):
+        res = work(repo, key, "true", "--once", *extra)
+        assert res.code == 2 and error in res.err, res.err
+    assert git(repo, "for-each-ref") == before
+
+
+def test_the_command_line_shows_the_program_and_its_script_never_other_arguments(tmp_path: Path) -> None:
+    from git_genjob.worker.generators.sandbox import program_paths
+
+    script = tmp_path / "gen.py"
+    script.write_text("print(1)\n")
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("x\n")
+    path = os.environ["PATH"]
+    assert program_paths(f"python3 -u {script}", path) == [str(script)]
+    assert program_paths(f"cat {secret}", path) == []
+    assert program_paths(f"python3 -c 'open(\"{secret}\")'", path) == []
+    shown = program_paths(f"{sys.executable} {script}; cat {secret}", path)
+    assert str(script) in shown and str(secret) not in shown

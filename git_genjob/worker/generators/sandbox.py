@@ -13,7 +13,7 @@ runs its generator as `nobody`: root's processes are exempt from the process lim
 Mechanisms, in order of preference:
 
 - `bwrap` (bubblewrap, packaged by every major distribution): the view is a new mount
-  namespace built from bind mounts, with new PID, network, IPC and UTS namespaces. When the
+  namespace built from bind mounts, with new PID, network and IPC namespaces. When the
   generator's first process ends, the PID namespace ends, and everything it started (even
   with `setsid`) dies with it. `--die-with-parent` ties it to the worker.
 - `landlock` (Linux 5.13+, no dependency): the kernel's own path-based access control over
@@ -166,7 +166,7 @@ def bwrap_problem() -> str | None:
 
 
 def _unshare_args(allow_net: bool) -> list[str]:
-    args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    args = ["--unshare-pid", "--unshare-ipc"]
     if os.geteuid() != 0:
         args.append("--unshare-user")
     if not allow_net:
@@ -687,7 +687,7 @@ def _landlock(
         resolv = os.path.realpath("/etc/resolv.conf")
         rules.append((resolv, RO))
     namespaces = userns_works()
-    flags = CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS if namespaces else 0
+    flags = CLONE_NEWPID | CLONE_NEWIPC if namespaces else 0
     if namespaces and not opts.allow_net:
         flags |= CLONE_NEWNET
     if flags and os.geteuid() != 0:
