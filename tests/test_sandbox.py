@@ -99,9 +99,11 @@ def test_nothing_written_outside_the_scratch_tree_outlives_the_attempt(
 
 
 class _Listener:
-    """A TCP server on 127.0.0.1 that counts the connections it accepts (stops by itself)."""
+    """A TCP server on 127.0.0.1 that counts the connections it accepts (stops by itself);
+    with `http`, each gets a tiny HTTP answer."""
 
-    def __init__(self) -> None:
+    def __init__(self, http: bool = False) -> None:
+        self.http = http
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
@@ -120,6 +122,13 @@ class _Listener:
             except OSError:
                 continue
             self.accepted += 1
+            if self.http:
+                try:
+                    conn.settimeout(5)
+                    conn.recv(4096)
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                except OSError:
+                    pass
             conn.close()
 
     def close(self) -> None:
@@ -148,12 +157,65 @@ def test_network_is_off_unless_allow_net(ready: tuple[Path, Path], mechanism: st
         assert predicate(repo, k)["sandbox"]["network"] in ("none", "tcp-denied")
 
 
-def test_allow_host_is_refused_until_it_can_be_enforced(ready: tuple[Path, Path]) -> None:
+ALLOW_HOST_PROBE = r"""
+import socket, sys, urllib.request
+a, b = int(sys.argv[1]), int(sys.argv[2])
+out = []
+for port in (a, b):
+    try:
+        urllib.request.urlopen("http://127.0.0.1:%d/x" % port, timeout=5).read()
+        out.append("http %d ok" % port)
+    except Exception as exc:
+        out.append("http %d %s" % (port, exc))
+try:
+    socket.create_connection(("127.0.0.1", b), timeout=3).close()
+    out.append("direct ok")
+except OSError as exc:
+    out.append("direct %s" % exc)
+s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: x\r\n\r\n" % b)
+out.append("connect " + s.recv(200).decode().split("\r\n")[0])
+open("src/user.py", "w").write("\n".join(out) + "\n")
+"""
+
+
+def test_allow_host_reaches_the_listed_host_and_nothing_else(
+    ready: tuple[Path, Path], mechanism: str, tmp_path: Path
+) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    probe = tmp_path / "probe.py"
+    probe.write_text(ALLOW_HOST_PROBE)
+    allowed, other = _Listener(http=True), _Listener(http=True)
+    try:
+        command = f"python3 {probe} {allowed.port} {other.port}"
+        res = work(repo, key, command, "--once", "--allow-host", f"127.0.0.1:{allowed.port}")
+        assert res.code == 0, res.err
+        assert _job(res.out)["result"] == "ok", _job(res.out)
+    finally:
+        allowed.close()
+        other.close()
+    assert allowed.accepted == 1 and other.accepted == 0
+    text = git(repo, "show", f"refs/genjob/jobs/{k}:outputs/src/user.py")
+    assert f"http {allowed.port} ok" in text and "403" in text and "direct ok" not in text, text
+    assert "connect HTTP/1.1 403 Forbidden" in text, text
+    sandbox = predicate(repo, k)["sandbox"]
+    assert sandbox["network"] == "hosts" and sandbox["hosts"] == [f"127.0.0.1:{allowed.port}"]
+
+
+@pytest.mark.parametrize(
+    "extra, error",
+    [
+        (["--allow-host", "a b"], "is not a host name"),
+        (["--allow-host", "example.com:x"], "the port must be a number"),
+        (["--allow-host", "example.com", "--allow-net"], "--allow-host and --allow-net"),
+    ],
+)
+def test_allow_host_is_checked_before_a_claim(ready: tuple[Path, Path], extra: list[str], error: str) -> None:
     repo, key = ready
     submit_key(repo, "-m", "x", "src/user.py")
-    res = work(repo, key, "true", "--once", "--allow-host", "127.0.0.1:1")
-    assert res.code == 2 and "--allow-host is not supported yet" in res.err
-    assert "--allow-net" in res.err
+    res = work(repo, key, "true", "--once", *extra)
+    assert res.code == 2 and error in res.err, res.err
 
 
 def test_a_fork_bomb_costs_one_aborted_receipt(ready: tuple[Path, Path], mechanism: str) -> None:

@@ -54,7 +54,13 @@ from git_genjob.documents.states import LEASE_S, TIMEOUT_S
     "--sandbox-rw", "sandbox_rw", multiple=True, metavar="PATH", help="Show an exec generator PATH, read-write."
 )
 @click.option("--allow-net", is_flag=True, help="Give an exec generator the worker's network (recorded in receipts).")
-@click.option("--allow-host", "allow_hosts", multiple=True, metavar="HOST[:PORT]", help="Not supported yet (refused).")
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="HOST[:PORT]",
+    help="Let an exec generator reach this host (repeatable), through the worker's proxy (HTTPS_PROXY).",
+)
 @click.option(
     "--sandbox-limit",
     "sandbox_limits",

@@ -143,6 +143,7 @@ class ExecGenerator:
                     preexec_fn=preexec,
                 )
             except (OSError, subprocess.SubprocessError) as exc:
+                launch.finish()
                 return GenResult("aborted", f"the sandboxed generator could not start: {exc}")
             finally:
                 launch.close()
@@ -157,6 +158,7 @@ class ExecGenerator:
             _kill(proc)  # whatever it left running in the background goes with it
         finally:
             reaper.release()
+            launch.finish()
         with open(log_path, "rb") as fh:
             fh.seek(max(0, os.path.getsize(log_path) - 2000))
             tail = fh.read().decode("utf-8", "replace")

@@ -124,17 +124,18 @@ def choose(opts: SandboxOptions) -> str:
             "run it unconfined with work --no-sandbox (each receipt records it)",
         )
     if opts.allow_hosts:
-        raise BadInput(
-            "--allow-host is not supported yet: a generator's network is either off or the worker's",
-            "use --allow-net to open it (recorded in each receipt), or an http:/openai: generator",
-        )
+        from git_genjob.worker.generators.proxy import parse_hosts
+
+        parse_hosts(opts.allow_hosts)
+        if opts.allow_net:
+            raise BadInput("--allow-host and --allow-net: the second already opens every host", "give one of them")
     if want in ("auto", "bwrap"):
         why = bwrap_problem()
         if why is None:
             return "bwrap"
         if want == "bwrap":
             raise BadInput(f"bubblewrap cannot run here: {why}", REFUSAL_FIX)
-    why = landlock_problem(opts.allow_net)
+    why = landlock_problem(opts.allow_net, bool(opts.allow_hosts))
     if why is None:
         return "landlock"
     raise BadInput(
@@ -225,10 +226,12 @@ def userns_works() -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
-def landlock_problem(allow_net: bool) -> str | None:
+def landlock_problem(allow_net: bool, allow_hosts: bool = False) -> str | None:
     abi = landlock_abi()
     if abi < 1:
         return "not available (Linux 5.13 or later, with landlock in the kernel's lsm= list)"
+    if allow_hosts and not userns_works():
+        return "--allow-host needs a network namespace of its own, and this user may not create one"
     if not allow_net and abi < 4 and not userns_works():
         return f"ABI {abi} cannot deny network access (ABI 4, Linux 6.7, can) and namespaces are not allowed"
     return None
@@ -391,7 +394,8 @@ class Launch:
     env: dict[str, str]
     preexec: Callable[[], None] | None
     record: dict[str, object]
-    close: Callable[[], None] = lambda: None
+    close: Callable[[], None] = lambda: None  # once the generator has started
+    finish: Callable[[], None] = lambda: None  # once it has ended (the --allow-host proxy)
 
 
 @dataclass
@@ -495,12 +499,41 @@ def confine(mechanism: str, opts: SandboxOptions, command: str, attempt: Attempt
     user = sandbox_user()
     _hand_over(attempt, user)
     limits = _rlimits(opts.limits, user[0] if user else os.getuid())
-    if mechanism == "bwrap":
-        launch = _bwrap(opts, argv, attempt, [*ro, *auto], list(rw), user, limits, auto)
-    else:
-        launch = _landlock(opts, argv, attempt, [*ro, *auto], list(rw), user, limits, auto)
+    proxy = None
+    hidden: list[str] = []
+    if opts.allow_hosts:
+        from git_genjob.worker.generators.proxy import RELAY, RELAY_PORT, HostProxy, parse_hosts
+
+        proxy_dir = os.path.join(os.path.dirname(attempt.scratch), "proxy")
+        os.makedirs(proxy_dir, exist_ok=True)
+        os.chmod(proxy_dir, 0o755)
+        proxy = HostProxy(os.path.join(proxy_dir, "sock"), parse_hosts(opts.allow_hosts), user)
+        python = os.path.abspath(sys.executable)
+        auto += [p for p in _installation(python, path_env, 0) if not in_system(p) and p not in auto]
+        hidden = [proxy_dir]
+        argv = ["sh", "-c", RELAY_WRAPPER, command, python, RELAY, proxy.path, str(RELAY_PORT)]
+    try:
+        if mechanism == "bwrap":
+            launch = _bwrap(opts, argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto)
+        else:
+            launch = _landlock(opts, argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto)
+    except BaseException:
+        if proxy is not None:
+            proxy.close()
+        raise
     launch.env["PATH"] = visible_path(path_env, [*ro, *auto, *rw, attempt.scratch])
+    if proxy is not None:
+        url = f"http://127.0.0.1:{RELAY_PORT}"
+        launch.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url)
+        launch.finish = proxy.close
     return launch
+
+
+# The --allow-host relay starts first (it listens before it returns), then the generator: `$0`.
+RELAY_WRAPPER = (
+    '"$1" -I -S -c "$2" "$3" "$4" || { echo "genjob: the --allow-host relay did not start" >&2; exit 97; }; '
+    'exec sh -c "$0"'
+)
 
 
 def visible_path(path_env: str, shown: list[str]) -> str:
@@ -587,7 +620,7 @@ def _bwrap(
     def preexec() -> None:
         _set_rlimits(limits)
 
-    network = "all" if opts.allow_net else "none"
+    network = "all" if opts.allow_net else "hosts" if opts.allow_hosts else "none"
     return Launch([*args, *argv], {"TMPDIR": "/tmp"}, preexec, record("bwrap", network, opts, auto, opts.limits))
 
 
@@ -692,7 +725,9 @@ def _landlock(
         flags |= CLONE_NEWNET
     if flags and os.geteuid() != 0:
         flags |= CLONE_NEWUSER
-    ruleset = landlock_ruleset(rules, deny_tcp=not opts.allow_net)
+    # With a network namespace of its own (--allow-host needs one) the relay binds and connects on
+    # its loopback: Landlock's TCP rule would only stop it; the namespace already holds nothing else.
+    ruleset = landlock_ruleset(rules, deny_tcp=not opts.allow_net and not (opts.allow_hosts and flags & CLONE_NEWNET))
     uid, gid = os.getuid(), os.getgid()
     libc = _libc()
     last_cap = _last_cap()
@@ -705,6 +740,8 @@ def _landlock(
                 for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
                     with open(f"/proc/self/{name}", "w") as fh:
                         fh.write(text)
+            if flags & CLONE_NEWNET and opts.allow_hosts:
+                _loopback_up()
             _become_pid_one()
         _set_rlimits(limits)
         if user is not None:
@@ -716,6 +753,8 @@ def _landlock(
 
     if opts.allow_net:
         network = "all"
+    elif opts.allow_hosts:
+        network = "hosts"
     else:
         network = "none" if flags & CLONE_NEWNET else "tcp-denied"
     return Launch(
@@ -725,6 +764,17 @@ def _landlock(
         record("landlock", network, opts, auto, opts.limits),
         lambda: os.close(ruleset),
     )
+
+
+def _loopback_up() -> None:
+    """`ip link set lo up` in the new network namespace (bubblewrap does the same)."""
+    import fcntl
+    import socket
+    import struct
+
+    siocsifflags, iff_up, iff_loopback, iff_running = 0x8914, 0x1, 0x8, 0x40
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        fcntl.ioctl(s, siocsifflags, struct.pack("16sH22x", b"lo", iff_up | iff_loopback | iff_running))
 
 
 PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 24, 47, 2
