@@ -301,7 +301,7 @@ def test_no_mechanism_is_refused_before_any_claim(ready: tuple[Path, Path], monk
     repo, key = ready
     submit_key(repo, "-m", "x", "src/user.py")
     monkeypatch.setattr(sandbox, "bwrap_problem", lambda: "not installed")
-    monkeypatch.setattr(sandbox, "landlock_problem", lambda allow_net: "not available")
+    monkeypatch.setattr(sandbox, "landlock_problem", lambda *_: "not available")
     before = git(repo, "for-each-ref")
     res = work(repo, key, "true", "--once")
     assert res.code == 2
