@@ -448,3 +448,22 @@ def test_the_command_line_shows_the_program_and_its_script_never_other_arguments
     assert program_paths(f"python3 -c 'open(\"{secret}\")'", path) == []
     shown = program_paths(f"{sys.executable} {script}; cat {secret}", path)
     assert str(script) in shown and str(secret) not in shown
+
+
+def test_audit_reports_an_unconfined_receipt_on_a_branch_that_requires_a_sandbox(ready: tuple[Path, Path]) -> None:
+    """An unconfined receipt applied before the policy, then carried (cherry-pick and its note)
+    onto a branch whose committed config requires a sandbox: audit names it under check 4."""
+    repo, key = ready
+    k = submit_key(repo, "-m", "a", "src/user.py")
+    assert _job(work(repo, key, "echo a > src/user.py", "--once", "--no-sandbox").out)["result"] == "ok"
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    applied = git(repo, "rev-parse", "HEAD").strip()
+    assert run_genjob("audit", cwd=repo).code == 0  # no policy on main
+    git(repo, "checkout", "-q", "-b", "strict", f"{applied}~1")
+    config = repo / ".genjob" / "config.toml"
+    config.write_text(config.read_text().replace("[policy]\n", "[policy]\nrequire_sandbox = true\n"))
+    git(repo, "commit", "-qam", "require a sandbox")
+    git(repo, "cherry-pick", applied)
+    git(repo, "notes", "--ref=genjob", "copy", applied, "HEAD")
+    res = run_genjob("audit", "HEAD~1..HEAD", cwd=repo)
+    assert res.code == 1 and "check 4:" in res.out and "require_sandbox" in res.out, res.out
