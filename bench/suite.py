@@ -640,6 +640,56 @@ def row_startup(runs: int) -> list[Row]:
     ]
 
 
+def row_sandbox(runs: int) -> list[Row]:
+    """What the exec generator's sandbox adds to each attempt: set-up (bind list or Landlock
+    ruleset, process-limit count) plus start and exit of `sh -c true` inside it, against the
+    same without a sandbox."""
+    from git_genjob.worker.generators.sandbox import Attempt, SandboxOptions, bwrap_problem, confine, landlock_problem
+
+    def once(mechanism: str) -> float:
+        d = tempfile.mkdtemp(prefix="genjob-scratch-bench-")
+        try:
+            for sub in ("work", "meta"):
+                os.makedirs(os.path.join(d, sub))
+            files = [os.path.join(d, "meta", n) for n in ("job.json", "instruction.txt", "generator.log")]
+            for f in files:
+                open(f, "w").close()
+            attempt = Attempt(
+                os.path.join(d, "work"), files[:2], files[2], os.path.join(d, "home"), os.path.join(d, "tmp")
+            )
+            t = time.perf_counter()
+            launch = confine(mechanism, SandboxOptions(), "true", attempt, os.environ.get("PATH", os.defpath))
+            proc = subprocess.Popen(
+                launch.argv, cwd=attempt.scratch, env={**os.environ, **launch.env}, preexec_fn=launch.preexec,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            launch.close()
+            proc.wait()
+            return time.perf_counter() - t
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    base = median_ms([once("none") for _ in range(runs)])
+    rows = []
+    for mechanism, problem in (("bwrap", bwrap_problem()), ("landlock", landlock_problem(False))):
+        if problem is not None:
+            rows.append(Row(f"sandbox start-up per attempt ({mechanism})", "< 20 ms median", f"not usable: {problem}"))
+            continue
+        med = median_ms([once(mechanism) for _ in range(runs)])
+        rows.append(
+            Row(
+                f"sandbox start-up per attempt ({mechanism})",
+                "< 20 ms median",
+                f"{med - base:.1f} ms",
+                f"{base:.1f} ms (`sh -c true` unconfined)",
+                med / base if base else None,
+                med - base < 20,
+                {"confined_ms": med, "unconfined_ms": base, "runs": runs},
+            )
+        )
+    return rows
+
+
 def row_cli_round_trip(runs: int) -> Row:
     repo = make_repo()
     keypath = trusted_key(repo)
@@ -849,7 +899,8 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"), help="where to write the results")
     ap.add_argument(
         "--only",
-        help="comma-separated row groups: trip,scale,queue,claims,verify,merge,rss,startup,cli,hooks,commands,ask",
+        help="comma-separated row groups: "
+        "trip,scale,queue,claims,verify,merge,rss,startup,sandbox,cli,hooks,commands,ask",
     )
     args = ap.parse_args()
     q = args.quick
@@ -862,6 +913,7 @@ def main() -> None:
         "merge": lambda: row_merged_apply(3 if q else 9),
         "rss": lambda: row_peak_rss([(2, 8 * MiB)] if q else [(16, 16 * MiB), (1, 256 * MiB)]),
         "startup": lambda: row_startup(5 if q else 20),
+        "sandbox": lambda: row_sandbox(10 if q else 50),
         "cli": lambda: [row_cli_round_trip(3 if q else 10)],
         "hooks": lambda: row_hooks(5 if q else 20),
         "commands": lambda: row_commands(3 if q else 10),

@@ -22,8 +22,8 @@ SEAL_DATE = "1700000000 +0000"
 def hermetic_seal(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path_factory.mktemp("home")
     for var in list(os.environ):
-        if var.startswith("GIT_") or var.startswith("GENJOB_"):
-            monkeypatch.delenv(var)
+        if var.startswith("GIT_") or (var.startswith("GENJOB_") and var != "GENJOB_SANDBOX"):
+            monkeypatch.delenv(var)  # GENJOB_SANDBOX=bwrap|landlock runs the suite under one mechanism
     real_cache = os.path.expanduser("~/.cache/pip")
     monkeypatch.setenv("PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR", real_cache))
     monkeypatch.setenv("HOME", str(home))
@@ -145,6 +145,34 @@ def submit_key(repo: Path, *args: str) -> str:
     res = run_genjob("submit", "--json", *args, cwd=repo)
     assert res.code == 0, res.err
     return str(json.loads(res.out)["key"])
+
+
+def shared_dir(tmp_path: Path) -> Path:
+    """A directory a sandboxed generator may write (work --sandbox-rw), for what a test reads
+    back from it; world-writable because a root worker runs its generator as nobody."""
+    out = tmp_path / "shared"
+    out.mkdir(exist_ok=True)
+    out.chmod(0o777)
+    return out
+
+
+def running(marker: str) -> list[int]:
+    """Pids of live `sleep MARKER...` processes: a sandboxed generator's own pid is its PID
+    namespace's, so tests find its processes by a unique sleep length instead."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                args = fh.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if args[0].endswith(b"sleep") and len(args) > 1 and args[1].startswith(marker.encode()) and state != "Z":
+            found.append(int(entry))
+    return found
 
 
 def work(repo: Path, key: Path, command: str, *extra: str) -> Result:

@@ -19,7 +19,19 @@ from git_genjob.planner.ledger import claim, record_sending, recover, store_rece
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import load_live
 from git_genjob.storage.store import Store
-from tests.conftest import git, live, make_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
+from tests.conftest import (
+    git,
+    live,
+    make_repo,
+    refs,
+    run_genjob,
+    run_genjob_process,
+    running,
+    setup_worker,
+    shared_dir,
+    submit_key,
+    work,
+)
 
 
 def receipt_of(repo: Path, key: str) -> dict:  # type: ignore[type-arg]
@@ -60,8 +72,11 @@ def test_exec_worker_changes_creates_and_deletes(ready: tuple[Path, Path]) -> No
 def test_scratch_holds_only_the_bundle(ready: tuple[Path, Path], tmp_path: Path) -> None:
     repo, key = ready
     submit_key(repo, "-m", "look", "src/user.py")
-    listing = tmp_path / "listing.txt"
-    res = work(repo, key, f"find . -type f | sort > {listing}; env | sort >> {listing}", "--once")
+    listing = shared_dir(tmp_path) / "listing.txt"
+    res = work(
+        repo, key, f"find . -type f | sort > {listing}; env | sort >> {listing}", "--once",
+        "--sandbox-rw", str(listing.parent),
+    )  # fmt: skip
     assert res.code == 0
     text = listing.read_text()
     assert text.splitlines()[0] == "./src/user.py" and "./README.md" not in text and ".git" not in text.split("\n")[0]
@@ -148,8 +163,9 @@ def _wait_for_state(repo: Path, key: str, state: str, timeout: float = 30) -> No
 def test_sigkill_while_generating_then_recover_retry(ready: tuple[Path, Path], tmp_path: Path) -> None:
     repo, key = ready
     k = submit_key(repo, "-m", "x", "src/user.py")
-    runs = tmp_path / "runs.log"
-    pidfile = tmp_path / "generator.pid"
+    runs = shared_dir(tmp_path) / "runs.log"
+    rw = ("--sandbox-rw", str(runs.parent))
+    marker = f"60.{os.getpid()}"
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -157,12 +173,13 @@ def test_sigkill_while_generating_then_recover_retry(ready: tuple[Path, Path], t
             "git_genjob",
             "work",
             "--generator",
-            f"exec:echo $$ > {pidfile}; echo run >> {runs}; exec sleep 60",
+            f"exec:echo run >> {runs}; exec sleep {marker}",
             "--signing-key",
             str(key),
             "--lease",
             "2s",
             "--once",
+            *rw,
         ],
         cwd=repo,
         start_new_session=True,
@@ -173,20 +190,22 @@ def test_sigkill_while_generating_then_recover_retry(ready: tuple[Path, Path], t
     deadline = time.monotonic() + 20
     while not runs.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    while not running(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert running(marker)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    generator = int(pidfile.read_text())
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and os.path.exists(f"/proc/{generator}"):
+    while time.monotonic() < deadline and running(marker):
         time.sleep(0.05)
-    assert not os.path.exists(f"/proc/{generator}")  # the generator dies with its worker
+    assert not running(marker)  # the generator dies with its worker
     time.sleep(2.5)
     res = run_genjob("recover", "--json", cwd=repo)
     assert json.loads(res.out)["unknown"] == [k]
-    assert work(repo, key, f"echo run >> {runs}", "--once").out.count(k) == 0  # never resent by a worker
+    assert work(repo, key, f"echo run >> {runs}", "--once", *rw).out.count(k) == 0  # never resent by a worker
     assert runs.read_text().count("run") == 1
     assert run_genjob("retry", k, cwd=repo).code == 0
-    res = work(repo, key, f"echo run >> {runs}; echo new > src/user.py", "--once")
+    res = work(repo, key, f"echo run >> {runs}; echo new > src/user.py", "--once", *rw)
     assert json.loads(res.out)["jobs"][0]["attempt"] == 2
     assert runs.read_text().count("run") == 2
     attempts = json.loads(run_genjob("show", k, "--json", cwd=repo).out)["attempt_records"]
@@ -245,8 +264,9 @@ def test_four_local_workers_generate_each_job_once(ready: tuple[Path, Path], tmp
 
     store = Store.open(str(repo))
     keys = [submit(store, f"job {i}", ["src/user.py"], key=f"j{i:03d}").key for i in range(100)]
-    log = tmp_path / "gen.log"
-    procs = _spawn_workers([repo] * 4, key, f'echo "$GENJOB_KEY" >> {log}; echo "$GENJOB_KEY" > src/user.py', [])
+    log = shared_dir(tmp_path) / "gen.log"
+    command = f'echo "$GENJOB_KEY" >> {log}; echo "$GENJOB_KEY" > src/user.py'
+    procs = _spawn_workers([repo] * 4, key, command, ["--sandbox-rw", str(log.parent)])
     for p in procs:
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err
@@ -267,7 +287,7 @@ def _race_through(remote_url: str, tmp_path: Path, n_jobs: int) -> None:
     store = Store.open(str(planner))
     keys = [submit(store, f"job {i}", ["src/user.py"], key=f"r{i:03d}").key for i in range(n_jobs)]
     assert run_genjob("push", cwd=planner).code == 0
-    log = tmp_path / "gen.log"
+    log = shared_dir(tmp_path) / "gen.log"
     clones = []
     for i in range(3):
         clone = tmp_path / f"worker{i}"
@@ -277,7 +297,7 @@ def _race_through(remote_url: str, tmp_path: Path, n_jobs: int) -> None:
     command = f'echo "$GENJOB_KEY" >> {log}; echo "$GENJOB_KEY" > src/user.py'
     # No branch, so no .genjob/: the planners a worker trusts come from the file it is handed.
     trust = ["--allowed-signers", str(planner / ".genjob" / "allowed_signers")]
-    procs = _spawn_workers(clones, key, command, ["--remote", "origin", *trust])
+    procs = _spawn_workers(clones, key, command, ["--remote", "origin", *trust, "--sandbox-rw", str(log.parent)])
     for p in procs:
         out, err = p.communicate(timeout=900)
         assert p.returncode == 0, err
@@ -336,13 +356,15 @@ def test_three_clones_race_through_git_daemon(tmp_path: Path) -> None:
 def test_failed_renewal_fences_and_stops_the_generator(ready: tuple[Path, Path], tmp_path: Path) -> None:
     repo, key = ready
     k = submit_key(repo, "-m", "x", "src/user.py")
-    marker = tmp_path / "finished"
+    marker = shared_dir(tmp_path) / "finished"
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "git_genjob",
             "work",
+            "--sandbox-rw",
+            str(marker.parent),
             "--generator",
             f"exec:sleep 20; touch {marker}",
             "--signing-key",
@@ -487,13 +509,14 @@ def test_pass_env_hands_a_named_variable_to_the_generator(
     repo, key = ready
     monkeypatch.setenv("AGENT_TOKEN", "t0ken")
     monkeypatch.setenv("OTHER_SECRET", "hidden")
-    seen = tmp_path / "env.txt"
+    seen = shared_dir(tmp_path) / "env.txt"
+    rw = ("--sandbox-rw", str(seen.parent))
     submit_key(repo, "-m", "one", "src/user.py")
     submit_key(repo, "-m", "two", "README.md")
-    assert work(repo, key, f"env > {seen}", "--once", "--pass-env", "AGENT_TOKEN").code == 0
+    assert work(repo, key, f"env > {seen}", "--once", "--pass-env", "AGENT_TOKEN", *rw).code == 0
     text = seen.read_text()
     assert "AGENT_TOKEN=t0ken" in text and "OTHER_SECRET" not in text
-    assert work(repo, key, f"env > {seen}", "--once").code == 0
+    assert work(repo, key, f"env > {seen}", "--once", *rw).code == 0
     assert "AGENT_TOKEN" not in seen.read_text()
 
 
@@ -508,52 +531,41 @@ def test_outputs_over_the_receipt_limit_are_rejected(ready: tuple[Path, Path]) -
     assert pred["status"] == "rejected" and "over the limit of 3000" in pred["reason"]
 
 
-def _alive(pid: int) -> bool:
-    """A process that exists and is not a zombie waiting for its (new) parent to reap it."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.slow
 def test_sigkilled_worker_takes_the_generators_children_with_it(ready: tuple[Path, Path], tmp_path: Path) -> None:
     """Tutorial §3: `sleep 60` started by the generator must not outlive a SIGKILLed worker."""
     repo, key = ready
     submit_key(repo, "-m", "x", "src/user.py")
-    pidfile = tmp_path / "child.pid"
+    marker = f"60.{os.getpid()}1"
     proc = subprocess.Popen(
         [sys.executable, "-m", "git_genjob", "work", "--once", "--signing-key", str(key), "--generator",
-         f"exec:sleep 60 & echo $! > {pidfile}; sleep 60"],
+         f"exec:sleep {marker} & sleep 60"],
         cwd=repo,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     deadline = time.monotonic() + 30
-    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+    while not running(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    child = int(pidfile.read_text())
-    assert _alive(child)
+    assert running(marker)
     os.kill(proc.pid, signal.SIGKILL)  # the worker alone, as the OOM killer would
     proc.wait()
     deadline = time.monotonic() + 10
-    while _alive(child) and time.monotonic() < deadline:
+    while running(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child)
+    assert not running(marker)
 
 
 def test_a_finished_generator_leaves_nothing_running(ready: tuple[Path, Path], tmp_path: Path) -> None:
     repo, key = ready
     submit_key(repo, "-m", "x", "src/user.py")
-    pidfile = tmp_path / "daemon.pid"
-    res = work(repo, key, f"sleep 60 & echo $! > {pidfile}; echo new > src/user.py", "--once")
+    marker = f"60.{os.getpid()}2"
+    res = work(repo, key, f"sleep {marker} & echo new > src/user.py", "--once")
     assert res.code == 0, res.err
-    child = int(pidfile.read_text())
     deadline = time.monotonic() + 10
-    while _alive(child) and time.monotonic() < deadline:
+    while running(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child)
+    assert not running(marker)
 
 
 def test_relative_generator_path_is_resolved_before_the_claim(ready: tuple[Path, Path]) -> None:

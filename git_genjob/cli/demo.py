@@ -118,15 +118,24 @@ def _trusted_key(store: Store, base: str, say: Callable[[str], None]) -> tuple[S
 
 
 def _run_worker(store: Store, key: SigningKey, key_path: str, model: str | None, say: Callable[[str], None]) -> None:
-    from git_genjob.documents.errors import Refused
+    from git_genjob.cli import demo_agent
+    from git_genjob.documents.errors import BadInput, Refused
     from git_genjob.worker.generators import parse_spec
+    from git_genjob.worker.generators.sandbox import SandboxOptions
     from git_genjob.worker.run import WorkerOptions, work
 
-    spec = f"openai:{model}" if model else f"exec:{shlex.quote(sys.executable)} -m git_genjob.cli.demo_agent"
-    opts = WorkerOptions(parse_spec(spec, 600), key, "demo-worker", lease_s=120, max_jobs=1, timeout_s=600)
+    agent = f"{shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(demo_agent.__file__))}"
+    spec = f"openai:{model}" if model else f"exec:{agent}"
+    flag = ""
+    try:
+        generator = parse_spec(spec, 600)
+    except BadInput as exc:  # no sandbox here: the demo's own agent runs unconfined, and says so
+        say(f"  ({exc.message}; the demo's own agent runs with --no-sandbox)")
+        generator, flag = parse_spec(spec, 600, SandboxOptions(mechanism="none")), " --no-sandbox"
+    opts = WorkerOptions(generator, key, "demo-worker", lease_s=120, max_jobs=1, timeout_s=600)
     say(
         f"$ git genjob work --generator {shlex.quote(spec)} --signing-key {shlex.quote(key_path)}"
-        " --worker-id demo-worker --once"
+        f" --worker-id demo-worker --once{flag}"
     )
     report = work(store, opts)
     for o in report.outcomes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from git_genjob.cli.common import (
@@ -51,6 +53,30 @@ from git_genjob.documents.states import LEASE_S, TIMEOUT_S
     type=click.Path(dir_okay=False),
     help="Trust store for the planners' signatures when this clone has no .genjob/ (git config genjob.allowedSigners).",
 )
+@click.option(
+    "--sandbox-ro", "sandbox_ro", multiple=True, metavar="PATH", help="Show an exec generator PATH, read-only."
+)
+@click.option(
+    "--sandbox-rw", "sandbox_rw", multiple=True, metavar="PATH", help="Show an exec generator PATH, read-write."
+)
+@click.option("--allow-net", is_flag=True, help="Give an exec generator the worker's network (recorded in receipts).")
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="HOST[:PORT]",
+    help="Let an exec generator reach this host (repeatable), through the worker's proxy (HTTPS_PROXY).",
+)
+@click.option(
+    "--sandbox-limit",
+    "sandbox_limits",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Raise or lower a limit: procs=512, memory=4G, file_size=1G, cpu=3600 (seconds).",
+)
+@click.option(
+    "--no-sandbox", is_flag=True, help="Run an exec generator unconfined (each receipt records it; see docs/trust.md)."
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 @json_option
 def work(
@@ -67,6 +93,12 @@ def work(
     allow_secrets: bool,
     strict: bool,
     trust_file: str | None,
+    sandbox_ro: tuple[str, ...],
+    sandbox_rw: tuple[str, ...],
+    allow_net: bool,
+    allow_hosts: tuple[str, ...],
+    sandbox_limits: tuple[str, ...],
+    no_sandbox: bool,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -77,8 +109,11 @@ def work(
 
     Exit 0 when every receipt was stored (whatever its status) or nothing was queued; a
     rejected or aborted receipt is named on stderr, and is exit 1 with --strict. Exit 3: a
-    generator was unavailable; exit 4: this worker was fenced.
+    generator was unavailable; exit 4: this worker was fenced. An exec generator runs in a
+    process sandbox (bubblewrap, else Landlock; docs/generators.md): network off, nothing of
+    the repository, the key or HOME in view; --sandbox-ro/--sandbox-rw add paths.
     """
+    from git_genjob.documents.config import read_config
     from git_genjob.documents.errors import BadInput
     from git_genjob.worker.generators import parse_spec
     from git_genjob.worker.run import WorkerOptions
@@ -93,8 +128,10 @@ def work(
     if once and max_jobs:
         raise BadInput("give --once or --max-jobs, not both")
     timeout_s = parse_duration(timeout)
+    sandbox = sandbox_options(read_config(store).sandbox, sandbox_ro, sandbox_rw, allow_net, allow_hosts,
+                              sandbox_limits, no_sandbox)  # fmt: skip
     opts = WorkerOptions(
-        generator=parse_spec(spec, timeout_s),
+        generator=parse_spec(spec, timeout_s, sandbox),
         signing_key=signing_key_of(store, key_file, "work"),
         worker_id=worker_id_of(store, worker_id),
         lease_s=parse_duration(lease),
@@ -114,6 +151,40 @@ def work(
         click.echo(line, err=True)
     if report.exit_code:
         raise SystemExit(report.exit_code)
+
+
+def sandbox_options(
+    cfg: Any,
+    ro: tuple[str, ...],
+    rw: tuple[str, ...],
+    allow_net: bool,
+    allow_hosts: tuple[str, ...],
+    limits: tuple[str, ...],
+    no_sandbox: bool,
+) -> Any:
+    """`[sandbox]` of .genjob/config.toml, then this worker's options on top."""
+    import dataclasses
+
+    from git_genjob.documents.config import LIMIT_NAMES, parse_limit
+    from git_genjob.documents.errors import BadInput
+    from git_genjob.worker.generators.sandbox import SandboxOptions
+
+    base = SandboxOptions.from_config(cfg)
+    changed = {}
+    for item in limits:
+        name, eq, value = item.partition("=")
+        if not eq or name not in LIMIT_NAMES:
+            raise BadInput(f"--sandbox-limit {item!r}", f"use NAME=VALUE with NAME one of {', '.join(LIMIT_NAMES)}")
+        changed[name] = parse_limit(name, value, f"--sandbox-limit {name}")
+    return dataclasses.replace(
+        base,
+        mechanism="none" if no_sandbox else base.mechanism,
+        ro=base.ro + ro,
+        rw=base.rw + rw,
+        allow_net=base.allow_net or allow_net,
+        allow_hosts=base.allow_hosts + allow_hosts,
+        limits=dataclasses.replace(base.limits, **changed),
+    )
 
 
 @main.command("receipt", context_settings=CONTEXT)

@@ -40,6 +40,21 @@ TEMPLATE = """\
 [hooks]
 # Command run by the pre-apply hook with GENJOB_OUTPUTS set; non-zero refuses the apply.
 # pre_apply = "python -m pytest -q"
+
+[sandbox]
+# What an exec generator may see besides its scratch tree (docs/generators.md).
+# ro = ["~/.config/io.datasette.llm"]
+# rw = []
+# allow_net = false
+# allow_hosts = ["api.openai.com:443"]
+# procs = 512
+# memory = "4G"
+# file_size = "1G"
+# cpu = 3600
+
+[policy]
+# Refuse (check 4) a receipt whose generator ran without a sandbox (--no-sandbox, out of band).
+# require_sandbox = false
 """
 
 
@@ -52,12 +67,98 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of a sandboxed generator, each per process (setrlimit): tasks of its
+    user beyond those running when it starts, data memory, file size, CPU seconds."""
+
+    procs: int = 512
+    memory: int = 4 * 1024 * 1024 * 1024
+    file_size: int = 1024 * 1024 * 1024
+    cpu: int = 3600
+
+    def to_dict(self) -> dict[str, int]:
+        return {"procs": self.procs, "memory": self.memory, "file_size": self.file_size, "cpu": self.cpu}
+
+
+LIMIT_NAMES = ("procs", "memory", "file_size", "cpu")
+SANDBOX_MECHANISMS = ("auto", "bwrap", "landlock")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """`[sandbox]`: paths, network and limits for every exec generator of this repository's workers."""
+
+    mechanism: str = "auto"
+    ro: tuple[str, ...] = ()
+    rw: tuple[str, ...] = ()
+    allow_net: bool = False
+    allow_hosts: tuple[str, ...] = ()
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+
+
+_SIZE = re.compile(r"^(\d+)\s*([KMGT]?)i?B?$", re.I)
+
+
+def parse_size(value: object, what: str) -> int:
+    """A byte count: an integer, or a string such as "512M" or "4G" (powers of 1024)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    m = _SIZE.match(value.strip()) if isinstance(value, str) else None
+    if m is None or int(m.group(1)) <= 0:
+        raise BadInput(f"{what} must be a positive size such as 512M or 4G, found {value!r}")
+    scale: int = 1024 ** " KMGT".index(m.group(2).upper() or " ")
+    return int(m.group(1)) * scale
+
+
+def parse_limit(name: str, value: object, what: str) -> int:
+    if name in ("memory", "file_size"):
+        return parse_size(value, what)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise BadInput(f"{what} must be a positive integer, found {value!r}")
+    return value
+
+
+def _strings(section: dict[str, object], name: str) -> tuple[str, ...]:
+    value = section.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
+        raise BadInput(f".genjob/config.toml: sandbox.{name} must be a list of strings")
+    return tuple(value)
+
+
+def _sandbox(section: dict[str, object]) -> SandboxConfig:
+    unknown = set(section) - {"mechanism", "ro", "rw", "allow_net", "allow_hosts", *LIMIT_NAMES}
+    if unknown:
+        raise BadInput(f".genjob/config.toml: [sandbox] has no setting {sorted(unknown)[0]!r}")
+    mechanism = section.get("mechanism", "auto")
+    if mechanism not in SANDBOX_MECHANISMS:
+        raise BadInput(
+            f".genjob/config.toml: sandbox.mechanism must be one of {', '.join(SANDBOX_MECHANISMS)}",
+            "run without a sandbox only per worker, with work --no-sandbox",
+        )
+    allow_net = section.get("allow_net", False)
+    if not isinstance(allow_net, bool):
+        raise BadInput(".genjob/config.toml: sandbox.allow_net must be true or false")
+    d = SandboxLimits()
+    limits = SandboxLimits(
+        **{n: parse_limit(n, section.get(n, getattr(d, n)), f".genjob/config.toml: sandbox.{n}") for n in LIMIT_NAMES}
+    )
+    return SandboxConfig(
+        str(mechanism), _strings(section, "ro"), _strings(section, "rw"), allow_net,
+        _strings(section, "allow_hosts"), limits,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Config:
     limits: Limits = field(default_factory=Limits)
     scratch_ignore: tuple[str, ...] = DEFAULT_IGNORE
     normalize_rules: tuple[tuple[str, str], ...] = ()
     disclosure: str | None = "Assisted-by"
     pre_apply: str | None = None
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    require_sandbox: bool = False  # [policy]: check 4 refuses a receipt made without a sandbox
 
 
 _TRAILER = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
@@ -118,7 +219,12 @@ def parse_config(data: bytes | None) -> Config:
     pre_apply = _table(doc, "hooks").get("pre_apply")
     if pre_apply is not None and not isinstance(pre_apply, str):
         raise BadInput(".genjob/config.toml: hooks.pre_apply must be a command string")
+    require = _table(doc, "policy").get("require_sandbox", False)
+    if not isinstance(require, bool):
+        raise BadInput(".genjob/config.toml: policy.require_sandbox must be true or false")
     return Config(
+        sandbox=_sandbox(_table(doc, "sandbox")),
+        require_sandbox=require,
         limits=limits,
         scratch_ignore=tuple(ignore),
         normalize_rules=tuple(rules),

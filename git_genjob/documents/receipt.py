@@ -32,6 +32,7 @@ PREDICATE_FIELDS = {
     "started_at",
     "finished_at",
 }
+OPTIONAL_FIELDS = {"sandbox"}  # absent in receipts signed before the sandbox (read as mechanism none)
 
 
 def job_subject(key: str, job_digest: str) -> dict[str, Any]:
@@ -67,6 +68,80 @@ def sign_statement(statement: dict[str, Any], key: SigningKey) -> bytes:
 
 
 GENERATOR_KINDS = ("exec", "http", "openai", "out-of-band")
+# bwrap, landlock: the confinement an exec generator ran in; none: it ran unconfined (work
+# --no-sandbox, or outputs signed out of band); no-process: an http:/openai: generator, where
+# no program of the generator's ran on the worker (the worker made the call and wrote the answer).
+SANDBOX_MECHANISMS = ("bwrap", "landlock", "none", "no-process")
+# none: its own empty network namespace; tcp-denied: Landlock denies every TCP bind and connect
+# (UDP and Unix sockets are not covered); hosts: only through the worker's proxy to the listed
+# hosts; all: the worker's network.
+SANDBOX_NETWORKS = ("none", "tcp-denied", "hosts", "all")
+SANDBOX_FIELDS = {"mechanism", "network", "hosts", "ro", "rw", "limits"}
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """The receipt's record of the confinement the generator ran in (docs/formats.md)."""
+
+    mechanism: str
+    network: str = "all"
+    hosts: tuple[str, ...] = ()
+    ro: tuple[str, ...] = ()
+    rw: tuple[str, ...] = ()
+    limits: dict[str, int] | None = None
+
+    @property
+    def confined(self) -> bool:
+        """Whether `[policy] require_sandbox` accepts it."""
+        return self.mechanism != "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mechanism": self.mechanism,
+            "network": self.network,
+            "hosts": list(self.hosts),
+            "ro": list(self.ro),
+            "rw": list(self.rw),
+            "limits": dict(self.limits) if self.limits is not None else None,
+        }
+
+    def summary(self) -> str:
+        """One line for verify and show: `bwrap, network none, +2 ro`."""
+        if self.mechanism in ("none", "no-process"):
+            return self.mechanism
+        extra = [f"+{len(x)} {n}" for n, x in (("ro", self.ro), ("rw", self.rw)) if x]
+        net = f"network {self.network}" + (f" ({', '.join(self.hosts)})" if self.hosts else "")
+        return ", ".join([self.mechanism, net, *extra])
+
+
+UNSANDBOXED = SandboxInfo("none")
+
+
+def _sandbox(doc: object) -> SandboxInfo:
+    w = "receipt predicate sandbox"
+    if not isinstance(doc, dict) or set(doc) != SANDBOX_FIELDS:
+        raise BadInput(f"{w} must have exactly {', '.join(sorted(SANDBOX_FIELDS))}")
+    lists = {}
+    for name in ("hosts", "ro", "rw"):
+        value = doc[name]
+        if not isinstance(value, list) or len(value) > 256:
+            raise BadInput(f"{w} {name} must be a list of at most 256 strings")
+        lists[name] = tuple(check_label(x, f"{w} {name} entry", 4096) for x in value)
+    limits = doc["limits"]
+    if limits is not None:
+        if not isinstance(limits, dict) or not all(isinstance(k, str) for k in limits) or len(limits) > 16:
+            raise BadInput(f"{w} limits must be an object of integers or null")
+        limits = {check_label(k, f"{w} limit name"): check_int(v, f"{w} limit {k}", 0) for k, v in limits.items()}
+    return SandboxInfo(
+        check_choice(doc["mechanism"], f"{w} mechanism", SANDBOX_MECHANISMS),
+        check_choice(doc["network"], f"{w} network", SANDBOX_NETWORKS),
+        lists["hosts"],
+        lists["ro"],
+        lists["rw"],
+        limits,
+    )
+
+
 _FP_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -98,11 +173,17 @@ class Predicate:
     replays: tuple[str, ...]
     started_at: str
     finished_at: str
+    sandbox: SandboxInfo | None = None  # None: a receipt from before the field (no sandbox known)
+
+    @property
+    def confinement(self) -> SandboxInfo:
+        """The sandbox in force; an old receipt without the field counts as unconfined."""
+        return self.sandbox if self.sandbox is not None else UNSANDBOXED
 
     @classmethod
     def from_dict(cls, doc: object) -> Predicate:
         """Parse a predicate; BadInput names the first field that is off (§6 check 1)."""
-        if not isinstance(doc, dict) or set(doc) != PREDICATE_FIELDS:
+        if not isinstance(doc, dict) or not PREDICATE_FIELDS <= set(doc) <= PREDICATE_FIELDS | OPTIONAL_FIELDS:
             raise BadInput("receipt predicate does not have exactly the fields of urn:git-genjob:receipt:v1")
         w = "receipt predicate"
         if not is_digest(doc["job_digest"]):
@@ -132,10 +213,12 @@ class Predicate:
             replays=tuple(replays),
             started_at=check_time(doc["started_at"], f"{w} started_at"),
             finished_at=check_time(doc["finished_at"], f"{w} finished_at"),
+            sandbox=_sandbox(doc["sandbox"]) if "sandbox" in doc else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        extra = {"sandbox": self.sandbox.to_dict()} if self.sandbox is not None else {}
+        return extra | {
             "job_digest": self.job_digest,
             "key": self.key,
             "claim": self.claim,
@@ -150,6 +233,14 @@ class Predicate:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
         }
+
+
+def sandbox_problems(pred: Predicate, require_sandbox: bool) -> list[str]:
+    """Check 4 under `[policy] require_sandbox = true`: the generator ran confined."""
+    if not require_sandbox or pred.confinement.confined:
+        return []
+    why = "the receipt records no sandbox" if pred.sandbox is None else "its generator ran without a sandbox"
+    return [f"{why}, and .genjob/config.toml requires one ([policy] require_sandbox = true)"]
 
 
 def _generator(doc: object) -> GeneratorInfo:

@@ -1,6 +1,6 @@
 """A job's state machine in one place: its states, the events that move it, the moves allowed.
 
-Every event the lifecycle writes asks `transition` for the state it leads to, so a job can
+Every event the ledger writes asks `transition` for the state it leads to, so a job can
 only move the way SPEC §4 draws it:
 
     queued --claimed--> claimed --sending--> sending --receipt--> done --(apply/drop/resubmit)--> archived
@@ -77,7 +77,7 @@ LIVE_STATES = (JobState.QUEUED, JobState.CLAIMED, JobState.SENDING, JobState.UNK
 ARCHIVED_STATES = (JobState.APPLIED, JobState.DROPPED, JobState.SUPERSEDED)
 
 Q, C, S, U, D = JobState.QUEUED, JobState.CLAIMED, JobState.SENDING, JobState.UNKNOWN, JobState.DONE
-# (state, event) -> the state the event moves the job to. One target per move: the lifecycle
+# (state, event) -> the state the event moves the job to. One target per move: the ledger
 # never names the next state, it asks `transition`.
 TRANSITIONS: dict[tuple[JobState, Event], JobState] = {
     (Q, Event.CLAIMED): C,

@@ -10,6 +10,7 @@ from typing import Any
 import pygit2
 
 from git_genjob.documents.canonical import digest
+from git_genjob.documents.config import read_config
 from git_genjob.documents.display import printable
 from git_genjob.documents.errors import (
     EXIT_OK,
@@ -22,7 +23,13 @@ from git_genjob.documents.errors import (
     plain,
 )
 from git_genjob.documents.job import check_key
-from git_genjob.documents.receipt import Predicate, check_output_paths, check_signature, parse_envelope
+from git_genjob.documents.receipt import (
+    Predicate,
+    check_output_paths,
+    check_signature,
+    parse_envelope,
+    sandbox_problems,
+)
 from git_genjob.landing.apply import TRAILERS
 from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
 from git_genjob.landing.verify import TrustStore, note_envelope, trust_from_tree
@@ -190,6 +197,7 @@ def audit_commit(
         p.append(f"check 2: {exc.message}" + ("" if trust_from is not None else TRUST_HINT))
     if pred.status != "ok":
         p.append(f"check 4: status is {pred.status}")
+    p += [f"check 4: {x}" for x in sandbox_problems(pred, _require_sandbox(store, commit))]
     try:
         record = load_live(store, pred.key)
     except GenjobError as exc:  # a live ref a remote rewrote (SPEC §11): named, and the archive is read
@@ -325,6 +333,7 @@ def audit_squash(
             continue
         if pred.status != "ok":
             p.append(f"check 4: status is {pred.status}")
+        p += [f"check 4: {x}" for x in sandbox_problems(pred, _require_sandbox(store, commit))]
         p += [f"check 5: {x}" for x in check_output_paths(pred, record.job.allowed_paths)]
         for field_name, trailer in (
             ("key", "Genjob-Key"),
@@ -342,6 +351,15 @@ def audit_squash(
         else:
             result.facts.append(f"{key}: receipt verified; outputs intact")
     return result
+
+
+def _require_sandbox(store: Store, commit: pygit2.Commit) -> bool:
+    """`[policy] require_sandbox` of the audited commit's own .genjob/config.toml (a malformed
+    file requires nothing here: audit names receipts, the config's own errors are reported elsewhere)."""
+    try:
+        return read_config(store, commit.tree).require_sandbox
+    except GenjobError:
+        return False
 
 
 def _digest_at(store: Store, tree: pygit2.Tree, path: str) -> str | None:

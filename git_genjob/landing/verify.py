@@ -10,10 +10,18 @@ from typing import Any
 import pygit2
 
 from git_genjob.documents.canonical import digest, parse_strict
+from git_genjob.documents.config import read_config
 from git_genjob.documents.display import printable
 from git_genjob.documents.errors import EXIT_OK, EXIT_REFUSED, BadInput, GenjobError, Painter, Refused, plain
 from git_genjob.documents.keys import TrustedKey
-from git_genjob.documents.receipt import Envelope, Predicate, check_output_paths, check_signature, parse_envelope
+from git_genjob.documents.receipt import (
+    Envelope,
+    Predicate,
+    check_output_paths,
+    check_signature,
+    parse_envelope,
+    sandbox_problems,
+)
 from git_genjob.planner.trust import TrustStore, job_trust, trust_from_tree, trust_from_worktree
 from git_genjob.storage.records import JobRecord, find_job, parse_trailers
 from git_genjob.storage.store import Store, blocking_prefix, lookup
@@ -93,12 +101,15 @@ def check_receipt(
     when: float | None = None,
     progress: Callable[[str], None] = lambda _: None,
     committed: TrustStore | None = None,
+    require_sandbox: bool | None = None,
 ) -> Verdict:
     """Checks 1-7 of SPEC §6 against one stored job; collects every failure.
 
     `committed` is the trust store of the branch the outputs would land on: the applied commit
     carries that one, and `audit` and pre-push check it there, so a signer the work tree's
     uncommitted store alone trusts fails check 2 here too, not later at push time.
+    `require_sandbox` is `[policy] require_sandbox` of that branch's .genjob/config.toml (None:
+    the work tree's): check 4 then refuses a receipt whose generator ran unconfined.
     """
     verdict = Verdict(record.key, record=record)
     when = time.time() if when is None else when
@@ -142,7 +153,10 @@ def check_receipt(
     status = [] if pred.status == "ok" else [f"status is {pred.status}: {pred.reason}"]
     if pred.status == "ok" and not pred.outputs:  # never an empty commit
         status.append("status is ok but the receipt changes nothing: there is nothing to apply")
-    verdict.add(4, status, "ok")
+    if require_sandbox is None:
+        require_sandbox = read_config(store).require_sandbox
+    status += sandbox_problems(pred, require_sandbox)
+    verdict.add(4, status, "ok" + (f" (sandbox: {pred.confinement.summary()})" if require_sandbox else ""))
     # 5. Output paths within allowed_paths, each safe.
     verdict.add(5, check_output_paths(pred, record.job.allowed_paths), "outputs within the allowed paths")
     # 6. Every stored output blob re-hashes to its declared digest.
@@ -303,7 +317,9 @@ def verify(
 ) -> Verdict:
     record = find_job(store, key)
     if record.archived and record.state == "applied":
-        verdict = check_receipt(store, record, trust_from_worktree(store), progress=progress)
+        head = store.head_commit()
+        policy = read_config(store, head.tree).require_sandbox if head is not None else False
+        verdict = check_receipt(store, record, trust_from_worktree(store), progress=progress, require_sandbox=policy)
         verdict.add(8, [], f"applied as {record.meta.final.commit if record.meta.final else '?'}")
         return verdict
     tree = target_tree(store, branch)
@@ -321,7 +337,12 @@ def check_for_target(
     """Checks 1-7 as `verify` and `apply` run them: against the work tree's trust store and the
     one committed in `tree`, the target branch's, which the applied commit would carry."""
     return check_receipt(
-        store, record, trust_from_worktree(store), progress=progress, committed=trust_from_tree(store, tree)
+        store,
+        record,
+        trust_from_worktree(store),
+        progress=progress,
+        committed=trust_from_tree(store, tree),
+        require_sandbox=read_config(store, tree).require_sandbox if tree is not None else False,
     )
 
 

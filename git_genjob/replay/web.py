@@ -1,5 +1,11 @@
 """HTTP plumbing shared by the model generators and `ask`: one POST, errors sorted by whether it was sent.
 
+`timeout` is a deadline for the whole call: connecting, sending, the status line, the headers
+and every byte of the body. A socket timeout alone bounds each read, so a server that drips one
+byte a second would hold the call forever; here a watchdog shuts the connection at the deadline
+whatever the server does. The body is read up to SPEC §8's answer limit: a longer one (a chunked
+body that never ends) is refused with nothing recorded, before it exhausts memory.
+
 It imports nothing of the repository, so the generators may use it (tests/test_architecture.py).
 """
 
@@ -8,44 +14,156 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any
 
 from git_genjob.documents.errors import GeneratorUnavailable, HttpStatusError
 
+ANSWER_MAX = 256 * 1024 * 1024  # SPEC §8: an answer is at most 256 MiB
+ERROR_BODY_MAX = 64 * 1024  # of a non-2xx answer, what is kept for the message
 
-def post_json(url: str, doc: dict[str, Any], timeout: float, headers: dict[str, str] | None = None) -> str:
-    """POST JSON; return the body text. Before an answer: sent=False; timeout or cut answer: sent=True."""
+
+class _Watchdog:
+    """Shuts every socket the call opened once the deadline passes, so a blocked read returns."""
+
+    def __init__(self, timeout: float):
+        self.deadline = time.monotonic() + timeout
+        self.socks: list[socket.socket] = []
+        self.fired = False
+        self.lock = threading.Lock()
+        self.timer = threading.Timer(max(0.0, timeout), self._fire)
+        self.timer.daemon = True
+
+    def register(self, sock: socket.socket) -> socket.socket:
+        with self.lock:
+            self.socks.append(sock)
+            if self.fired:
+                _shut(sock)
+        return sock
+
+    def left(self) -> float:
+        return max(0.001, self.deadline - time.monotonic())
+
+    def _fire(self) -> None:
+        with self.lock:
+            self.fired = True
+            for sock in self.socks:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _handlers(dog: _Watchdog) -> list[urllib.request.BaseHandler]:
+    """urllib's HTTP and HTTPS handlers with connections whose sockets the watchdog holds (proxy
+    settings from the environment still apply: urllib's ProxyHandler runs before these)."""
+
+    def create(address: tuple[str, int], timeout: Any = None, source_address: Any = None) -> socket.socket:
+        sock = socket.create_connection(address, min(dog.left(), timeout or dog.left()), source_address)
+        return dog.register(sock)
+
+    class Conn(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self._create_connection = create
+            super().connect()
+
+    class TLSConn(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            self._create_connection = create
+            super().connect()
+
+    class Plain(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Conn, req)
+
+    class Secure(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(TLSConn, req, context=self._context)  # type: ignore[attr-defined]
+
+    return [Plain(), Secure()]
+
+
+def _timed_out(url: str, timeout: float) -> GeneratorUnavailable:
+    return GeneratorUnavailable(
+        f"{url}: timed out after {timeout:g}s with the request sent",
+        sent=True,
+        hint="the outcome is unknown; the owner decides: git genjob retry KEY",
+    )
+
+
+def _read_capped(resp: Any, limit: int, url: str) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = resp.read(min(1 << 20, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise GeneratorUnavailable(
+                f"{url}: the answer is longer than {limit} bytes (SPEC §8's limit); nothing was recorded",
+                sent=True,
+                hint="the outcome is unknown; the owner decides: git genjob retry KEY",
+            )
+
+
+def post_json(
+    url: str, doc: dict[str, Any], timeout: float, headers: dict[str, str] | None = None, limit: int = ANSWER_MAX
+) -> str:
+    """POST JSON; return the body text. Before an answer: sent=False; timeout, cut or overlong
+    answer: sent=True. `timeout` bounds the whole call (see the module's docstring)."""
     data = json.dumps(doc, ensure_ascii=False).encode("utf-8")
     req = urllib.request.Request(
         url, data=data, method="POST", headers={"Content-Type": "application/json", **(headers or {})}
     )
+    dog = _Watchdog(timeout)
+    opener = urllib.request.build_opener(*_handlers(dog))
+    dog.timer.start()
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            body = resp.read()
+        with opener.open(req, timeout=timeout) as resp:
+            body = _read_capped(resp, limit, url)
+            if dog.fired:
+                raise _timed_out(url, timeout)
             length = resp.headers.get("Content-Length")
             if length is not None and int(length) != len(body):
                 raise GeneratorUnavailable(f"{url}: answer cut short", sent=True)
             return bytes(body).decode("utf-8")
+    except GeneratorUnavailable:
+        raise
     except urllib.error.HTTPError as exc:
-        raise HttpStatusError(exc.code, exc.read().decode("utf-8", "replace"), url) from None
+        if dog.fired:
+            raise _timed_out(url, timeout) from None
+        try:
+            text = _read_capped(exc, ERROR_BODY_MAX, url).decode("utf-8", "replace")
+        except (GeneratorUnavailable, OSError, http.client.HTTPException):
+            text = ""
+        raise HttpStatusError(exc.code, text, url) from None
     except TimeoutError:
-        raise GeneratorUnavailable(
-            f"{url}: timed out after {timeout:g}s with the request sent",
-            sent=True,
-            hint="the outcome is unknown; the owner decides: git genjob retry KEY",
-        ) from None
+        raise _timed_out(url, timeout) from None
     except http.client.IncompleteRead:
+        if dog.fired:
+            raise _timed_out(url, timeout) from None
         raise GeneratorUnavailable(f"{url}: answer cut short", sent=True) from None
     except urllib.error.URLError as exc:
         reason = exc.reason
-        if isinstance(reason, (TimeoutError, socket.timeout)):
+        if isinstance(reason, (TimeoutError, socket.timeout)) or dog.fired:
             raise GeneratorUnavailable(f"{url}: timed out", sent=True) from None
         raise GeneratorUnavailable(
             f"{url}: {reason}", sent=False, hint="start the model server or fix the URL"
         ) from None
     except (ConnectionError, http.client.HTTPException, OSError) as exc:
+        if dog.fired:
+            raise _timed_out(url, timeout) from None
         raise GeneratorUnavailable(f"{url}: {exc}", sent=True) from None
     except UnicodeDecodeError:
         raise GeneratorUnavailable(f"{url}: answer is not UTF-8", sent=True) from None
+    finally:
+        dog.timer.cancel()

@@ -3,7 +3,7 @@
 `LocalRefs` writes this repository's refs by compare-and-swap. `LeasedRemote` publishes to a
 remote first, each ref pushed with a lease on the value last fetched from it, and only then
 moves the local refs, so the remote (shared by every worker) is the one place a race is
-decided. The lifecycle only sees `Publisher`: it never asks which one it holds.
+decided. The ledger only sees `Publisher`: it never asks which one it holds.
 """
 
 from __future__ import annotations

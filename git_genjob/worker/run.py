@@ -6,7 +6,6 @@ import fnmatch
 import os
 import random
 import shutil
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -40,8 +39,8 @@ from git_genjob.storage.faults import crash_point
 from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import JobRecord, bundle_inputs, load_live
 from git_genjob.storage.store import Store, job_ref
-from git_genjob.worker.generators import GenContext, Generator, GenResult
-from git_genjob.worker.scratch import clean_stale_scratch, scratch_dir
+from git_genjob.worker.generators import GenContext, Generator, GenResult, sandbox_record
+from git_genjob.worker.scratch import clean_stale_scratch, read_back, scratch_dir, scratch_entries
 
 Progress = Callable[[str], None]
 
@@ -256,15 +255,20 @@ def _report_skipped(report: WorkReport, skipped: dict[str, tuple[str, str]], pro
 class _Renewer(threading.Thread):
     """Renews the lease every third of its length; a failed renewal fences the attempt."""
 
-    def __init__(self, pub: Publisher, lease: Lease, lock: threading.Lock, stop: threading.Event):
+    def __init__(
+        self, pub: Publisher, lease: Lease, lock: threading.Lock, stop: threading.Event, deadline: float = float("inf")
+    ):
         super().__init__(daemon=True)
         self.pub, self.lease, self.lock, self.stop = pub, lease, lock, stop
+        self.deadline = deadline  # the generator's --timeout: no renewal after it
         self.fenced: str | None = None
         self.finished = threading.Event()
 
     def run(self) -> None:
         own = self.pub.twin(Store.open(self.pub.store.gitdir))
-        while not self.finished.wait(self.lease.lease_s / 3):
+        while not self.finished.wait(max(0.0, min(self.lease.lease_s / 3, self.deadline - time.monotonic()))):
+            if time.monotonic() >= self.deadline:
+                return  # past --timeout the generator ends by its own deadline; the lease may lapse
             with self.lock:
                 try:
                     renew(own, self.lease)
@@ -289,7 +293,7 @@ def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pro
     try:
         scratch, ctx = _prepare(store, record, tmp, opts)
         lock, stop = threading.Lock(), ctx.stop
-        renewer = _Renewer(pub, lease, lock, stop)
+        renewer = _Renewer(pub, lease, lock, stop, time.monotonic() + opts.timeout_s)
         renewer.start()
         progress(f"sending {key} to {opts.generator.kind}")
         try:
@@ -392,29 +396,26 @@ def diff_scratch(scratch: str, record: JobRecord, inputs: dict[str, bytes], cfg:
     result = Diff()
     seen: set[str] = set()
     total = 0
-    for dirpath, dirnames, filenames in os.walk(scratch, followlinks=False):
-        for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
-            full = os.path.join(dirpath, name)
-            rel = os.path.relpath(full, scratch).replace(os.sep, "/")
-            st = os.lstat(full)
-            if rel not in allowed:
-                if _ignored(rel, cfg.scratch_ignore):
-                    result.ignored.append(rel)
-                else:
-                    result.problems.append(f"wrote {rel} outside the allowed paths")
-                continue
-            seen.add(rel)
-            if not stat.S_ISREG(st.st_mode):
-                result.problems.append(f"{rel} is not a regular file (a symlink or special file is never read)")
-                continue
-            if st.st_size > cfg.limits.file_bytes:
-                result.problems.append(f"{rel} is {st.st_size} bytes, over the limit of {cfg.limits.file_bytes}")
-                continue
-            total += st.st_size
-            with open(full, "rb") as fh:
-                data = fh.read()
-            if inputs.get(rel) != data:
-                result.outputs[rel] = data
+    for rel in scratch_entries(scratch):
+        if rel not in allowed:
+            if _ignored(rel, cfg.scratch_ignore):
+                result.ignored.append(rel)
+            else:
+                result.problems.append(f"wrote {rel} outside the allowed paths")
+            continue
+        got = read_back(scratch, rel, cfg.limits.file_bytes)  # descriptors only: never a host file
+        if got is None:
+            continue  # gone since the walk: read as deleted
+        seen.add(rel)
+        if not got.regular:
+            result.problems.append(f"{rel} is not a regular file (a symlink or special file is never read)")
+            continue
+        if got.data is None:
+            result.problems.append(f"{rel} is {got.size} bytes, over the limit of {cfg.limits.file_bytes}")
+            continue
+        total += got.size
+        if inputs.get(rel) != got.data:
+            result.outputs[rel] = got.data
     for path in allowed - seen:
         if path in inputs:
             result.outputs[path] = None
@@ -479,6 +480,7 @@ def predicate_for(
         "attempt": lease.n,
         "generator": opts.generator.describe(),
         "replays": list(ctx.replays),
+        "sandbox": sandbox_record(opts.generator.kind, ctx.sandbox),
         "started_at": started,
         "finished_at": utc_now(),
     }

@@ -22,6 +22,7 @@ class GenContext:
     pass_env: tuple[str, ...] = ()
     cache: Any = None  # replay.CacheClient for model generators
     replays: list[str] = field(default_factory=list)
+    sandbox: dict[str, Any] | None = None  # the receipt's record of the confinement (worker.generators.sandbox)
 
 
 @dataclass
@@ -47,15 +48,16 @@ def describe(gen: Generator) -> dict[str, str | None]:
     return {"kind": gen.kind, "endpoint": gen.endpoint, "model": gen.model, "command": gen.command}
 
 
-def parse_spec(spec: str, timeout: float) -> Generator:
-    """`exec:COMMAND`, `http:URL` or `openai:BASE_URL#MODEL`."""
+def parse_spec(spec: str, timeout: float, sandbox: Any = None) -> Generator:
+    """`exec:COMMAND`, `http:URL` or `openai:BASE_URL#MODEL`; `sandbox` (worker.generators.sandbox.SandboxOptions)
+    confines an exec generator."""
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
         raise BadInput(f"generator spec {spec!r} is malformed", "use exec:COMMAND, http:URL or openai:BASE_URL#MODEL")
     if kind == "exec":
         from git_genjob.worker.generators.exec import ExecGenerator
 
-        return ExecGenerator(rest, timeout)
+        return ExecGenerator(rest, timeout, sandbox)
     if kind == "http":
         from git_genjob.worker.generators.http import HttpGenerator
 
@@ -68,6 +70,16 @@ def parse_spec(spec: str, timeout: float) -> Generator:
             raise BadInput(f"openai generator {spec!r} needs a model", "use openai:BASE_URL#MODEL")
         return OpenAIGenerator(base, model, timeout)
     raise BadInput(f"unknown generator kind {kind!r}", "use exec:, http: or openai:")
+
+
+def sandbox_record(kind: str, recorded: dict[str, Any] | None) -> dict[str, Any]:
+    """The receipt's `sandbox`: what the exec generator recorded, else `no-process` for a model
+    generator (nothing of it ran on the worker) or `none` (out of band, or never started)."""
+    if recorded is not None:
+        return recorded
+    mechanism = "no-process" if kind in ("http", "openai") else "none"
+    network = "none" if mechanism == "no-process" else "all"
+    return {"mechanism": mechanism, "network": network, "hosts": [], "ro": [], "rw": [], "limits": None}
 
 
 def build_prompt(job: Job, inputs: dict[str, bytes]) -> str:

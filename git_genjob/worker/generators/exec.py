@@ -1,18 +1,24 @@
-"""`exec:COMMAND`: sh -c in a scratch directory holding only the allowed input files."""
+"""`exec:COMMAND`: sh -c in a scratch directory holding only the allowed input files, in the
+process sandbox of `worker.generators.sandbox` (unless the worker's owner says `--no-sandbox`)."""
 
 from __future__ import annotations
 
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from git_genjob.documents.errors import BadInput
+from git_genjob.documents.errors import BadInput, GenjobError
 from git_genjob.worker.generators import GenContext, GenResult
+
+if TYPE_CHECKING:
+    from git_genjob.worker.generators.sandbox import SandboxOptions
 
 # What `sh -c` runs without a file on PATH: its keywords and special/regular built-ins.
 SH_WORDS = frozenset(
@@ -72,9 +78,15 @@ class ExecGenerator:
     endpoint: str | None = None
     model: str | None = None
 
-    def __init__(self, command: str, timeout: float):
+    def __init__(self, command: str, timeout: float, sandbox: SandboxOptions | None = None):
+        from git_genjob.worker.generators.sandbox import SandboxOptions, check_paths, choose
+
         self.command: str | None = resolve_command(command)
         self.timeout = timeout
+        self.sandbox = sandbox if sandbox is not None else SandboxOptions()
+        self.mechanism = choose(self.sandbox)  # refused here, before any claim, when none is usable
+        check_paths(self.sandbox.ro, "--sandbox-ro")
+        check_paths(self.sandbox.rw, "--sandbox-rw")
 
     def describe(self) -> dict[str, str | None]:
         return {"kind": self.kind, "endpoint": None, "model": None, "command": self.command}
@@ -90,32 +102,63 @@ class ExecGenerator:
         return env
 
     def generate(self, ctx: GenContext) -> GenResult:
+        from git_genjob.worker.generators.sandbox import Attempt, confine
+
         assert self.command is not None
-        log_path = os.path.join(os.path.dirname(ctx.job_file), "generator.log")
+        meta = os.path.dirname(ctx.job_file)
+        attempt_dir = os.path.dirname(ctx.scratch)
+        log_path = os.path.join(meta, "generator.log")
+        env = self._env(ctx)
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                ["sh", "-c", self.command],
-                cwd=ctx.scratch,
-                env=self._env(ctx),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
+            attempt = Attempt(
+                ctx.scratch,
+                [ctx.job_file, ctx.instruction_file],
+                log_path,
+                os.path.join(attempt_dir, "home"),
+                os.path.join(attempt_dir, "tmp"),
             )
+            try:
+                launch = confine(self.mechanism, self.sandbox, self.command, attempt, env.get("PATH", os.defpath))
+            except (OSError, GenjobError) as exc:
+                return GenResult("aborted", f"the sandbox could not be set up: {exc}")
+            ctx.sandbox = launch.record
+            if self.mechanism != "none":
+                env.update(HOME=attempt.home, **launch.env)
+            sandboxed = launch.preexec
+
+            def preexec() -> None:
+                _die_with_parent()
+                if sandboxed is not None:
+                    sandboxed()
+
+            try:
+                proc = subprocess.Popen(
+                    launch.argv,
+                    cwd=ctx.scratch,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=preexec,
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                launch.finish()
+                return GenResult("aborted", f"the sandboxed generator could not start: {exc}")
+            finally:
+                launch.close()
         reaper = Reaper(proc.pid)
         try:
-            deadline = time.monotonic() + min(ctx.timeout, self.timeout)
-            while proc.poll() is None:
-                if ctx.stop.wait(0.05):
-                    _kill(proc)
+            limit = min(ctx.timeout, self.timeout)
+            if not _wait(proc, time.monotonic() + limit, ctx):
+                _kill(proc)
+                if ctx.stop.is_set():
                     return GenResult("aborted", "stopped: the worker was fenced")
-                if time.monotonic() > deadline:
-                    _kill(proc)
-                    return GenResult("aborted", f"timed out after {min(ctx.timeout, self.timeout):g}s")
+                return GenResult("aborted", f"timed out after {limit:g}s")
             _kill(proc)  # whatever it left running in the background goes with it
         finally:
             reaper.release()
+            launch.finish()
         with open(log_path, "rb") as fh:
             fh.seek(max(0, os.path.getsize(log_path) - 2000))
             tail = fh.read().decode("utf-8", "replace")
@@ -194,6 +237,33 @@ class Reaper:
         os.close(self._write_end)
         if self._proc is not None:
             self._proc.wait()
+
+
+def _wait(proc: subprocess.Popen[bytes], deadline: float, ctx: GenContext) -> bool:
+    """Wait for the generator's exit (True), its deadline or a fencing stop (False).
+
+    The exit is waited on through a pidfd, so the worker notices it at once, not at the next
+    poll; the stop event is looked at every 50 ms.
+    """
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while proc.poll() is None:
+            if ctx.stop.is_set():
+                return False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if pidfd is not None:
+                select.select([pidfd], [], [], min(left, 0.05))
+            else:
+                ctx.stop.wait(min(left, 0.05))
+        return True
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def _die_with_parent() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from git_genjob.documents.errors import GeneratorUnavailable, HttpStatusError
@@ -70,13 +71,14 @@ class OpenAIGenerator:
                 "type": "json_schema",
                 "json_schema": {"name": "genjob_files", "strict": True, "schema": schema},
             }
+        deadline = time.monotonic() + timeout  # one deadline for both requests of the fallback
         try:
             raw = post_json(url, body, timeout, self._headers())
         except HttpStatusError as exc:
             if schema is None or not (400 <= exc.status < 500 or "response_format" in exc.body):
                 raise
             body["response_format"] = {"type": "json_object", "schema": schema}
-            raw = post_json(url, body, timeout, self._headers())
+            raw = post_json(url, body, max(0.001, deadline - time.monotonic()), self._headers())
         try:
             choice = json.loads(raw)["choices"][0]
             content = choice["message"]["content"]

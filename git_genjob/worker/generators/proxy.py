@@ -1,0 +1,200 @@
+"""`--allow-host HOST[:PORT]`: the only way out of a sandbox whose network is otherwise off.
+
+The generator's network namespace holds nothing but loopback. Inside it, a relay (started
+before the generator, `RELAY`) listens on 127.0.0.1:3128 and carries each connection to a Unix
+socket in the attempt's directory; the worker's proxy on that socket (`HostProxy`) reads the
+request (`CONNECT host:port`, or a plain-HTTP request with an absolute URL), opens the upstream
+connection from the worker's own network only when the host (and port) is listed, and answers
+403 otherwise. The relay runs inside the sandbox, so replacing it gains nothing: the socket is
+the only path out, and the worker decides at its end. `HTTPS_PROXY`/`HTTP_PROXY` point agents
+at it (what curl, Python's requests and httpx, and most agent CLIs read).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import urllib.parse
+
+from git_genjob.documents.errors import BadInput
+
+RELAY_PORT = 3128
+HEAD_MAX = 64 * 1024
+
+# Run inside the sandbox as `python -I -S -c RELAY SOCKET PORT`: bind, then fork; the parent
+# exits 0 once the port listens, so the generator starts only after it.
+RELAY = r"""
+import os, socket, sys, threading
+path, port = sys.argv[1], int(sys.argv[2])
+srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", port))
+srv.listen(64)
+if os.fork():
+    os._exit(0)
+os.setsid()
+for fd in (0, 1, 2):
+    os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+def pipe(a, b):
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data:
+                break
+            b.sendall(data)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+def serve(client):
+    try:
+        up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        up.connect(path)
+    except OSError:
+        client.close()
+        return
+    threading.Thread(target=pipe, args=(client, up), daemon=True).start()
+    pipe(up, client)
+while True:
+    conn, _ = srv.accept()
+    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+"""
+
+
+def parse_hosts(hosts: tuple[str, ...]) -> list[tuple[str, int | None]]:
+    """`HOST` (any port) or `HOST:PORT` (`[v6]:PORT` for an IPv6 address); BadInput otherwise."""
+    out = []
+    for raw in hosts:
+        text = raw.strip().lower()
+        host, port = text, None
+        if text.startswith("["):
+            host, _, rest = text[1:].partition("]")
+            if rest:
+                if not rest.startswith(":") or not rest[1:].isdigit():
+                    raise BadInput(f"--allow-host {raw!r}", "use HOST, HOST:PORT or [IPv6]:PORT")
+                port = int(rest[1:])
+        elif text.count(":") == 1:
+            host, _, p = text.partition(":")
+            if not p.isdigit():
+                raise BadInput(f"--allow-host {raw!r}: the port must be a number", "use HOST or HOST:PORT")
+            port = int(p)
+        if not host or any(c in host for c in "/@ \t") or not host.isprintable() or (port is not None and port > 65535):
+            raise BadInput(f"--allow-host {raw!r} is not a host name", "use HOST or HOST:PORT, e.g. api.openai.com:443")
+        out.append((host, port))
+    return out
+
+
+class HostProxy:
+    """The worker's end: an HTTP proxy on a Unix socket that lets through listed hosts only."""
+
+    def __init__(self, path: str, allowed: list[tuple[str, int | None]], owner: tuple[int, int] | None = None):
+        self.path, self.allowed = path, allowed
+        self.denied: list[str] = []
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        os.chmod(path, 0o666)  # the generator may run as another user (nobody, for a root worker)
+        if owner is not None:
+            os.chown(path, *owner)
+        self.sock.listen(64)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def allows(self, host: str, port: int) -> bool:
+        host = host.lower().strip("[]")
+        return any(h == host and (p is None or p == port) for h, p in self.allowed)
+
+    def close(self) -> None:
+        self.stopped.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        self.thread.join(timeout=5)
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(30)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = conn.recv(4096)
+                if not data or len(head) > HEAD_MAX:
+                    conn.close()
+                    return
+                head += data
+            head, _, rest = head.partition(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, version = (lines[0].split(" ") + ["", "", ""])[:3]
+            if method.upper() == "CONNECT":
+                host, _, port_text = target.rpartition(":")
+                port = int(port_text) if port_text.isdigit() else 443
+                first = b""
+            else:
+                url = urllib.parse.urlsplit(target)
+                if url.scheme != "http" or not url.hostname:
+                    return self._refuse(conn, 400, "only CONNECT and plain-HTTP requests with an absolute URL")
+                host, port = url.hostname, url.port or 80
+                path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+                kept = [h for h in lines[1:] if not h.lower().startswith(("proxy-connection:", "proxy-authorization:"))]
+                first = "\r\n".join([f"{method} {path} {version}", *kept]).encode("latin-1") + b"\r\n\r\n"
+            if not self.allows(host, port):
+                self.denied.append(f"{host}:{port}")
+                return self._refuse(conn, 403, f"genjob: {host}:{port} is not an allowed host (--allow-host)")
+            try:
+                upstream = socket.create_connection((host.strip("[]"), port), timeout=30)
+            except OSError as exc:
+                return self._refuse(conn, 502, f"genjob: cannot reach {host}:{port}: {exc}")
+            conn.settimeout(None)
+            upstream.settimeout(None)
+            if method.upper() == "CONNECT":
+                conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            else:
+                upstream.sendall(first)
+            if rest:
+                upstream.sendall(rest)
+            other = threading.Thread(target=_pipe, args=(conn, upstream), daemon=True)
+            other.start()
+            _pipe(upstream, conn)
+            other.join()
+            upstream.close()
+            conn.close()
+        except (OSError, ValueError, UnicodeError):
+            conn.close()
+
+    def _refuse(self, conn: socket.socket, status: int, text: str) -> None:
+        body = (text + "\n").encode("utf-8")
+        reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+        try:
+            conn.sendall(f"HTTP/1.1 {status} {reason}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        except OSError:
+            pass
+        conn.close()
+
+
+def _pipe(a: socket.socket, b: socket.socket) -> None:
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data:
+                break
+            b.sendall(data)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass

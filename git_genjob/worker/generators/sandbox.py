@@ -1,0 +1,844 @@
+"""The process sandbox every `exec:` generator runs in: bubblewrap, else Landlock, else refused.
+
+A generator is an agent CLI following an instruction that may come from a hostile remote. In
+the sandbox it sees the scratch tree (read-write), the job files (read-only), the system
+(`/usr`, `/bin`, `/lib*`, the files of `/etc` that tools read, a few devices), an empty HOME and
+a private /tmp (both inside the attempt's directory, removed with it), the program it was
+started as, and what the worker's owner adds with `--sandbox-ro` / `--sandbox-rw`. Nothing
+else: not the repository, not the worker's key, not the user's HOME. Its network is off unless
+`--allow-net`, or `--allow-host` (only through the worker's filtering proxy). Resource limits
+(setrlimit) bound its processes, memory, file size and CPU time. A worker running as root
+runs its generator as `nobody`: root's processes are exempt from the process limit.
+
+Mechanisms, in order of preference:
+
+- `bwrap` (bubblewrap, packaged by every major distribution): the view is a new mount
+  namespace built from bind mounts, with new PID, network and IPC namespaces. When the
+  generator's first process ends, the PID namespace ends, and everything it started (even
+  with `setsid`) dies with it. `--die-with-parent` ties it to the worker.
+- `landlock` (Linux 5.13+, no dependency): the kernel's own path-based access control over
+  the real file system, applied to the generator before it starts; TCP bind and connect are
+  denied by Landlock itself (ABI 4+); abstract Unix sockets and signals outside the sandbox
+  are scoped off (ABI 6+). Where the worker may create namespaces (root, or unprivileged user
+  namespaces), the generator also gets its own PID, network and IPC namespaces.
+
+Neither: the worker refuses to run an exec generator, naming both and `--no-sandbox`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import pwd
+import re
+import resource
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from git_genjob.documents.config import SandboxConfig, SandboxLimits
+from git_genjob.documents.errors import BadInput
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Of /etc, what programs and their libraries read; never shadow, sudoers, ssh host keys,
+# ssl private keys or network credentials. More with --sandbox-ro /etc/NAME.
+ETC = (
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "host.conf",
+    "hostname",
+    "resolv.conf",
+    "gai.conf",
+    "services",
+    "protocols",
+    "networks",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki/tls/certs",
+    "pki/ca-trust",
+    "crypto-policies",
+    "alternatives",
+    "mime.types",
+    "locale.alias",
+    "locale.conf",
+    "inputrc",
+    "terminfo",
+    "magic",
+    "os-release",
+    "debian_version",
+    "login.defs",
+    "shells",
+    "python3",
+    f"python3.{sys.version_info.minor}",
+    "perl",
+)
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+REFUSAL_FIX = (
+    "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap), or use a Linux kernel "
+    "with Landlock (5.13 or later); or, knowing the generator can then read and write what this user "
+    "can, run it unconfined with work --no-sandbox (each receipt records it)"
+)
+
+
+@dataclass(frozen=True)
+class SandboxOptions:
+    """What the worker's owner asked for: `[sandbox]` of `.genjob/config.toml` and `work`'s options."""
+
+    mechanism: str = "auto"  # auto | bwrap | landlock | none (work --no-sandbox)
+    ro: tuple[str, ...] = ()
+    rw: tuple[str, ...] = ()
+    allow_net: bool = False
+    allow_hosts: tuple[str, ...] = ()
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+
+    @classmethod
+    def from_config(cls, cfg: SandboxConfig) -> SandboxOptions:
+        return cls(cfg.mechanism, cfg.ro, cfg.rw, cfg.allow_net, cfg.allow_hosts, cfg.limits)
+
+
+def choose(opts: SandboxOptions) -> str:
+    """The mechanism this worker uses (`bwrap`, `landlock` or `none`), or BadInput (exit 2)
+    before any job is claimed. GENJOB_SANDBOX=bwrap|landlock picks one, as `mechanism` does."""
+    if opts.mechanism == "none":
+        return "none"
+    want = os.environ.get("GENJOB_SANDBOX") or opts.mechanism
+    if want not in ("auto", "bwrap", "landlock"):
+        raise BadInput(f"GENJOB_SANDBOX={want!r}: use bwrap or landlock", "or work --no-sandbox")
+    if not sys.platform.startswith("linux"):
+        raise BadInput(
+            f"exec generators run in a process sandbox, and none is available on {sys.platform} yet",
+            "run it unconfined with work --no-sandbox (each receipt records it)",
+        )
+    if opts.allow_hosts:
+        from git_genjob.worker.generators.proxy import parse_hosts
+
+        parse_hosts(opts.allow_hosts)
+        if opts.allow_net:
+            raise BadInput("--allow-host and --allow-net: the second already opens every host", "give one of them")
+    if want in ("auto", "bwrap"):
+        why = bwrap_problem()
+        if why is None:
+            return "bwrap"
+        if want == "bwrap":
+            raise BadInput(f"bubblewrap cannot run here: {why}", REFUSAL_FIX)
+    why = landlock_problem(opts.allow_net, bool(opts.allow_hosts))
+    if why is None:
+        return "landlock"
+    raise BadInput(
+        "exec generators run in a process sandbox, and neither bubblewrap nor Landlock is usable here "
+        f"(bwrap: {bwrap_problem() or 'not tried'}; Landlock: {why})",
+        REFUSAL_FIX,
+    )
+
+
+# -- probes (each once per process) ---------------------------------------------------------
+
+
+@functools.cache
+def bwrap_problem() -> str | None:
+    """None when `bwrap` is installed and can make the namespaces it is asked for here."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return "not installed"
+    argv = [exe, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", *_unshare_args(False), "true"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if proc.returncode != 0:
+        return proc.stderr.decode("utf-8", "replace").strip()[-300:] or f"exit {proc.returncode}"
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        return "running as root needs setpriv (util-linux) to run the generator as nobody"
+    return None
+
+
+def _unshare_args(allow_net: bool) -> list[str]:
+    args = ["--unshare-pid", "--unshare-ipc"]
+    if os.geteuid() != 0:
+        args.append("--unshare-user")
+    if not allow_net:
+        args.append("--unshare-net")
+    return args
+
+
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = (
+    0x00020000,
+    0x04000000,
+    0x08000000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+)
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _syscall(*args: object) -> int:
+    result = int(_libc().syscall(*args))
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0: none: kernel before 5.13 or Landlock not enabled)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        return _syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    except OSError:
+        return 0
+
+
+@functools.cache
+def userns_works() -> bool:
+    """Whether this (non-root) user may create user, PID and network namespaces."""
+    if os.geteuid() == 0:
+        return True
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            ok = _libc().unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) == 0
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def landlock_problem(allow_net: bool, allow_hosts: bool = False) -> str | None:
+    abi = landlock_abi()
+    if abi < 1:
+        return "not available (Linux 5.13 or later, with landlock in the kernel's lsm= list)"
+    if allow_hosts and not userns_works():
+        return "--allow-host needs a network namespace of its own, and this user may not create one"
+    if not allow_net and abi < 4 and not userns_works():
+        return f"ABI {abi} cannot deny network access (ABI 4, Linux 6.7, can) and namespaces are not allowed"
+    return None
+
+
+# -- the view --------------------------------------------------------------------------------
+
+
+def in_system(path: str) -> bool:
+    return any(path == d or path.startswith(d + "/") for d in SYSTEM_DIRS)
+
+
+def _inside(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def check_paths(paths: tuple[str, ...], option: str) -> tuple[str, ...]:
+    """Absolute, existing, one printable line each (they are recorded in the receipt)."""
+    out = []
+    for raw in paths:
+        path = os.path.abspath(os.path.expanduser(raw))
+        if not path.isprintable() or path != path.strip():
+            raise BadInput(f"{option} {raw!r}: a path must be one line of printable characters")
+        if not os.path.exists(path):
+            raise BadInput(f"{option} {path}: no such file or directory")
+        if path == "/":
+            raise BadInput(f"{option} /: that is the whole file system", "name what the generator needs")
+        out.append(path)
+    return tuple(dict.fromkeys(out))
+
+
+INTERPRETER = re.compile(r"^(python|pypy|node|nodejs|deno|bun|perl|ruby|php|lua|sh|bash|dash|zsh|ksh)[0-9.]*$")
+
+
+def program_paths(command: str, path_env: str) -> list[str]:
+    """What of the command line the sandbox shows besides the system: the program when the
+    system has none of that name, its installation when that is a Python venv or a Python
+    interpreter's prefix (and the venv's base interpreter), a `#!` script's interpreter, and for
+    an interpreter (python, node, sh, ...) the script file it is given. Never another argument
+    (`cat ~/.ssh/id_ed25519` shows nothing), never a directory that holds the user's HOME."""
+    from git_genjob.worker.generators.exec import ASSIGNMENT, SH_WORDS
+
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = []
+        for word in lexer:
+            if word and all(c in "();<>|&" for c in word):
+                break  # the first simple command only
+            words.append(word)
+    except ValueError:
+        return []
+    found: list[str] = []
+    args = list(words)
+    while args and ASSIGNMENT.match(args[0]):
+        args.pop(0)
+    if args and args[0] not in SH_WORDS:
+        program = args[0]
+        exe = program if "/" in program else _which(program, path_env)
+        if exe is not None and os.path.isfile(exe):
+            found += _installation(exe, path_env, 2)
+        if INTERPRETER.match(os.path.basename(program)):
+            for word in args[1:]:
+                if word in ("-c", "-m", "-e", "--eval", "-"):
+                    break  # code on the command line, a module or stdin: no script file
+                if not word.startswith("-"):
+                    script = os.path.abspath(word)
+                    if os.path.isfile(script):
+                        found.append(script)
+                    break
+    home = os.path.realpath(os.path.expanduser("~"))
+    keep = []
+    for path in dict.fromkeys(os.path.abspath(p) for p in found):
+        if in_system(path) or path == "/" or _inside(home, path) or path.startswith(("/proc/", "/dev/", "/sys/")):
+            continue
+        keep.append(path)
+    return [p for p in keep if not any(q != p and _inside(p, q) for q in keep)]
+
+
+def _which(program: str, path_env: str) -> str | None:
+    """The program PATH finds, unless the system has one of that name too (a pyenv shim or a
+    wrapper outside the system would then be found first in the sandbox, and fail there)."""
+    first = None
+    for d in path_env.split(os.pathsep):
+        candidate = os.path.join(d or ".", program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            if in_system(os.path.abspath(d)):
+                return None
+            first = first or os.path.abspath(candidate)
+    return first
+
+
+def _installation(exe: str, path_env: str, depth: int) -> list[str]:
+    out = [exe]
+    real = os.path.realpath(exe)
+    if real != exe:
+        out.append(real)
+    for p in dict.fromkeys((exe, real)):
+        bindir = os.path.dirname(p)
+        prefix = os.path.dirname(bindir)
+        if os.path.basename(bindir) != "bin":
+            continue
+        cfg = os.path.join(prefix, "pyvenv.cfg")
+        if os.path.isfile(cfg):
+            out.append(prefix)
+            out += _venv_base(cfg)
+        elif os.path.basename(p).startswith("python") and os.path.isdir(os.path.join(prefix, "lib")):
+            out.append(prefix)
+    if depth > 0:
+        interp = _shebang(real)
+        if interp:
+            words = interp.split()
+            first = words[0]
+            if os.path.basename(first) == "env" and len(words) > 1:
+                found = shutil.which(words[1], path=path_env)
+                first = found or ""
+            if first and not in_system(first):
+                out += _installation(first, path_env, depth - 1)
+    return out
+
+
+def _venv_base(cfg: str) -> list[str]:
+    try:
+        with open(cfg, encoding="utf-8") as fh:
+            for line in fh:
+                name, _, value = line.partition("=")
+                if name.strip() == "home" and value.strip():
+                    bindir = value.strip()
+                    prefix = os.path.dirname(bindir.rstrip("/"))
+                    return [prefix] if os.path.basename(bindir.rstrip("/")) == "bin" and prefix else []
+    except OSError:
+        pass
+    return []
+
+
+def _shebang(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    return head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip() or None
+
+
+def _etc_paths() -> list[str]:
+    return [p for name in ETC if os.path.lexists(p := os.path.join("/etc", name))]
+
+
+# -- one attempt -------------------------------------------------------------------------------
+
+
+@dataclass
+class Launch:
+    """How to start one attempt's generator: the argv, the environment it adds, what runs in the
+    child before exec, and the record the receipt carries."""
+
+    argv: list[str]
+    env: dict[str, str]
+    preexec: Callable[[], None] | None
+    record: dict[str, object]
+    close: Callable[[], None] = lambda: None  # once the generator has started
+    finish: Callable[[], None] = lambda: None  # once it has ended (the --allow-host proxy)
+
+
+@dataclass
+class Attempt:
+    """The paths of one attempt: all inside the attempt's own directory, removed with it."""
+
+    scratch: str
+    job_files: list[str]
+    log: str
+    home: str
+    tmp: str
+
+
+def unconfined(argv: list[str]) -> Launch:
+    return Launch(argv, {}, None, record("none", "all", SandboxOptions(), [], None))
+
+
+def record(
+    mechanism: str, network: str, opts: SandboxOptions, auto: list[str], limits: SandboxLimits | None
+) -> dict[str, object]:
+    return {
+        "mechanism": mechanism,
+        "network": network,
+        "hosts": list(opts.allow_hosts),
+        "ro": list(dict.fromkeys([*opts.ro, *auto])),
+        "rw": list(opts.rw),
+        "limits": limits.to_dict() if limits is not None else None,
+    }
+
+
+def sandbox_user() -> tuple[int, int] | None:
+    """(uid, gid) the generator runs as when the worker is root; None: the worker's own."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pw = pwd.getpwnam("nobody")
+        return pw.pw_uid, pw.pw_gid
+    except KeyError:
+        return 65534, 65534
+
+
+def _hand_over(attempt: Attempt, user: tuple[int, int] | None) -> None:
+    """The generator's own directories belong to the user it runs as."""
+    if user is None:
+        return
+    uid, gid = user
+    os.chmod(os.path.dirname(attempt.scratch), 0o711)  # traversable, not listable
+    for top in (attempt.scratch, attempt.home, attempt.tmp):
+        os.chown(top, uid, gid)
+        for dirpath, dirnames, filenames in os.walk(top):
+            for name in dirnames + filenames:
+                os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)
+
+
+def tasks_of(uid: int) -> int:
+    """Threads of `uid` running now: RLIMIT_NPROC counts every task of the real user."""
+    n = 0
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == uid:
+                n += len(os.listdir(f"/proc/{entry.name}/task"))
+        except OSError:
+            continue
+    return n
+
+
+def _rlimits(limits: SandboxLimits, uid: int) -> list[tuple[int, int]]:
+    return [
+        (resource.RLIMIT_NPROC, limits.procs + tasks_of(uid)),
+        (resource.RLIMIT_DATA, limits.memory),
+        (resource.RLIMIT_FSIZE, limits.file_size),
+        (resource.RLIMIT_CPU, limits.cpu),
+        (resource.RLIMIT_CORE, 0),
+    ]
+
+
+def _set_rlimits(values: list[tuple[int, int]]) -> None:
+    for which, value in values:
+        _, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def confine(mechanism: str, opts: SandboxOptions, command: str, attempt: Attempt, path_env: str) -> Launch:
+    """The launch of `sh -c COMMAND` under `mechanism` for one attempt."""
+    argv = ["sh", "-c", command]
+    if mechanism == "none":
+        return unconfined(argv)
+    for d in (attempt.home, attempt.tmp):
+        os.makedirs(d, exist_ok=True)
+    ro = check_paths(opts.ro, "--sandbox-ro")
+    rw = check_paths(opts.rw, "--sandbox-rw")
+    auto = [p for p in program_paths(command, path_env) if p not in ro and p not in rw]
+    user = sandbox_user()
+    _hand_over(attempt, user)
+    limits = _rlimits(opts.limits, user[0] if user else os.getuid())
+    proxy = None
+    hidden: list[str] = []
+    if opts.allow_hosts:
+        from git_genjob.worker.generators.proxy import RELAY, RELAY_PORT, HostProxy, parse_hosts
+
+        proxy_dir = os.path.join(os.path.dirname(attempt.scratch), "proxy")
+        os.makedirs(proxy_dir, exist_ok=True)
+        os.chmod(proxy_dir, 0o755)
+        proxy = HostProxy(os.path.join(proxy_dir, "sock"), parse_hosts(opts.allow_hosts), user)
+        python = os.path.abspath(sys.executable)
+        auto += [p for p in _installation(python, path_env, 0) if not in_system(p) and p not in auto]
+        hidden = [proxy_dir]
+        argv = ["sh", "-c", RELAY_WRAPPER, command, python, RELAY, proxy.path, str(RELAY_PORT)]
+    try:
+        if mechanism == "bwrap":
+            launch = _bwrap(opts, argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto)
+        else:
+            launch = _landlock(opts, argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto)
+    except BaseException:
+        if proxy is not None:
+            proxy.close()
+        raise
+    launch.env["PATH"] = visible_path(path_env, [*ro, *auto, *rw, attempt.scratch])
+    if proxy is not None:
+        url = f"http://127.0.0.1:{RELAY_PORT}"
+        launch.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url)
+        launch.finish = proxy.close
+    return launch
+
+
+# The --allow-host relay starts first (it listens before it returns), then the generator: `$0`.
+RELAY_WRAPPER = (
+    '"$1" -I -S -c "$2" "$3" "$4" || { echo "genjob: the --allow-host relay did not start" >&2; exit 97; }; '
+    'exec sh -c "$0"'
+)
+
+
+def visible_path(path_env: str, shown: list[str]) -> str:
+    """PATH without the directories the sandbox hides: under Landlock they can still be looked
+    at (stat, readlink), and an interpreter that finds itself there (a venv's python3) would
+    compute a prefix it may not read."""
+    keep = [
+        d
+        for d in path_env.split(os.pathsep)
+        if os.path.isabs(d) and (in_system(os.path.realpath(d)) or any(_inside(d, p) for p in shown))
+    ]
+    return os.pathsep.join(dict.fromkeys(keep)) or "/usr/bin:/bin"
+
+
+def _bwrap(
+    opts: SandboxOptions,
+    argv: list[str],
+    attempt: Attempt,
+    ro: list[str],
+    rw: list[str],
+    user: tuple[int, int] | None,
+    limits: list[tuple[int, int]],
+    auto: list[str],
+) -> Launch:
+    exe = shutil.which("bwrap") or "bwrap"
+    args = [exe, "--die-with-parent", "--new-session", *_unshare_args(opts.allow_net)]
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    for p in _etc_paths():
+        if os.path.islink(p) and not (opts.allow_net and p == "/etc/resolv.conf"):
+            args += ["--symlink", os.readlink(p), p]
+        elif os.path.exists(p):
+            args += ["--ro-bind", p, p]
+    args += ["--dev", "/dev", "--proc", "/proc", "--bind", attempt.tmp, "/tmp"]
+    binds: list[tuple[str, str]] = []
+    links: list[tuple[str, str]] = []
+    for flag, p in [("--ro-bind", p) for p in ro] + [("--bind", p) for p in rw]:
+        if os.path.islink(p):  # bound at its target, shown at its own path as a symlink
+            links.append((os.path.realpath(p), p))
+            p = os.path.realpath(p)
+        binds.append((flag, p))
+    binds.sort(key=lambda b: b[1].count("/"))
+    shown: list[str] = []
+    extra: list[str] = []
+    for flag, p in binds:
+        if flag == "--ro-bind" and any(_inside(p, q) for q in shown):
+            continue  # already visible read-only
+        shown.append(p)
+        extra += [flag, p, p]
+    for target, p in links:
+        if not any(_inside(p, q) for q in shown):
+            extra += ["--symlink", target, p]
+            shown.append(p)
+    dests = [attempt.home, attempt.scratch, *attempt.job_files, *shown]
+    parents = {a for d in dests for a in _ancestors(d)} - {"/", "/tmp", *dests}
+    for d in sorted(parents, key=lambda a: (a.count("/"), a)):
+        if not in_system(d) and not any(_inside(d, q) for q in shown):
+            args += ["--perms", "0755", "--dir", d]  # bwrap would make them 0700: unreadable to nobody
+    for p in (attempt.home, attempt.scratch):
+        args += ["--bind", p, p]
+    for p in attempt.job_files:
+        args += ["--ro-bind", p, p]
+    args += extra
+    args += ["--chdir", attempt.scratch]
+    if user is not None:
+        uid, gid = user
+        setpriv = shutil.which("setpriv") or "setpriv"
+        args += [
+            "--",
+            setpriv,
+            f"--reuid={uid}",
+            f"--regid={gid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+        ]
+    else:
+        args.append("--")
+
+    def preexec() -> None:
+        _set_rlimits(limits)
+
+    network = "all" if opts.allow_net else "hosts" if opts.allow_hosts else "none"
+    return Launch([*args, *argv], {"TMPDIR": "/tmp"}, preexec, record("bwrap", network, opts, auto, opts.limits))
+
+
+def _ancestors(path: str) -> list[str]:
+    out = []
+    while (parent := os.path.dirname(path)) != path:
+        out.append(parent)
+        path = parent
+    return out
+
+
+# Landlock rights (include/uapi/linux/landlock.h), by the ABI that added them.
+FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+FS_REMOVE_DIR, FS_REMOVE_FILE, FS_MAKE_CHAR, FS_MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
+FS_MAKE_REG, FS_MAKE_SOCK, FS_MAKE_FIFO, FS_MAKE_BLOCK, FS_MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
+FS_REFER, FS_TRUNCATE, FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+RO = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+RW = (1 << 16) - 1 & ~(FS_MAKE_CHAR | FS_MAKE_BLOCK)
+DEV = FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+RULE_PATH_BENEATH = 1
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _handled_fs(abi: int) -> int:
+    rights = (1 << 13) - 1
+    if abi >= 2:
+        rights |= FS_REFER
+    if abi >= 3:
+        rights |= FS_TRUNCATE
+    if abi >= 5:
+        rights |= FS_IOCTL_DEV
+    return rights
+
+
+def landlock_ruleset(rules: list[tuple[str, int]], deny_tcp: bool) -> int:
+    """A Landlock ruleset fd allowing exactly `rules` (path, rights) and, with `deny_tcp`, no
+    TCP bind or connect; abstract Unix sockets and signals are scoped to the sandbox."""
+    abi = landlock_abi()
+    handled = _handled_fs(abi)
+    attr = _RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if deny_tcp and abi >= 4 else 0, 0)
+    size = 8
+    if abi >= 4:
+        size = 16
+    if abi >= 6:
+        attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+        size = 24
+    fd = _syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    try:
+        for path, rights in rules:
+            try:
+                target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # an optional system path that is not there
+            try:
+                if not os.path.isdir(f"/proc/self/fd/{target}"):
+                    rights &= FILE_RIGHTS
+                beneath = _PathBeneath(rights & handled, target)
+                _syscall(SYS_LANDLOCK_ADD_RULE, fd, ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(beneath), 0)
+            finally:
+                os.close(target)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _landlock(
+    opts: SandboxOptions,
+    argv: list[str],
+    attempt: Attempt,
+    ro: list[str],
+    rw: list[str],
+    user: tuple[int, int] | None,
+    limits: list[tuple[int, int]],
+    auto: list[str],
+) -> Launch:
+    rules = [(d, RO) for d in SYSTEM_DIRS] + [(p, RO) for p in _etc_paths()] + [("/proc", RO)]
+    rules += [(d, DEV) for d in DEVICES] + [(attempt.log, DEV)]
+    rules += [(p, RO) for p in [*attempt.job_files, *ro]]
+    rules += [(p, RW) for p in [attempt.scratch, attempt.home, attempt.tmp, *rw]]
+    if opts.allow_net:
+        resolv = os.path.realpath("/etc/resolv.conf")
+        rules.append((resolv, RO))
+    namespaces = userns_works()
+    flags = CLONE_NEWPID | CLONE_NEWIPC if namespaces else 0
+    if namespaces and not opts.allow_net:
+        flags |= CLONE_NEWNET
+    if flags and os.geteuid() != 0:
+        flags |= CLONE_NEWUSER
+    # With a network namespace of its own (--allow-host needs one) the relay binds and connects on
+    # its loopback: Landlock's TCP rule would only stop it; the namespace already holds nothing else.
+    ruleset = landlock_ruleset(rules, deny_tcp=not opts.allow_net and not (opts.allow_hosts and flags & CLONE_NEWNET))
+    uid, gid = os.getuid(), os.getgid()
+    libc = _libc()
+    last_cap = _last_cap()
+
+    def preexec() -> None:
+        if flags:
+            if libc.unshare(flags) != 0:
+                raise OSError(ctypes.get_errno(), "unshare")
+            if flags & CLONE_NEWUSER:
+                for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                    with open(f"/proc/self/{name}", "w") as fh:
+                        fh.write(text)
+            if flags & CLONE_NEWNET and opts.allow_hosts:
+                _loopback_up()
+            _become_pid_one()
+        _set_rlimits(limits)
+        if user is not None:
+            _become(user, last_cap)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+
+    if opts.allow_net:
+        network = "all"
+    elif opts.allow_hosts:
+        network = "hosts"
+    else:
+        network = "none" if flags & CLONE_NEWNET else "tcp-denied"
+    return Launch(
+        argv,
+        {"TMPDIR": attempt.tmp},
+        preexec,
+        record("landlock", network, opts, auto, opts.limits),
+        lambda: os.close(ruleset),
+    )
+
+
+def _loopback_up() -> None:
+    """`ip link set lo up` in the new network namespace (bubblewrap does the same)."""
+    import fcntl
+    import socket
+    import struct
+
+    siocsifflags, iff_up, iff_loopback, iff_running = 0x8914, 0x1, 0x8, 0x40
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        fcntl.ioctl(s, siocsifflags, struct.pack("16sH22x", b"lo", iff_up | iff_loopback | iff_running))
+
+
+PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 24, 47, 2
+CAP_DAC_OVERRIDE = 1
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _last_cap() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as fh:
+            return int(fh.read())
+    except (OSError, ValueError):
+        return 40
+
+
+def _become(user: tuple[int, int], last_cap: int) -> None:
+    """Root's Landlock child becomes `nobody` with one capability, CAP_DAC_OVERRIDE (ambient, so
+    it survives exec): the process limit binds (root's processes are exempt from it) and the
+    paths Landlock allows stay reachable through root's 0700 directories (pyenv under /root, a
+    test's tmp_path). Landlock, not file modes, decides what it may touch."""
+    libc = _libc()
+    for cap in range(last_cap + 1):
+        if cap != CAP_DAC_OVERRIDE:
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    if libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_KEEPCAPS)")
+    os.setgroups([])
+    os.setresgid(user[1], user[1], user[1])
+    os.setresuid(user[0], user[0], user[0])
+    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    one = 1 << CAP_DAC_OVERRIDE
+    data = (_CapData * 2)(_CapData(one, one, one), _CapData(0, 0, 0))
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    if libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_OVERRIDE, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAP_AMBIENT_RAISE)")
+
+
+def _become_pid_one() -> None:
+    """In the child, after unshare(CLONE_NEWPID): fork, so that the generator is the first process
+    of the new PID namespace (when it ends, the kernel kills everything it left). The parent stays
+    behind only to wait for it and exit as it did; it closes every other descriptor, so the
+    worker's Popen sees the exec of the generator itself."""
+    pid = os.fork()
+    if pid == 0:
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the worker's reaper kills the group too
+        return
+    os.closerange(3, 1 << 20)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
