@@ -456,3 +456,34 @@ def test_a_note_line_that_sorts_before_the_real_envelope_does_not_fail_audit(tmp
     git(owner, "notes", "--ref=genjob", "add", "-f", "-m", '{"envelope":"!"}\n' + note, "HEAD")
     res = run_genjob("audit", "HEAD~1..HEAD", cwd=owner)
     assert res.code == 0, res.out + res.err
+
+
+def test_a_requeue_a_remote_appends_never_makes_a_worker_send_a_job_again(tmp_path: Path) -> None:
+    """An attempt that reached `sending` may have been answered: only its worker's signed
+    `failed` or its owner's signed `retried` requeues it (SPEC §4, §11)."""
+    from git_genjob.planner.ledger import claim, end_attempt, record_sending
+    from git_genjob.storage.publish import publisher
+
+    bare, owner, key, k = _owner(tmp_path)
+    store = Store.open(str(owner))
+    record = load_live(store, k)
+    assert record is not None
+    pub = publisher(store, "origin")
+    pub.refresh()
+    lease = claim(pub, record, "w1", 600)
+    record_sending(pub, lease)
+    end_attempt(pub, lease, "unknown", "timed out after the request was sent")
+    attacker = _attacker(tmp_path, bare)
+    doc = json.loads(git(attacker, "show", f"refs/genjob/jobs/{k}:attempts.json"))
+    doc.update(state="queued", epoch=doc["epoch"] + 1)
+    new = _append_event(attacker, k, {"attempts.json": canonical_bytes(doc)}, event="retried")
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/jobs/{k}")
+
+    assert run_genjob("fetch", cwd=owner).code == 0
+    res = work(owner, key, "echo sent-again > src/user.py", "--once")
+    (outcome,) = json.loads(res.out)["jobs"]
+    assert res.code == 0 and outcome["result"] == "unsigned requeue", res.out
+    assert refs(owner)[f"refs/genjob/jobs/{k}"] == new  # not claimed
+    assert run_genjob("retry", k, cwd=owner).code == 0  # the owner's word, signed with the planner key
+    res = work(owner, key, "echo sent-again > src/user.py", "--once")
+    assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.out

@@ -30,6 +30,7 @@ def test_the_table_is_spec_4() -> None:
         ("sending", "recovered"): ["unknown"],
         ("unknown", "retried"): ["queued"],
         ("done", "retried"): ["queued"],
+        ("queued", "retried"): ["queued"],  # SPEC §11: the owner signs over a requeue nobody trusted signed
     }
     assert transition("sending", "recovered") is JobState.UNKNOWN
     for state in JobState:

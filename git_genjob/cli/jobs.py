@@ -282,9 +282,18 @@ def retry(key: str, remote: str | None, refresh: bool, as_json: bool) -> None:
     A model generator replays the answer this job already paid for unless --refresh is given.
     """
     from git_genjob.planner.ledger import retry as do_retry
+    from git_genjob.planner.trust import planner_key
     from git_genjob.storage.publish import publisher
 
-    record = do_retry(publisher(open_store(), remote), key, refresh)
+    store = open_store()
+    sign = planner_key(store)
+    record = do_retry(publisher(store, remote), key, refresh, sign=sign)
+    if sign is None:
+        click.echo(
+            "warning: an unsigned retry: no worker sends a job again on it once an attempt reached the "
+            "generator; create your planner key (git genjob init) and retry",
+            err=True,
+        )
 
     def human() -> None:
         how = (

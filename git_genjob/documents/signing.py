@@ -19,6 +19,7 @@ from git_genjob.documents.keys import SigningKey, TrustedKey, verify_signature
 JOB_TYPE = "application/vnd.genjob.job+json"
 DROP_TYPE = "application/vnd.genjob.drop+json"
 REPLAY_TYPE = "application/vnd.genjob.replay+json"
+EVENT_TYPE = "application/vnd.genjob.event+json"  # a requeue after `sending`: its writer's word
 MAX_SIGNATURES = 16
 
 

@@ -92,6 +92,7 @@ TRANSITIONS: dict[tuple[JobState, Event], JobState] = {
     (S, Event.RECOVERED): U,
     (U, Event.RETRIED): Q,
     (D, Event.RETRIED): Q,  # a receipt that is not ok
+    (Q, Event.RETRIED): Q,  # the owner's signed word over a requeue nobody trusted signed (SPEC §11)
 }
 
 

@@ -21,16 +21,18 @@ import pygit2
 from git_genjob.documents.attempts import as_text
 from git_genjob.documents.canonical import canonical_bytes, format_time, parse_time, utc_now
 from git_genjob.documents.errors import BadInput, Conflict, Refused
-from git_genjob.documents.signing import DROP_TYPE, seal
+from git_genjob.documents.signing import DROP_TYPE, EVENT_TYPE, seal
 from git_genjob.documents.states import Event, JobState, transition
 from git_genjob.storage.publish import Publisher
 from git_genjob.storage.records import (
     DROP_ENVELOPE,
+    EVENT_ENVELOPE,
     JobRecord,
     drop_payload,
     event_message,
     find_job,
     load_live,
+    requeue_payload,
     write_event,
 )
 from git_genjob.storage.store import job_ref
@@ -54,7 +56,9 @@ def record_submit(pub: Publisher, key: str, files: dict[str, pygit2.Oid], create
 
 
 def _files(record: JobRecord) -> dict[str, pygit2.Oid]:
-    return {p: o for p, o in record.files.items() if p != "attempts.json"}
+    """What the next event carries forward: everything but the attempts (rewritten by each event)
+    and the requeue signature (it belongs to the one event that wrote it)."""
+    return {p: o for p, o in record.files.items() if p not in ("attempts.json", EVENT_ENVELOPE)}
 
 
 def _advance(
@@ -64,10 +68,15 @@ def _advance(
     attempts: dict[str, Any],
     files: dict[str, pygit2.Oid] | None = None,
     extra: dict[str, str] | None = None,
+    sign: Any = None,
 ) -> JobRecord:
-    """Write one event on top of record.tip and move the ref by compare-and-swap."""
+    """Write one event on top of record.tip and move the ref by compare-and-swap; with `sign`,
+    the event carries its writer's signature over (event, key, the commit it follows)."""
     store = pub.store
     files = files if files is not None else _files(record)
+    if sign is not None and record.tip is not None:
+        payload = requeue_payload(event, record.key, record.tip)
+        files = {**files, EVENT_ENVELOPE: store.blob(seal(EVENT_TYPE, payload, sign))}
     state = transition(record.state, event)  # the one table decides where the event leads
     attempts["state"] = state.value
     message = f"genjob: {event} {record.key}"
@@ -157,14 +166,18 @@ def store_receipt(
     return lease.record
 
 
-def end_attempt(pub: Publisher, lease: Lease, state: str, reason: str, replays: list[str] | None = None) -> None:
-    """The worker's own verdict on an attempt without a receipt: failed_before_send or unknown."""
+def end_attempt(
+    pub: Publisher, lease: Lease, state: str, reason: str, replays: list[str] | None = None, sign: Any = None
+) -> None:
+    """The worker's own verdict on an attempt without a receipt: failed_before_send or unknown.
+    `failed` requeues a job that reached `sending`: the worker signs it with its key."""
     doc = _attempts(lease.record)
     attempt = _current(lease, doc)
     attempt.update(state=state, finished_at=utc_now(), reason=as_text(reason), replays=replays or [])
     doc["epoch"] += 1
     event = "failed" if state == "failed_before_send" else "unknown"
-    lease.record = _advance(pub, lease.record, event, doc, extra={"Genjob-Attempt": str(lease.n)})
+    signer = sign if event == "failed" else None
+    lease.record = _advance(pub, lease.record, event, doc, extra={"Genjob-Attempt": str(lease.n)}, sign=signer)
 
 
 @dataclass
@@ -218,8 +231,9 @@ def recover(pub: Publisher, now: float | None = None) -> RecoverReport:
     return report
 
 
-def retry(pub: Publisher, key: str, refresh: bool = False) -> JobRecord:
-    """The owner's explicit new attempt of the same job (same key, same digest).
+def retry(pub: Publisher, key: str, refresh: bool = False, sign: Any = None) -> JobRecord:
+    """The owner's explicit new attempt of the same job (same key, same digest), signed with the
+    owner's planner key `sign` (a worker claims a job that was sent once only on that word).
 
     With `refresh` the new attempt asks the model afresh instead of replaying the answer this
     job already recorded; a different answer is recorded as a drift candidate (SPEC §7).
@@ -233,7 +247,7 @@ def retry(pub: Publisher, key: str, refresh: bool = False) -> JobRecord:
             f"job {key} is {record.state} by a worker whose lease may still run",
             "wait for the lease to lapse and run git genjob recover first",
         )
-    if record.state == "queued":
+    if record.state == "queued" and not _requeued_unsigned(pub, record):
         raise Refused(f"job {key} is already queued", "a worker will pick it up: git genjob work")
     if record.state == "done" and _receipt_status(record) == "ok":
         raise Refused(f"job {key} has an ok receipt", f"apply it (git genjob apply {key}) or drop it")
@@ -243,7 +257,17 @@ def retry(pub: Publisher, key: str, refresh: bool = False) -> JobRecord:
     if refresh:
         doc["refresh"] = True
     files = {p: o for p, o in _files(record).items() if p != "receipt.json" and not p.startswith("outputs/")}
-    return _advance(pub, record, "retried", doc, files)
+    return _advance(pub, record, "retried", doc, files, sign=sign)
+
+
+def _requeued_unsigned(pub: Publisher, record: JobRecord) -> bool:
+    """A job listed as queued that no worker will send again (a requeue nobody trusted signed):
+    the owner's signed retry is what releases it."""
+    from git_genjob.storage.records import requeue_problem
+    from git_genjob.storage.truststore import trust_at_head
+
+    trust = trust_at_head(pub.store)
+    return requeue_problem(pub.store, record, trust.signers, trust.revoked) is not None
 
 
 def _receipt_status(record: JobRecord) -> str | None:

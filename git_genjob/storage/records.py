@@ -77,7 +77,9 @@ class JobRecord:
 
 JOB_ENVELOPE = "job.dsse.json"
 DROP_ENVELOPE = "drop.dsse.json"
+EVENT_ENVELOPE = "event.dsse.json"  # on a requeue event only: who requeued a job that may have been sent
 TOP_LEVEL = {
+    EVENT_ENVELOPE,
     "job.json",
     JOB_ENVELOPE,
     DROP_ENVELOPE,
@@ -455,3 +457,46 @@ def _drop_problem(
     except GenjobError as exc:
         return f"its drop is not signed by a trusted planner: {exc.message}"
     return None
+
+
+def requeue_payload(event: str, key: str, parent: pygit2.Oid) -> bytes:
+    """What the writer of a requeue event signs: the event, the job and the commit it follows."""
+    return canonical_bytes({"event": event, "key": key, "parent": str(parent)})
+
+
+REQUEUE_SIGNERS = {"retried": "genjob-job", "failed": "genjob-receipt"}  # the owner's, the worker's
+
+
+def requeue_problem(store: Store, record: JobRecord, signers: list[Any], revoked: set[bytes]) -> str | None:
+    """Why a queued job may not be claimed again (None: it may). SPEC §4: an attempt that reached
+    `sending` may have been answered, and only its worker (`failed`: nothing was sent) or its
+    owner (`retried`) requeues it. Both sign that event (SPEC §11), so a requeue a remote
+    appends never makes a worker send the job again."""
+    from git_genjob.documents.errors import GenjobError
+    from git_genjob.documents.signing import EVENT_TYPE, signer_of, unseal
+
+    assert record.tip is not None
+    chain = events(store, record.tip)
+    sent = [n for n, e in enumerate(chain) if e.event == "sending"]
+    if not sent:
+        return None
+    for e in chain[sent[-1] + 1 :]:
+        namespace = REQUEUE_SIGNERS.get(e.event)
+        if namespace is None:
+            continue
+        commit = store.get_commit(e.commit)
+        envelope = store.file_at(commit.tree, EVENT_ENVELOPE)
+        if envelope is None or not commit.parent_ids:
+            continue
+        try:
+            sealed = unseal(envelope, EVENT_TYPE, "requeue")
+            if sealed.payload != requeue_payload(e.event, record.key, commit.parent_ids[0]):
+                continue
+            signer_of(sealed, signers, revoked, time.time(), namespace, "requeue")
+        except GenjobError:
+            continue
+        return None
+    return (
+        "its last attempt reached the generator, and no signed requeue (its worker's 'failed' or its "
+        "owner's 'retried') follows; never sent again by a worker"
+    )

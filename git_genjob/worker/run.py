@@ -37,7 +37,7 @@ from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending,
 from git_genjob.planner.queue import Head, archived_leftover, heads
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.publish import Publisher, publisher
-from git_genjob.storage.records import JobRecord, bundle_inputs, load_live
+from git_genjob.storage.records import JobRecord, bundle_inputs, load_live, requeue_problem
 from git_genjob.storage.store import Store, job_ref
 from git_genjob.worker.generators import GenContext, Generator, GenResult, sandbox_record
 from git_genjob.worker.scratch import clean_stale_scratch, read_back, scratch_dir, scratch_entries
@@ -238,14 +238,20 @@ class Gate:
 
         bundle_inputs(self.store, record, self.limits)
         verdict = job_trust(record.job_bytes, record.job_envelope, self.trust)
-        if verdict.ok:
-            return None
-        return verdict.label, f"{verdict.detail}; never claimed (its planner signs it: git genjob init, then submit)"
+        if not verdict.ok:
+            return (
+                verdict.label,
+                f"{verdict.detail}; never claimed (its planner signs it: git genjob init, then submit)",
+            )
+        resend = requeue_problem(self.store, record, self.trust.signers, self.trust.revoked)
+        if resend is not None:
+            return "unsigned requeue", f"{resend} (its owner decides: git genjob retry {record.key})"
+        return None
 
 
 def _report_skipped(report: WorkReport, skipped: dict[str, tuple[str, str]], progress: Progress) -> None:
     """Name each damaged, unsigned or untrusted job once per run; it is skipped, never fatal for the queue."""
-    seen = {o.key for o in report.outcomes if o.result in ("damaged", "unsigned", "untrusted")}
+    seen = {o.key for o in report.outcomes if o.result in ("damaged", "unsigned", "untrusted", "unsigned requeue")}
     for key, (result, why) in sorted(skipped.items()):
         if key not in seen:
             report.outcomes.append(JobOutcome(key, result, why))
@@ -316,7 +322,7 @@ def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pro
         if isinstance(result, GeneratorUnavailable):
             state = "unknown" if result.sent else "failed_before_send"
             try:
-                end_attempt(pub, lease, state, result.message, ctx.replays)
+                end_attempt(pub, lease, state, result.message, ctx.replays, sign=opts.signing_key)
             except Conflict as exc:
                 return JobOutcome(key, "fenced", exc.message, lease.n)
             progress(f"{state} {key}: {result.message}")
