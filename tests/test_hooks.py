@@ -149,7 +149,7 @@ def test_nothing_to_check_is_decided_without_python(tmp_path: Path) -> None:
     # ...and the same scripts do reach Python when there is something to check (not vacuous):
     proc = git_rc(repo, "commit", "--allow-empty", "-qm", "x\n\ngenjob-key: k")
     assert proc.returncode == 1 and "git-genjob is not installed" in proc.stderr
-    git(repo, "commit", "--allow-empty", "-q", "--no-verify", "-m", "x\n\nGenjob-Key: k")
+    git(repo, "commit", "--allow-empty", "-q", "--no-verify", "-m", "x\n\nGENJOB-key: k")  # any case
     before = refs(bare)
     proc = git_rc(repo, "push", "origin", "main")
     assert proc.returncode == 1 and "git-genjob is not installed" in proc.stderr
