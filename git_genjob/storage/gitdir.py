@@ -1,4 +1,5 @@
-"""Finding the repository and the live job keys without libgit2 (the hooks' fast path)."""
+"""What needs no libgit2 (the hooks' fast path): the repository's directories, the live job refs read
+from their files, the environment and spawning of a child git, and trailers as git reads them."""
 
 from __future__ import annotations
 
