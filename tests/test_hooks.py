@@ -272,9 +272,10 @@ def test_genjob_trailers_are_what_git_log_shows(repo: Path, monkeypatch: Any) ->
             assert genjob_trailers_of(message) == shown, (config, message)
             made.append((git(repo, "rev-parse", "HEAD").strip(), message, shown))
         # the batch read of a range (audit, pre-push) agrees too
-        read_commit_trailers(str(repo / ".git"), [(oid, message) for oid, message, _ in made])
+        gitdir = str(repo / ".git")
+        read_commit_trailers(gitdir, [(oid, message) for oid, message, _ in made])
         for oid, message, shown in made:
-            assert genjob_trailers_of_commit(oid, "", None) == shown, (config, message)
+            assert genjob_trailers_of_commit(oid, "", gitdir) == shown, (config, message)
 
 
 def test_commit_msg_and_audit_read_trailers_as_git_does(repo: Path) -> None:
