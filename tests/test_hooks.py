@@ -161,7 +161,7 @@ def test_nothing_to_check_is_decided_without_python(tmp_path: Path, monkeypatch:
     # ...and the same scripts do reach Python when there is something to check (not vacuous):
     proc = git_rc(repo, "commit", "--allow-empty", "-qm", "x\n\ngenjob-key: k")
     assert proc.returncode == 1 and "git-genjob is not installed" in proc.stderr
-    git(repo, "commit", "--allow-empty", "-q", "--no-verify", "-m", "x\n\nGenjob-Key: k")
+    git(repo, "commit", "--allow-empty", "-q", "--no-verify", "-m", "x\n\nGENJOB-key: k")  # any case
     before = refs(bare)
     proc = git_rc(repo, "push", "origin", "main")
     assert proc.returncode == 1 and "git-genjob is not installed" in proc.stderr
@@ -284,9 +284,10 @@ def test_genjob_trailers_are_what_git_log_shows(repo: Path, monkeypatch: Any) ->
             assert genjob_trailers_of(message) == shown, (config, message)
             made.append((git(repo, "rev-parse", "HEAD").strip(), message, shown))
         # the batch read of a range (audit, pre-push) agrees too
-        read_commit_trailers(str(repo / ".git"), [(oid, message) for oid, message, _ in made])
+        gitdir = str(repo / ".git")
+        read_commit_trailers(gitdir, [(oid, message) for oid, message, _ in made])
         for oid, message, shown in made:
-            assert genjob_trailers_of_commit(oid, "", None) == shown, (config, message)
+            assert genjob_trailers_of_commit(oid, "", gitdir) == shown, (config, message)
 
 
 def test_commit_msg_and_audit_read_trailers_as_git_does(repo: Path) -> None:

@@ -1,4 +1,5 @@
-"""Finding the repository and the live job keys without libgit2 (the hooks' fast path)."""
+"""What needs no libgit2 (the hooks' fast path): the repository's directories, the live job refs read
+from their files, the environment and spawning of a child git, and trailers as git reads them."""
 
 from __future__ import annotations
 
@@ -263,22 +264,26 @@ def genjob_trailers_of(message: str, gitdir: str | None = None) -> dict[str, str
     return out
 
 
-_BY_COMMIT: dict[str, dict[str, str]] = {}  # commit id -> its Genjob-* trailers (an id never changes meaning)
+# (git dir, commit id) -> its Genjob-* trailers: an id never changes meaning, the git dir says
+# whose trailer.* config read it (tests pin dates, so two repositories may hold the same commit).
+_BY_COMMIT: dict[tuple[str, str], dict[str, str]] = {}
 
 
 def genjob_trailers_of_commit(oid: str, message: str, gitdir: str | None = None) -> dict[str, str]:
     """`genjob_trailers_of` for a commit, remembered by id (see `read_commit_trailers`)."""
-    if oid not in _BY_COMMIT:
-        _BY_COMMIT[oid] = genjob_trailers_of(message, gitdir)
-    return _BY_COMMIT[oid]
+    key = (gitdir or "", oid)
+    if key not in _BY_COMMIT:
+        _BY_COMMIT[key] = genjob_trailers_of(message, gitdir)
+    return _BY_COMMIT[key]
 
 
 def read_commit_trailers(gitdir: str, commits: list[tuple[str, str]]) -> None:
     """Read the Genjob-* trailers of many (id, message) commits in one `git log --no-walk
     --stdin` (what `%(trailers:only,unfold)` shows), for `genjob_trailers_of_commit` to find:
     an audit of a range asks git once, not once per commit."""
-    wanted = [oid for oid, message in commits if oid not in _BY_COMMIT and may_name_a_job(message)]
-    _BY_COMMIT.update({oid: {} for oid, message in commits if oid not in _BY_COMMIT and oid not in wanted})
+    new = [(oid, message) for oid, message in commits if (gitdir, oid) not in _BY_COMMIT]
+    wanted = [oid for oid, message in new if may_name_a_job(message)]
+    _BY_COMMIT.update({(gitdir, oid): {} for oid, message in new if not may_name_a_job(message)})
     if not wanted:
         return
     import re
@@ -296,4 +301,4 @@ def read_commit_trailers(gitdir: str, commits: list[tuple[str, str]]) -> None:
             m = re.match(PARSED_TRAILER, line)
             if m and m.group(1).lower().startswith("genjob-"):
                 out[canonical_trailer_key(m.group(1))] = m.group(2).strip()
-        _BY_COMMIT[oid] = out
+        _BY_COMMIT[(gitdir, oid)] = out
