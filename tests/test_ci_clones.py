@@ -250,7 +250,7 @@ def test_a_sparse_cone_checkout_reads_the_trust_store_from_the_index(tmp_path: P
     assert res.code == 0, res.out + res.err
     assert "y = 1" in (sp / "src" / "user.py").read_text()
     listed = json.loads(run_genjob("trust", "list", "--json", cwd=sp).out)
-    assert [r["name"] for r in listed] == ["w1"]
+    assert [r["name"] for r in listed] == ["ada@example.com", "w1"]  # the planner init trusted, the worker
     # A path outside the cone names the real cause, not "commit or stash"; nothing is written.
     before = git(sp, "for-each-ref")
     res = run_genjob("submit", "-m", "Outside", "tests/test_user.py", cwd=sp)

@@ -54,7 +54,11 @@ def test_a_failing_generator_that_prints_a_private_key_leaves_none_of_it_in_the_
     body = [line for line in text.splitlines() if line and "-----" not in line]
     assert text.startswith("-----BEGIN OPENSSH PRIVATE KEY-----") and body
     k = submit_key(repo, "-m", "Fix", "src/user.py")
-    res = work(repo, key, f"echo 'loading key'; cat {leaked} >&2; echo 'then it failed' >&2; exit 1", "--once")
+    shown = tmp_path / "shown" / "key.txt"  # a readable copy the sandbox shows (the 0600 file it would not)
+    shown.parent.mkdir()
+    shown.write_text(text)
+    command = f"echo 'loading key'; cat {shown} >&2; echo 'then it failed' >&2; exit 1"
+    res = work(repo, key, command, "--once", "--sandbox-ro", str(shown.parent))
     assert res.code == 0, res.err
     _, record = live(repo, k)
     assert record.receipt_bytes is not None

@@ -19,6 +19,7 @@ from git_genjob.landing.merge import MERGED_TRAILER, changed_paths, merge_onto, 
 from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, next_step
 from git_genjob.planner.ledger import archive
 from git_genjob.storage.faults import crash_point
+from git_genjob.storage.gitdir import genjob_trailers_of_commit, may_name_a_job, read_commit_trailers
 from git_genjob.storage.notes import write_note
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import JobRecord, find_job, parse_trailers, vouch_problem
@@ -139,8 +140,9 @@ UNBASED_WALK = 10_000
 
 def applied_before(store: Store, head: pygit2.Oid | None, record: JobRecord) -> tuple[pygit2.Oid, str | None] | None:
     """(commit, its Genjob-Receipt) of a commit on the branch that already carries this job's
-    Genjob-Key, or None. The walk covers the commits since the job's base commit (those are
-    the only ones that can hold it), or the last UNBASED_WALK when the base is not an ancestor."""
+    Genjob-Key as git reads trailers, or None. The walk covers the commits since the job's base
+    commit (those are the only ones that can hold it), or the last UNBASED_WALK when the base is
+    not an ancestor; git is asked once, for the commits that could name a job at all."""
     if head is None:
         return None
     hide: list[pygit2.Oid] = []
@@ -151,12 +153,17 @@ def applied_before(store: Store, head: pygit2.Oid | None, record: JobRecord) -> 
                 hide = [base]
         except (BadInput, ValueError, KeyError):
             pass
+    candidates = []
     for n, commit in enumerate(store.walk(head, hide)):
         if not hide and n >= UNBASED_WALK:
             break
-        t = parse_trailers(commit.message)
+        if may_name_a_job(commit.message):
+            candidates.append((str(commit.id), commit.message))
+    read_commit_trailers(store.gitdir, candidates)
+    for oid, message in candidates:  # newest first
+        t = genjob_trailers_of_commit(oid, message, store.gitdir)
         if t.get("Genjob-Key") == record.key:
-            return commit.id, t.get("Genjob-Receipt")
+            return pygit2.Oid(hex=oid), t.get("Genjob-Receipt")
     return None
 
 

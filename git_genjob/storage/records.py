@@ -417,7 +417,9 @@ def _applied_problem(store: Store, key: str, job_digest: str, commit: str | None
         landed = store.get_commit(commit)
     except (BadInput, ValueError, KeyError):
         return f"applied as {commit[:12]}, a commit this clone does not have (fetch {branch})"
-    t = parse_trailers(landed.message)
+    from git_genjob.storage.gitdir import genjob_trailers_of_commit
+
+    t = genjob_trailers_of_commit(str(landed.id), landed.message, store.gitdir)  # as git reads them
     if t.get("Genjob-Key") != key or t.get("Genjob-Job") != job_digest:
         return f"applied as {commit[:12]}, which does not carry this job's Genjob-Key and Genjob-Job"
     short = branch.removeprefix("refs/heads/")
