@@ -118,7 +118,9 @@ def test_an_accepted_event_from_a_remote_does_not_replace_an_honest_answer(tmp_p
     assert show["served"] == sha256_hex(b"honest\n") and len(show["ignored"]) == 1
 
 
-def _append_event(repo: Path, k: str, tree_edit: dict[str, bytes], event: str = "renewed") -> str:
+def _append_event(
+    repo: Path, k: str, tree_edit: dict[str, bytes], event: str = "renewed", state: str = "queued"
+) -> str:
     """A commit on top of refs/genjob/jobs/K whose tree has `tree_edit` applied (written by hand)."""
     store = Store.open(str(repo))
     raw = raw_repo(store)
@@ -128,7 +130,7 @@ def _append_event(repo: Path, k: str, tree_edit: dict[str, bytes], event: str = 
     for name, data in tree_edit.items():
         builder.insert(name, raw.create_blob(data), pygit2.enums.FileMode.BLOB)
     sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
-    new = raw.create_commit(None, sig, sig, event_message(event, k, "queued", 0), builder.write(), [tip])
+    new = raw.create_commit(None, sig, sig, event_message(event, k, state, 0), builder.write(), [tip])
     return str(new)
 
 
@@ -487,3 +489,26 @@ def test_a_requeue_a_remote_appends_never_makes_a_worker_send_a_job_again(tmp_pa
     assert run_genjob("retry", k, cwd=owner).code == 0  # the owner's word, signed with the planner key
     res = work(owner, key, "echo sent-again > src/user.py", "--once")
     assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.out
+
+
+def test_a_forged_claim_with_a_lease_no_worker_takes_is_fenced_by_recover(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    attempt = {"n": 1, "worker": "m", "epoch": 1, "state": "claimed", "started_at": "2026-01-01T00:00:00.000Z"}
+    doc = {"epoch": 1, "state": "claimed", "attempts": [{**attempt, "lease_until": "2099-01-01T00:00:00.000Z"}]}
+    new = _append_event(attacker, k, {"attempts.json": canonical_bytes(doc)}, event="claimed", state="claimed")
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/jobs/{k}")
+    assert run_genjob("fetch", cwd=owner).code == 0
+    res = run_genjob("recover", "--json", cwd=owner)
+    assert res.code == 0 and json.loads(res.out)["requeued"] == [k], res.out  # past the longest lease: forged
+    res = work(owner, key, "echo 'x = 1' > src/user.py", "--once")
+    assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.out
+
+
+def test_work_refuses_a_lease_longer_than_any_recover_honours(repo: Path) -> None:
+    key = setup_worker(repo)
+    submit_key(repo, "-m", "x", "src/user.py")
+    before = refs(repo)
+    res = work(repo, key, "true", "--once", "--lease", "25h")
+    assert res.code == 2 and "--lease 25h is not between 0 and 24h" in res.err
+    assert refs(repo) == before

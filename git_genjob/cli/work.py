@@ -128,13 +128,20 @@ def work(
     if once and max_jobs:
         raise BadInput("give --once or --max-jobs, not both")
     timeout_s = parse_duration(timeout)
+    lease_s = parse_duration(lease)
+    from git_genjob.documents.states import MAX_LEASE_S
+
+    if not 0 < lease_s <= MAX_LEASE_S:
+        raise BadInput(
+            f"--lease {lease} is not between 0 and {MAX_LEASE_S / 3600:g}h", "a lease is renewed every third"
+        )
     sandbox = sandbox_options(read_config(store).sandbox, sandbox_ro, sandbox_rw, allow_net, allow_hosts,
                               sandbox_limits, no_sandbox)  # fmt: skip
     opts = WorkerOptions(
         generator=parse_spec(spec, timeout_s, sandbox),
         signing_key=signing_key_of(store, key_file, "work"),
         worker_id=worker_id_of(store, worker_id),
-        lease_s=parse_duration(lease),
+        lease_s=lease_s,
         max_jobs=1 if once else max_jobs,
         wait=wait,
         timeout_s=timeout_s,

@@ -50,6 +50,9 @@ class Event(StrEnum):
 
 
 LEASE_S = 600.0  # a claim's lease (`work --lease`, `receipt`'s own claim), renewed every third
+# The longest lease a worker may take. A lease_until further than this from now was written by
+# no worker (attempts.json comes through a shared remote): `recover` fences it as lapsed.
+MAX_LEASE_S = 24 * 3600.0
 TIMEOUT_S = 1800.0  # `work --timeout`: how long a generator may run
 
 # The colour a terminal shows each state in (the cli's painter applies it; NO_COLOR and pipes get none).

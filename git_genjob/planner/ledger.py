@@ -22,7 +22,7 @@ from git_genjob.documents.attempts import as_text
 from git_genjob.documents.canonical import canonical_bytes, format_time, parse_time, utc_now
 from git_genjob.documents.errors import BadInput, Conflict, Refused
 from git_genjob.documents.signing import DROP_TYPE, EVENT_TYPE, seal
-from git_genjob.documents.states import Event, JobState, transition
+from git_genjob.documents.states import MAX_LEASE_S, Event, JobState, transition
 from git_genjob.storage.publish import Publisher
 from git_genjob.storage.records import (
     DROP_ENVELOPE,
@@ -217,7 +217,8 @@ def recover(pub: Publisher, now: float | None = None) -> RecoverReport:
             continue
         doc = _attempts(record)
         attempt = doc["attempts"][-1]
-        if parse_time(attempt["lease_until"]) > now:
+        until = parse_time(attempt["lease_until"])
+        if now < until <= now + MAX_LEASE_S:  # beyond the longest lease a worker takes: forged, fenced
             continue
         was = attempt["state"]
         attempt.update(state="failed_before_send" if was == "claimed" else "unknown", recovered_at=format_time(now))
