@@ -89,7 +89,10 @@ def test_pre_commit_framework_blocks_what_the_built_in_hooks_block(tmp_path: Pat
     # alias instead. The framework's entries run `git genjob`, so they still block.
     alias = f'!f() {{ cd "${{GIT_PREFIX:-.}}" && exec \'{BIN / "git-genjob"}\' "$@"; }}; f'
     git(repo, "config", "--global", "alias.genjob", alias)
-    bare_path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != BIN)
+    # every directory holding a git-genjob (this venv's, and any other venv a shell activated)
+    bare_path = os.pathsep.join(
+        p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "git-genjob").exists()
+    )
     assert shutil.which("git-genjob", path=bare_path) is None
     (repo / "README.md").write_text("again\n")
     git(repo, "add", "README.md")
