@@ -622,3 +622,38 @@ def test_two_chains_from_one_submit_commit_are_still_a_race_fetch_names(tmp_path
     git(owner, "update-ref", f"refs/genjob/jobs/{k}", mine)
     fetched = run_genjob("fetch", cwd=owner)
     assert fetched.code == 4 and k in fetched.err
+
+
+def test_malformed_replay_events_from_a_remote_block_no_replay(tmp_path: Path, stub) -> None:  # type: ignore[no-untyped-def]
+    bare, owner = repo_with_remote(tmp_path, "owner")
+    setup_worker(owner)
+    stub.answer = "honest\n"
+    assert ask(owner, stub.url, "write a haiku")[0] == 0
+    assert run_genjob("push", cwd=owner).code == 0
+    attacker = _attacker(tmp_path, bare)
+    store = Store.open(str(attacker))
+    raw = raw_repo(store)
+    tip = raw.references["refs/genjob/replays"].target
+    (fp,) = Cache(store).fingerprints()
+    entry_tree = raw[tip].tree[f"{fp[:2]}/{fp}"]
+    events = raw.TreeBuilder(raw[entry_tree.id]["events"])
+    for junk in (b"{", b"[1]", b'{"payloadType": 1}', b"[" * 100_000):  # each named by its digest, as genjob names
+        events.insert(sha256_hex(junk) + ".json", raw.create_blob(junk), pygit2.enums.FileMode.BLOB)
+    entry = raw.TreeBuilder(raw[entry_tree.id])
+    entry.insert("events", events.write(), pygit2.enums.FileMode.TREE)
+    entry.insert("request.json", raw.create_blob(b"not json"), pygit2.enums.FileMode.BLOB)
+    shard = raw.TreeBuilder(raw[raw[tip].tree[fp[:2]].id])
+    shard.insert(fp, entry.write(), pygit2.enums.FileMode.TREE)
+    root = raw.TreeBuilder(raw[tip].tree)
+    root.insert(fp[:2], shard.write(), pygit2.enums.FileMode.TREE)
+    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
+    new = raw.create_commit(None, sig, sig, "genjob replay\n", root.write(), [tip])
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/replays")
+
+    assert run_genjob("fetch", cwd=owner).code == 0
+    code, text, out = ask(owner, stub.url, "write a haiku")
+    assert (code, out) == (0, "honest\n") and "replay" in text
+    assert stub.count == 1
+    show = run_genjob("cache", "show", fp, "--json", cwd=owner)
+    assert show.code == 0 and sum("malformed" in x["why"] for x in json.loads(show.out)["ignored"]) == 4
+    assert run_genjob("cache", "ls", cwd=owner).code == 0
