@@ -505,6 +505,69 @@ def test_a_forged_claim_with_a_lease_no_worker_takes_is_fenced_by_recover(tmp_pa
     assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.out
 
 
+def _claim_doc(lease_until: str, state: str = "claimed") -> bytes:
+    attempt = {"n": 1, "worker": "m", "epoch": 1, "state": state, "started_at": "2026-01-01T00:00:00.000Z"}
+    return canonical_bytes({"epoch": 1, "state": state, "attempts": [{**attempt, "lease_until": lease_until}]})
+
+
+def test_a_forged_running_lease_is_fenced_at_once_and_the_owner_drops_or_retries(tmp_path: Path) -> None:
+    """A claim (or `sending`) a keyless remote appends with a lease of an hour holds nothing up:
+    no trusted worker signed it, so `recover` fences it now, not in an hour."""
+    from git_genjob.documents.canonical import format_time
+
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    soon = format_time(__import__("time").time() + 3600)
+    new = _append_event(attacker, k, {"attempts.json": _claim_doc(soon)}, event="claimed", state="claimed")
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/jobs/{k}")
+    assert run_genjob("fetch", cwd=owner).code == 0
+    blocked = run_genjob("drop", k, "--why", "x", cwd=owner)
+    assert blocked.code == 4 and "recover" in blocked.err  # the hint names the way out
+    res = run_genjob("recover", "--json", cwd=owner)
+    assert res.code == 0, res.err
+    report = json.loads(res.out)
+    assert report["requeued"] == [k] and report["forged"] == [k], res.out
+    res = work(owner, key, "echo 'x = 1' > src/user.py", "--once")
+    assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.out
+
+    k2 = submit_key(owner, "-m", "Add a retry", "src/user.py")
+    assert run_genjob("push", cwd=owner).code == 0
+    assert run_genjob("fetch", cwd=attacker).code == 0
+    new = _append_event(attacker, k2, {"attempts.json": _claim_doc(soon, "sending")}, event="sending", state="sending")
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/jobs/{k2}")
+    assert run_genjob("fetch", cwd=owner).code == 0
+    report = json.loads(run_genjob("recover", "--json", cwd=owner).out)
+    assert report["unknown"] == [k2] and report["forged"] == [k2]  # never resent silently: the owner decides
+    assert run_genjob("retry", k2, cwd=owner).code == 0
+    res = work(owner, key, "echo 'x = 2' > src/user.py", "--once")
+    assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.out
+
+
+def test_a_running_lease_a_trusted_worker_signed_is_not_fenced(repo: Path) -> None:
+    from git_genjob.documents.keys import read_signing_key
+    from git_genjob.planner.ledger import claim, record_sending
+    from git_genjob.storage.publish import publisher
+
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    store = Store.open(str(repo))
+    record = load_live(store, k)
+    assert record is not None
+    lease = claim(publisher(store), record, "w1", 3600, read_signing_key(str(key)))
+    res = json.loads(run_genjob("recover", "--json", cwd=repo).out)
+    assert res["requeued"] == [] and res["forged"] == []
+    record_sending(publisher(store), lease)
+    res = json.loads(run_genjob("recover", "--json", cwd=repo).out)
+    assert res["unknown"] == [] and res["forged"] == []
+    assert json.loads(run_genjob("show", k, "--json", cwd=repo).out)["state"] == "sending"
+    k2 = submit_key(repo, "-m", "y", "src/user.py")
+    record = load_live(store, k2)
+    assert record is not None
+    claim(publisher(store), record, "w2", 3600)
+    res = json.loads(run_genjob("recover", "--json", cwd=repo).out)
+    assert res["requeued"] == [k2] and res["forged"] == [k2]
+
+
 def test_work_refuses_a_lease_longer_than_any_recover_honours(repo: Path) -> None:
     key = setup_worker(repo)
     submit_key(repo, "-m", "x", "src/user.py")
