@@ -720,3 +720,32 @@ def test_malformed_replay_events_from_a_remote_block_no_replay(tmp_path: Path, s
     show = run_genjob("cache", "show", fp, "--json", cwd=owner)
     assert show.code == 0 and sum("malformed" in x["why"] for x in json.loads(show.out)["ignored"]) == 4
     assert run_genjob("cache", "ls", cwd=owner).code == 0
+
+
+def test_a_job_a_keyless_remote_forged_holds_no_path_against_a_hand_commit(tmp_path: Path) -> None:
+    """The pre-commit hook keeps hand commits off the paths of live jobs a trusted planner
+    signed; a job forged on the remote (or unsigned) holds up nobody's commit."""
+    bare, owner, key, k = _owner(tmp_path)
+    assert run_genjob("init", "--hooks", cwd=owner).code == 0
+    attacker = _attacker(tmp_path, bare)
+    store = Store.open(str(attacker))
+    raw = raw_repo(store)
+    job = Job.mint("Hold README", {"README.md": None}, "forged")
+    files = {"job.json": job.canonical(), "job.dsse.json": seal_job(job.canonical(), generate("mallory"))}
+    files["meta.json"] = _meta("forged")
+    builder = raw.TreeBuilder()
+    for name, data in files.items():
+        builder.insert(name, raw.create_blob(data), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
+    commit = raw.create_commit(None, sig, sig, event_message("submitted", "forged", "queued", 0), builder.write(), [])
+    git(attacker, "push", "-q", "origin", f"{commit}:refs/genjob/jobs/forged")
+    assert run_genjob("fetch", cwd=owner).code == 0
+
+    (owner / "README.md").write_text("by hand\n")
+    git(owner, "add", "README.md")
+    done = subprocess.run(["git", "commit", "-qm", "readme"], cwd=owner, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr  # the forged job holds nothing
+    (owner / "src" / "user.py").write_text("by hand\n")
+    git(owner, "add", "src/user.py")
+    held = subprocess.run(["git", "commit", "-qm", "user"], cwd=owner, capture_output=True, text=True)
+    assert held.returncode == 1 and f"src/user.py is held by live job {k}" in held.stderr  # the signed one does
