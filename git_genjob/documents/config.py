@@ -238,7 +238,8 @@ _PARSED: dict[bytes, Config] = {}  # config.toml's bytes -> its Config (a value;
 
 def read_config(store: Store, tree: pygit2.Tree | None = None) -> Config:
     """config.toml from the work tree (default) or from a commit's tree."""
-    data = store.file_at(tree, ".genjob/config.toml") if tree is not None else store.worktree_file(".genjob/config.toml")
+    name = ".genjob/config.toml"
+    data = store.file_at(tree, name) if tree is not None else store.worktree_file(name)  # sparse: the index's
     if data is None:
         return Config()
     hit = _PARSED.get(data)
