@@ -598,6 +598,8 @@ def test_a_malformed_archive_entry_from_a_remote_never_blocks_the_live_job(tmp_p
     assert fetched.code == 0 and json.loads(fetched.out)["kept"], fetched.out
     shown = run_genjob("show", k, "--json", cwd=owner)
     assert shown.code == 0 and json.loads(shown.out)["state"] == "queued", shown.out + shown.err
+    listed = run_genjob("status", "--all", "--json", cwd=owner)
+    assert listed.code == 0 and k in [r["key"] for r in json.loads(listed.out)], listed.err
     assert work(owner, key, "echo 'x = 1' > src/user.py", "--once").code == 0
     assert run_genjob("verify", k, cwd=owner).code == 0
     applied = run_genjob("apply", k, "--json", cwd=owner)
@@ -674,6 +676,20 @@ def test_a_job_ref_a_remote_replaced_with_another_history_changes_nothing_and_pu
     res = work(owner, key, "echo 'x = 1' > src/user.py", "--once")
     assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"]
     assert not (owner / ".github").exists()
+
+
+def test_another_signed_job_s_chain_under_this_key_is_no_rival(tmp_path: Path) -> None:
+    """The remote's ref for K replaced by the (planner-signed) chain of another job, K2."""
+    bare, owner, key, k = _owner(tmp_path)
+    k2 = submit_key(owner, "-m", "Add a retry", "src/user.py")
+    assert run_genjob("push", cwd=owner).code == 0
+    other = refs(owner)[f"refs/genjob/jobs/{k2}"]
+    attacker = _attacker(tmp_path, bare)
+    git(attacker, "push", "-q", "-f", "origin", f"{other}:refs/genjob/jobs/{k}")
+    fetched = run_genjob("fetch", "--json", cwd=owner)
+    assert fetched.code == 0 and any(x.startswith(k) and "another job" in x for x in json.loads(fetched.out)["kept"])
+    assert run_genjob("push", cwd=owner).code == 0
+    assert git(bare, "rev-parse", f"refs/genjob/jobs/{k}").strip() == refs(owner)[f"refs/genjob/jobs/{k}"]
 
 
 def test_two_chains_from_one_submit_commit_are_still_a_race_fetch_names(tmp_path: Path) -> None:
