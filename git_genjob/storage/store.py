@@ -17,7 +17,7 @@ import pygit2
 
 from git_genjob.documents.errors import BadInput, Conflict, NotARepository, RemoteUnavailable, StaleLock
 from git_genjob.documents.paths import check_entry_name
-from git_genjob.storage import locks
+from git_genjob.storage import durable, locks
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.gitdir import resolve_common
 
@@ -120,12 +120,11 @@ def open_repo(path: str | None = None) -> pygit2.Repository:
         raise NotARepository(f"not a git repository: {start}", "run git genjob inside a repository (git init)")
     _refuse_unsupported(found)
     try:
-        repo = pygit2.Repository(found)
+        repo = durable.open_repository(found)
     except pygit2.GitError as exc:
         if "object format" in str(exc):
             raise _sha256_refusal(found, str(exc)) from None
         raise NotARepository(f"cannot open repository {found}: {exc}") from None
-    pygit2.settings.enable_fsync_gitdir(True)
     return repo
 
 
@@ -834,6 +833,8 @@ class Store:
                             txn.remove(u.name)
                         else:
                             txn.set_target(u.name, u.new, message=message)
+                    if any(u.new is not None for u in updates):  # objects on disk before the refs naming them
+                        durable.before_ref_commit(self._objects_dir())
                 self._keep([u for u in updates if u.name in LEDGER_REFS and u.new is not None])
                 return
             except _BuildFailed as failed:
@@ -879,6 +880,9 @@ class Store:
         except (OSError, ValueError):
             return None
         return oid if self.object_type(oid) == "commit" else None
+
+    def _objects_dir(self) -> str:
+        return os.path.join(self.common_dir, "objects")
 
     def _raise_if_stale(self, updates: list[RefUpdate]) -> None:
         for u in updates:
