@@ -32,6 +32,12 @@ def _dispatch(args: list[str]) -> int:
         from git_genjob.landing.hooks import run_hook
 
         return run_hook(args[1], args[2:])
+    if args[:1] == ["ask"]:
+        from git_genjob.replay.fast import try_ask
+
+        code = try_ask(args)  # a replay hit the slow path already served, without libgit2 or click
+        if code is not None:
+            return code
     from git_genjob.cli import run
 
     return run(args)
