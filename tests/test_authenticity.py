@@ -512,3 +512,148 @@ def test_work_refuses_a_lease_longer_than_any_recover_honours(repo: Path) -> Non
     res = work(repo, key, "true", "--once", "--lease", "25h")
     assert res.code == 2 and "--lease 25h is not between 0 and 24h" in res.err
     assert refs(repo) == before
+
+
+def _push_archive_entry(attacker: Path, k: str, files: dict[str, bytes]) -> None:
+    """The attacker files a hand-built (malformed) tree under K in the archive and pushes it."""
+    store = Store.open(str(attacker))
+    raw = raw_repo(store)
+    builder = raw.TreeBuilder()
+    for name, data in files.items():
+        builder.insert(name, raw.create_blob(data), pygit2.enums.FileMode.BLOB)
+    tip = store.ref_target(f"refs/genjob/jobs/{k}")
+    assert tip is not None
+    new = store.archive_commit(k, tip, builder.write(), f"genjob: archive {k} (applied)\n")
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/archive")
+
+
+def test_a_malformed_archive_entry_from_a_remote_never_blocks_the_live_job(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    _push_archive_entry(attacker, k, {"job.json": b"{", "attempts.json": b"["})
+    fetched = run_genjob("fetch", "--json", cwd=owner)
+    assert fetched.code == 0 and json.loads(fetched.out)["kept"], fetched.out
+    shown = run_genjob("show", k, "--json", cwd=owner)
+    assert shown.code == 0 and json.loads(shown.out)["state"] == "queued", shown.out + shown.err
+    assert work(owner, key, "echo 'x = 1' > src/user.py", "--once").code == 0
+    assert run_genjob("verify", k, cwd=owner).code == 0
+    applied = run_genjob("apply", k, "--json", cwd=owner)
+    assert applied.code == 0 and json.loads(applied.out)["already"] is False, applied.out + applied.err
+    assert (owner / "src" / "user.py").read_text() == "x = 1\n"
+
+
+def test_the_owner_drops_a_job_a_remote_damaged_and_nothing_of_it_is_claimed(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    new = _append_event(attacker, k, {"job.json": b'{"evil": true}'})
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/jobs/{k}")
+    assert run_genjob("fetch", cwd=owner).code == 0
+    listed = run_genjob("status", "--json", cwd=owner)
+    assert [r["state"] for r in json.loads(listed.out)] == ["damaged"]
+    dropped = run_genjob("drop", k, "--why", "tampered on the remote", "--json", cwd=owner)
+    assert dropped.code == 0 and json.loads(dropped.out)["state"] == "dropped", dropped.out + dropped.err
+    assert f"refs/genjob/jobs/{k}" not in refs(owner)
+    shown = json.loads(run_genjob("show", k, "--json", cwd=owner).out)
+    assert shown["state"] == "dropped" and shown["instruction"] == "Add a timeout"  # the submit commit's job
+    assert run_genjob("push", cwd=owner).code == 0  # the drop is signed: a fresh clone takes its word
+    fresh = tmp_path / "fresh"
+    git(tmp_path, "clone", "-q", str(bare), str(fresh))
+    assert run_genjob("fetch", cwd=fresh).code == 0
+    assert f"refs/genjob/jobs/{k}" not in refs(fresh)
+    assert json.loads(run_genjob("show", k, "--json", cwd=fresh).out)["state"] == "dropped"
+
+
+def test_a_notes_ref_with_entries_that_name_no_object_still_fetches_and_pushes(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    assert work(owner, key, "echo 'x = 1' > src/user.py", "--once").code == 0
+    assert run_genjob("apply", k, cwd=owner).code == 0
+    assert run_genjob("push", cwd=owner).code == 0
+    attacker = _attacker(tmp_path, bare)
+    # git keeps non-note entries of a notes tree as they are; the attacker diverges the ref with some
+    junk = git(attacker, "hash-object", "-w", "--stdin", input="junk\n").strip()
+    notes_tip = git(attacker, "rev-parse", "refs/notes/genjob").strip()
+    tree = git(attacker, "mktree", input=f"100644 blob {junk}\tREADME\n100644 blob {junk}\tzz\n").strip()
+    forged = git(attacker, "commit-tree", tree, "-p", notes_tip, "-m", "junk").strip()
+    git(attacker, "push", "-q", "-f", "origin", f"{forged}:refs/notes/genjob")
+    git(owner, "notes", "--ref=genjob", "add", "-f", "-m", "a local note", "HEAD~1")  # the owner's side moves too
+    fetched = run_genjob("fetch", cwd=owner)
+    assert fetched.code == 0, fetched.err
+    assert "a local note" in git(owner, "notes", "--ref=genjob", "show", "HEAD~1")
+    assert run_genjob("audit", "HEAD~1..HEAD", cwd=owner).code == 0
+    assert run_genjob("push", cwd=owner).code == 0
+    assert git(bare, "notes", "--ref=genjob", "show", f"{git(owner, 'rev-parse', 'HEAD~1').strip()}")
+
+
+def test_a_job_ref_a_remote_replaced_with_another_history_changes_nothing_and_push_restores_it(
+    tmp_path: Path,
+) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    store = Store.open(str(attacker))
+    raw = raw_repo(store)
+    job = Job.mint("Add a workflow", {".github/workflows/pwn.yml": None}, k)
+    files = {"job.json": job.canonical(), "job.dsse.json": seal_job(job.canonical(), generate("mallory"))}
+    files["meta.json"] = _meta(k)
+    builder = raw.TreeBuilder()
+    for name, data in files.items():
+        builder.insert(name, raw.create_blob(data), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
+    commit = raw.create_commit(None, sig, sig, event_message("submitted", k, "queued", 0), builder.write(), [])
+    git(attacker, "push", "-q", "-f", "origin", f"{commit}:refs/genjob/jobs/{k}")
+
+    ours = refs(owner)[f"refs/genjob/jobs/{k}"]
+    fetched = run_genjob("fetch", "--json", cwd=owner)
+    assert fetched.code == 0, fetched.err
+    assert any(x.startswith(k) and "another chain" in x for x in json.loads(fetched.out)["kept"])
+    assert refs(owner)[f"refs/genjob/jobs/{k}"] == ours
+    assert run_genjob("push", cwd=owner).code == 0
+    assert git(bare, "rev-parse", f"refs/genjob/jobs/{k}").strip() == ours  # the remote holds the job again
+    res = work(owner, key, "echo 'x = 1' > src/user.py", "--once")
+    assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"]
+    assert not (owner / ".github").exists()
+
+
+def test_two_chains_from_one_submit_commit_are_still_a_race_fetch_names(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    theirs = _append_event(attacker, k, {}, event="renewed")
+    git(attacker, "push", "-q", "origin", f"{theirs}:refs/genjob/jobs/{k}")
+    mine = _append_event(owner, k, {"x": b"1"}, event="renewed")  # the owner's clone moves its own way
+    git(owner, "update-ref", f"refs/genjob/jobs/{k}", mine)
+    fetched = run_genjob("fetch", cwd=owner)
+    assert fetched.code == 4 and k in fetched.err
+
+
+def test_malformed_replay_events_from_a_remote_block_no_replay(tmp_path: Path, stub) -> None:  # type: ignore[no-untyped-def]
+    bare, owner = repo_with_remote(tmp_path, "owner")
+    setup_worker(owner)
+    stub.answer = "honest\n"
+    assert ask(owner, stub.url, "write a haiku")[0] == 0
+    assert run_genjob("push", cwd=owner).code == 0
+    attacker = _attacker(tmp_path, bare)
+    store = Store.open(str(attacker))
+    raw = raw_repo(store)
+    tip = raw.references["refs/genjob/replays"].target
+    (fp,) = Cache(store).fingerprints()
+    entry_tree = raw[tip].tree[f"{fp[:2]}/{fp}"]
+    events = raw.TreeBuilder(raw[entry_tree.id]["events"])
+    for junk in (b"{", b"[1]", b'{"payloadType": 1}', b"[" * 100_000):  # each named by its digest, as genjob names
+        events.insert(sha256_hex(junk) + ".json", raw.create_blob(junk), pygit2.enums.FileMode.BLOB)
+    entry = raw.TreeBuilder(raw[entry_tree.id])
+    entry.insert("events", events.write(), pygit2.enums.FileMode.TREE)
+    entry.insert("request.json", raw.create_blob(b"not json"), pygit2.enums.FileMode.BLOB)
+    shard = raw.TreeBuilder(raw[raw[tip].tree[fp[:2]].id])
+    shard.insert(fp, entry.write(), pygit2.enums.FileMode.TREE)
+    root = raw.TreeBuilder(raw[tip].tree)
+    root.insert(fp[:2], shard.write(), pygit2.enums.FileMode.TREE)
+    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
+    new = raw.create_commit(None, sig, sig, "genjob replay\n", root.write(), [tip])
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/replays")
+
+    assert run_genjob("fetch", cwd=owner).code == 0
+    code, text, out = ask(owner, stub.url, "write a haiku")
+    assert (code, out) == (0, "honest\n") and "replay" in text
+    assert stub.count == 1
+    show = run_genjob("cache", "show", fp, "--json", cwd=owner)
+    assert show.code == 0 and sum("malformed" in x["why"] for x in json.loads(show.out)["ignored"]) == 4
+    assert run_genjob("cache", "ls", cwd=owner).code == 0

@@ -314,7 +314,10 @@ def drop(pub: Publisher, key: str, why: str, by: str, sign: Any = None) -> JobRe
     if not why.strip():
         raise BadInput("drop needs a reason", "pass --why TEXT")
     pub.refresh()
-    record = find_job(pub.store, key)
+    try:
+        record = find_job(pub.store, key)
+    except BadInput:
+        record = _as_submitted(pub, key)  # damaged after submit: the owner still ends it
     if record.archived:
         return record
     if record.state in ("claimed", "sending"):
@@ -322,3 +325,21 @@ def drop(pub: Publisher, key: str, why: str, by: str, sign: Any = None) -> JobRe
     final = {"state": "dropped", "why": why, "by": by, "at": utc_now(), "was": record.state}
     archive(pub, record, final, sign)
     return find_job(pub.store, key)
+
+
+def _as_submitted(pub: Publisher, key: str) -> JobRecord:
+    """A damaged live job as its submit commit stored it, at the ref's current tip (so the
+    archive move's lease is on what the ref holds now). What was appended after the submit is
+    dropped with it; the drop's signature covers the submitted job.json, which is what another
+    clone judges it by. Raises the damage itself when even the submit commit is unreadable."""
+    from git_genjob.storage.records import chain_root, load_tree
+
+    store = pub.store
+    tip = store.ref_target(job_ref(key))
+    if tip is None:
+        raise BadInput(f"job {key} is damaged and not live here", "inspect it with git show")
+    root = store.get_commit(chain_root(store, tip))
+    record = load_tree(store, key, root.tree, tip, archived=False)
+    if record.state in ("claimed", "sending"):  # the submit commit says queued; be sure anyway
+        raise Conflict(f"job {key} is {record.state}", "wait for the lease, run recover, then drop")
+    return record

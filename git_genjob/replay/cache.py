@@ -198,13 +198,16 @@ class Cache:
         it wrote), so an answer recorded for one prompt can never be copied under another."""
         if sha256_hex(raw) != event_id:  # the name is what replay-local remembers: it must be the content's
             return None, "its name is not the digest of its content"
-        doc = parse_strict(raw, "replay event")
-        signed = isinstance(doc, dict) and "payloadType" in doc
-        if signed:
-            sealed = unseal(raw, REPLAY_TYPE, "replay event")
-            doc = parse_strict(sealed.payload, "replay event")
+        try:  # whatever a remote sent: a malformed event counts for nothing and blocks nothing
+            doc = parse_strict(raw, "replay event")
+            signed = isinstance(doc, dict) and "payloadType" in doc
+            if signed:
+                sealed = unseal(raw, REPLAY_TYPE, "replay event")
+                doc = parse_strict(sealed.payload, "replay event")
+        except GenjobError as exc:
+            return None, f"malformed: {exc.message}"
         if not isinstance(doc, dict) or not isinstance(doc.get("type"), str) or "answer" not in doc:
-            raise BadInput(f"replay event {event_id} is malformed")
+            return None, "malformed: not a replay event"
         if doc.get("fp") != fp:
             return None, "it names another fingerprint (or none)"
         if f"{fp} {event_id}" in self.local_ids():
@@ -247,7 +250,10 @@ class Cache:
                     events.append(dict(event, _id=event_id))
         events.sort(key=lambda e: (str(e.get("time", "")), str(e.get("type", "")), str(e.get("answer", ""))))
         answers = {p[len("answers/") :]: o for p, o in files.items() if p.startswith("answers/")}
-        request = parse_strict(self.store.read(files["request.json"]), "request") if "request.json" in files else None
+        request = None
+        if "request.json" in files:
+            with contextlib.suppress(GenjobError):
+                request = parse_strict(self.store.read(files["request.json"]), "request")
         return Entry(fp, request, events, answers, ignored)
 
     def resolve(self, text: str) -> str:

@@ -85,7 +85,12 @@ def write_note(store: Store, commit: pygit2.Oid, text: bytes) -> None:
 
 def all_notes(store: Store, tree: pygit2.Tree) -> dict[str, pygit2.Oid]:
     """{annotated object hex: note blob} of a whole notes tree (for merges and remote checks)."""
-    return {path.replace("/", ""): oid for path, oid in store.tree_files(tree).items()}
+    found = {}
+    for path, oid in store.tree_files(tree).items():
+        name = path.replace("/", "")
+        if len(name) in (40, 64) and all(c in "0123456789abcdef" for c in name):
+            found[name] = oid
+    return found  # like git, entries that name no object are no notes (a merge leaves them out)
 
 
 def notes_tree(store: Store, notes: dict[str, pygit2.Oid]) -> pygit2.Oid:

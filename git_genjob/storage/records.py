@@ -15,7 +15,7 @@ from git_genjob.documents.config import Limits
 from git_genjob.documents.errors import BadInput, NoSuchJob
 from git_genjob.documents.job import Job
 from git_genjob.storage.gitdir import parse_trailers
-from git_genjob.storage.store import CONTENT_MAX, Store, job_ref, lookup
+from git_genjob.storage.store import ARCHIVE_REF, CONTENT_MAX, Store, job_ref, lookup
 
 __all__ = ["NoSuchJob", "parse_trailers"]
 
@@ -189,7 +189,11 @@ def _job_at(store: Store, tree: pygit2.Tree) -> tuple[Job, bytes] | None:
 
 
 def load_tree(store: Store, key: str, tree: pygit2.Tree, tip: pygit2.Oid | None, archived: bool) -> JobRecord:
-    parsed = _job_at(store, tree)
+    where = f"{ARCHIVE_REF} entry" if archived else job_ref(key)
+    try:
+        parsed = _job_at(store, tree)
+    except BadInput as exc:
+        raise BadInput(f"job {key} ({where}): {exc.message}", "the ref is damaged; inspect it with git show") from None
     meta_bytes = store.file_at(tree, "meta.json")
     if parsed is None or meta_bytes is None:
         raise BadInput(
@@ -284,8 +288,15 @@ def find_job(store: Store, key: str) -> JobRecord:
     The archive is the final word: a live ref beside an archive entry is the leftover of a move
     that was interrupted between its two steps.
     """
-    archived = load_archived(store, key)
-    both = archived is not None and store.ref_target(job_ref(key)) is not None
+    live_tip = store.ref_target(job_ref(key))
+    try:
+        archived = load_archived(store, key)
+    except BadInput:
+        if live_tip is None:
+            raise
+        # A malformed entry came from a remote (genjob writes none): it ends nothing here.
+        archived = None
+    both = archived is not None and live_tip is not None
     # Both: the leftover of an interrupted move, unless the archive entry came from a remote
     # that this clone cannot vouch for; then the live job stands.
     if both and archived is not None and vouch_problem(store, key, archived.tree) is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -182,8 +183,41 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
             store.update_refs([RefUpdate(name, local, oid)], message="genjob: fetch")
             (report.created if rel == "absent" else report.updated).append(key)
         elif rel == "diverged":
-            report.diverged.append(key)
+            assert local is not None
+            foreign = _foreign_chain(store, local, oid)
+            if foreign is None:
+                report.diverged.append(key)
+            else:  # not this job's history: ours stands, and `push` puts it back (with a lease)
+                report.kept.append(f"{key} ({foreign})")
     _drop_archived_live(store, report)
+
+
+def _foreign_chain(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> str | None:
+    """Why the remote's chain for a job is no rival history of it (None: it is one).
+
+    A job is its submit commit (SPEC §11). Two chains from one submit commit are a real race:
+    exit 4, and a person decides. A remote chain from another root is another job under this
+    key; it counts as a rival only if a planner HEAD trusts signed that root's job, else it is
+    a replaced ref (a keyless remote's doing) and changes nothing here."""
+    from git_genjob.documents.errors import GenjobError
+    from git_genjob.documents.job import job_signer
+    from git_genjob.storage.records import JOB_ENVELOPE, chain_root
+    from git_genjob.storage.truststore import trust_at_head
+
+    try:
+        ours, theirs = chain_root(store, local), chain_root(store, remote)
+    except (GenjobError, KeyError, ValueError):
+        return None
+    if ours == theirs:
+        return None
+    root = store.get_commit(theirs)
+    try:
+        data = store.file_at(root.tree, "job.json")
+        trust = trust_at_head(store)
+        job_signer(data or b"", store.file_at(root.tree, JOB_ENVELOPE), trust.signers, trust.revoked, time.time())
+    except GenjobError:
+        return f"the remote's ref holds another chain, from {str(theirs)[:12]}, not signed by a trusted planner"
+    return None
 
 
 def recover_kept(store: Store, report: SyncReport) -> None:
