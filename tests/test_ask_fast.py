@@ -90,9 +90,7 @@ def test_a_poisoned_unsigned_entry_is_never_served_by_the_fast_path(repo: Path, 
     assert probe_ask(other, stub.url, "Write hello", "--mode", "offline")[3] == set()
 
 
-def test_a_remembered_answer_stops_serving_when_its_signer_is_revoked(
-    repo: Path, stub: Stub, tmp_path: Path
-) -> None:
+def test_a_remembered_answer_stops_serving_when_its_signer_is_revoked(repo: Path, stub: Stub, tmp_path: Path) -> None:
     key = setup_worker(repo)
     ask(repo, stub.url, "Write hello", "--signing-key", str(key))
     other = tmp_path / "other"

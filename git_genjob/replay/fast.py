@@ -26,6 +26,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, write_derived
+
 if TYPE_CHECKING:
     from typing import Any
 
@@ -36,110 +38,20 @@ SERVED_DIR = "replay-served"
 ANSWER_MAX = 1 << 20  # larger answers are left to the slow path
 CONFIG = ".genjob/config.toml"
 _OPTIONS = ("--endpoint", "--model", "--prompt-file", "--out-file", "--mode", "--key", "--timeout")
-_HEX = frozenset("0123456789abcdef")
 
 
-# -- the repository, read from its files ------------------------------------------------------
-def repo_dirs(start: str | None = None) -> tuple[str, str] | None:
-    """(work tree, git directory) around `start` as libgit2's discovery finds them, when that
-    is a plain `.git` directory owned by this user on the same file system; else None."""
-    path = os.path.abspath(start or os.getcwd())
-    dev = os.stat(path).st_dev
-    while True:
-        dotgit = os.path.join(path, ".git")
-        if os.path.isdir(dotgit):
-            break
-        if os.path.lexists(dotgit) or os.path.isfile(os.path.join(path, "HEAD")):
-            return None  # a gitfile (linked worktree, submodule) or a git directory itself
-        parent = os.path.dirname(path)
-        if parent == path or os.stat(parent).st_dev != dev:
-            return None
-        path = parent
-    uid = os.geteuid()
-    if os.stat(path).st_uid != uid or os.stat(dotgit).st_uid != uid:
-        return None  # safe.directory territory: let libgit2 decide
-    if not (os.path.isfile(os.path.join(dotgit, "HEAD")) and os.path.isdir(os.path.join(dotgit, "objects"))):
-        return None
-    try:
-        with open(os.path.join(dotgit, "config"), "rb") as fh:
-            config = fh.read().lower()
-    except OSError:
-        return None
-    if b"extensions" in config or b"worktree" in config:
-        return None
-    if b"bare" in config and b"\tbare = false\n" not in config:
-        return None
-    return path, dotgit
-
-
-class _Refs:
-    """Ref values as git keeps them: a loose file over its line in packed-refs."""
-
-    def __init__(self, gitdir: str):
-        self.gitdir = gitdir
-        self._packed: dict[str, str] | None = None
-
-    def _oid(self, text: str) -> str | None:
-        return text if len(text) in (40, 64) and set(text) <= _HEX else None
-
-    def get(self, name: str) -> str | None:
-        """The object id `name` holds, "" when it does not exist, None when a file must not be
-        read this way (symbolic, malformed)."""
-        try:
-            with open(os.path.join(self.gitdir, name), "rb") as fh:
-                text = fh.read().decode("ascii").strip()
-        except FileNotFoundError:
-            return self.packed().get(name, "")
-        except (OSError, UnicodeDecodeError):
-            return None
-        return self._oid(text)
-
-    def packed(self) -> dict[str, str]:
-        if self._packed is None:
-            self._packed = {}
-            try:
-                with open(os.path.join(self.gitdir, "packed-refs"), encoding="utf-8", errors="replace") as fh:
-                    for line in fh:
-                        oid, _, name = line.rstrip("\n").partition(" ")
-                        if name and self._oid(oid):
-                            self._packed[name] = oid
-            except FileNotFoundError:
-                pass
-        return self._packed
-
-    def head(self) -> str | None:
-        try:
-            with open(os.path.join(self.gitdir, "HEAD"), "rb") as fh:
-                text = fh.read().decode("ascii").strip()
-        except (OSError, UnicodeDecodeError):
-            return None
-        if text.startswith("ref: refs/"):
-            name = text[len("ref: ") :]
-            return None if ".." in name else self.get(name)
-        return self._oid(text)
-
-
-def file_stamp(path: str) -> str | None:
-    """A file's identity (inode, mtime, size; "-" when absent): git and genjob replace or
-    append, so a change moves it."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return "-"
-    except OSError:
-        return None
-    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
-
-
+# -- what a replay decision read --------------------------------------------------------------
 def stamp(gitdir: str) -> dict[str, str] | None:
     """What a replay decision read besides the prompt: None when it cannot be read cheaply."""
-    refs = _Refs(gitdir)
+    refs = Refs(gitdir)
     out = {
         "replays": refs.get("refs/genjob/replays"),
         "head": refs.head(),
         "local": file_stamp(os.path.join(gitdir, "genjob", "replay-local")),
     }
-    return None if None in out.values() else out  # type: ignore[return-value]
+    if any(v is None for v in out.values()):
+        return None
+    return {k: str(v) for k, v in out.items()}
 
 
 # -- the fingerprint, as replay/cache.py computes it ----------------------------------------
@@ -330,21 +242,6 @@ def _log_hit(gitdir: str, fp: str) -> None:
 
 
 # -- written by the slow path ---------------------------------------------------------------
-def _write_file(path: str, data: bytes) -> None:
-    """A derived file: atomic, never fsynced; failing to write it costs only time."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
 def before(workdir: str | None, gitdir: str) -> Taken | None:
     """The stamp to take before a slow-path ask reads anything, when this path can serve that
     repository at all (the same directories `try_ask` would find from here)."""
@@ -354,9 +251,7 @@ def before(workdir: str | None, gitdir: str) -> Taken | None:
         return None
     if dirs is None or workdir is None:
         return None
-    if os.path.realpath(dirs[0]) != os.path.realpath(workdir) or os.path.realpath(dirs[1]) != os.path.realpath(
-        gitdir
-    ):
+    if os.path.realpath(dirs[0]) != os.path.realpath(workdir) or os.path.realpath(dirs[1]) != os.path.realpath(gitdir):
         return None
     st = stamp(dirs[1])
     return None if st is None else (dirs[0], dirs[1], st, _config_key(dirs[0], dirs[1]))
@@ -379,6 +274,6 @@ def remember(
     if key["config"] != (hashlib.sha256(config).hexdigest() if config is not None else None):
         return  # the slow path read another config.toml than the one stamped
     served = os.path.join(gitdir, "genjob", SERVED_DIR)
-    _write_file(os.path.join(served, "config"), json.dumps({"key": key, "rules": rules}).encode())
+    write_derived(os.path.join(served, "config"), json.dumps({"key": key, "rules": rules}).encode())
     meta = {"stamp": st, "until": until, "answer": hashlib.sha256(data).hexdigest()}
-    _write_file(os.path.join(served, fp), json.dumps(meta, sort_keys=True).encode() + b"\n" + data)
+    write_derived(os.path.join(served, fp), json.dumps(meta, sort_keys=True).encode() + b"\n" + data)
