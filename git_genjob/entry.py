@@ -38,6 +38,12 @@ def _dispatch(args: list[str]) -> int:
         code = try_ask(args)  # a replay hit the slow path already served, without libgit2 or click
         if code is not None:
             return code
+    if args[:1] == ["status"]:
+        from git_genjob.planner.statusfast import try_status
+
+        code = try_status(args)  # the listing the slow path printed last, while nothing it read moved
+        if code is not None:
+            return code
     from git_genjob.cli import run
 
     return run(args)

@@ -46,9 +46,8 @@ def ask(
 ) -> dict[str, Any]:
     """One cached model call. With `sign` (a key trusted for genjob-replay) what is recorded
     counts in every clone that trusts it; without, only in this one (SPEC §11)."""
-    from git_genjob.replay.web import post_json
-
     from git_genjob.replay import fast
+    from git_genjob.replay.web import post_json
 
     dialect, base, model = parse_endpoint(endpoint, model)
     taken = fast.before(store.workdir, store.gitdir) if mode != "refresh" else None  # before anything is read
