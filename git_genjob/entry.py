@@ -38,10 +38,11 @@ def _dispatch(args: list[str]) -> int:
         code = try_ask(args)  # a replay hit the slow path already served, without libgit2 or click
         if code is not None:
             return code
-    if args[:1] == ["status"]:
-        from git_genjob.planner.statusfast import try_status
+    if args[:1] in (["status"], ["show"]):
+        from git_genjob.planner.statusfast import try_show, try_status
 
-        code = try_status(args)  # the listing the slow path printed last, while nothing it read moved
+        # what the slow path printed last, while nothing it read has moved
+        code = try_status(args) if args[0] == "status" else try_show(args)
         if code is not None:
             return code
     from git_genjob.cli import run

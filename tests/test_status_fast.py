@@ -75,3 +75,22 @@ def test_a_damaged_job_is_never_remembered(repo: Path) -> None:
     assert code == 0 and "damaged" in out and "pygit2" in mods
     assert not (repo / ".git/genjob/status-out").exists()
     assert probe(repo, "status")[2] >= {"pygit2"}
+
+
+def test_show_prints_the_slow_paths_text_without_libgit2_until_its_job_moves(repo: Path) -> None:
+    setup_worker(repo)
+    key = submit_key(repo, "-m", "job", "src/user.py")
+    memo = repo / ".git/genjob/show-out" / key
+    for args in ([key], [key, "--json"], ["--json", key]):
+        memo.unlink(missing_ok=True)
+        code, expected, mods = probe(repo, "show", *args)
+        assert code == 0 and "pygit2" in mods and key in expected and memo.exists()
+        assert probe(repo, "show", *args) == (0, expected, set())
+    assert probe(repo, "show", key[:8])[2] >= {"pygit2"}  # a prefix: the slow path resolves it
+    submit_key(repo, "-m", "another", "README.md")  # the set of jobs moved: decided again
+    code, out, mods = probe(repo, "show", key)
+    assert code == 0 and "pygit2" in mods and out == probe(repo, "show", key)[1]
+    assert run_genjob("drop", key, "--why", "not needed", cwd=repo).code == 0
+    code, out, mods = probe(repo, "show", key)
+    assert code == 0 and "archived" in out and "pygit2" in mods
+    assert probe(repo, "show", "nosuchjob")[0] == 2

@@ -223,11 +223,17 @@ def _write_blocks(lines: list[str], block: int = 2000) -> None:
 @json_option
 def show(key: str, as_json: bool) -> None:
     """One job: its work order, events, attempts and receipt."""
+    from git_genjob.planner import statusfast
     from git_genjob.planner.queue import show as do_show
     from git_genjob.planner.queue import show_lines
 
-    doc = do_show(open_store(), key)
-    emit(doc, as_json, lambda: echo_lines(show_lines(doc)))
+    store = open_store()
+    taken = statusfast.before_show(store)  # before the job is read
+    doc = do_show(store, key)
+    lines = show_lines(doc)
+    if taken is not None:  # what `show KEY` prints from here on without libgit2
+        statusfast.remember_show(store, taken, key, doc, lines)
+    emit(doc, as_json, lambda: echo_lines(lines))
 
 
 @main.command(context_settings=CONTEXT)

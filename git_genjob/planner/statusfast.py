@@ -157,3 +157,91 @@ def remember(store: Store, taken: Taken, rows: list[StatusRow]) -> None:
         "json": "[\n" + terminal_json(",\n".join(r.json for r in rows)) + "\n]\n" if rows else "[]\n",
     }
     write_derived(os.path.join(gitdir, "genjob", MEMO), json.dumps(memo).encode("utf-8"))
+
+
+# -- `show KEY`: one job, named by its full key ----------------------------------------------
+SHOW_DIR = "show-out"
+
+
+def _show_name(text: str) -> bool:
+    """Whether `text` can name a memo file (a job key is one safe path segment)."""
+    return (
+        0 < len(text) <= 200 and text[0] not in ".-" and all(c.isascii() and (c.isalnum() or c in "._-") for c in text)
+    )
+
+
+def show_stamp(gitdir: str) -> dict[str, str] | None:
+    """What `show KEY` reads besides the objects: which jobs exist (every live ref, the archive).
+    An exact key resolves to itself, so the same stamp decides what a key names."""
+    tips = live_tips(gitdir)
+    archive = Refs(gitdir).get(ARCHIVE_REF)
+    if tips is None or archive is None:
+        return None
+    listing = "".join(f"{k} {v}\n" for k, v in sorted(tips.items()))
+    return {"tips": hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest(), "archive": archive}
+
+
+def try_show(args: list[str]) -> int | None:
+    """Print `show KEY` (or with --json) from its memo: exit 0, or None for the slow path."""
+    if len(args) not in (2, 3) or args[0] != "show":
+        return None
+    rest = args[1:]
+    as_json = "--json" in rest
+    if as_json:
+        rest.remove("--json")
+    if len(rest) != 1 or not _show_name(rest[0]):
+        return None
+    try:
+        dirs = repo_dirs()
+        if dirs is None:
+            return None
+        with open(os.path.join(dirs[1], "genjob", SHOW_DIR, rest[0]), "rb") as fh:
+            memo = json.loads(fh.read())
+        if not isinstance(memo, dict) or memo.get("v") != 1 or memo.get("key") != rest[0]:
+            return None
+        st = show_stamp(dirs[1])
+        if st is None or memo.get("stamp") != st:
+            return None
+        text = memo["json" if as_json else "text"]
+        if not isinstance(text, str):
+            return None
+    except Exception:  # noqa: BLE001 - no memo, a damaged one, an unreadable file: the slow path decides
+        return None
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return 0
+
+
+def before_show(store: Store) -> tuple[str, dict[str, str]] | None:
+    try:
+        dirs = repo_dirs()
+    except OSError:
+        return None
+    if dirs is None or os.path.realpath(dirs[1]) != os.path.realpath(store.gitdir):
+        return None
+    st = show_stamp(dirs[1])
+    return None if st is None else (dirs[1], st)
+
+
+def remember_show(
+    store: Store, taken: tuple[str, dict[str, str]], key: str, doc: dict[str, Any], lines: list[str]
+) -> None:
+    """After the slow path showed job `key`: keep both renderings, unless a live ref and an
+    archive entry both name it (whether the archive's word holds depends on more than refs) or
+    anything stamped moved while it read."""
+    from git_genjob.documents.display import terminal_json
+    from git_genjob.storage.store import job_ref
+
+    gitdir, st = taken
+    if not _show_name(key) or show_stamp(gitdir) != st:
+        return
+    if store.ref_target(job_ref(key)) is not None and store.archive_entry(key) is not None:
+        return
+    memo = {
+        "v": 1,
+        "key": key,
+        "stamp": st,
+        "text": "".join(f"{line}\n" for line in lines),
+        "json": terminal_json(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)) + "\n",
+    }
+    write_derived(os.path.join(gitdir, "genjob", SHOW_DIR, key), json.dumps(memo).encode("utf-8"))
