@@ -37,7 +37,8 @@ def test_status_prints_the_slow_paths_listing_without_libgit2_until_a_job_moves(
     code, out, mods = probe(repo, "status")
     assert code == 0 and new[:8] in out and "pygit2" in mods
     assert probe(repo, "status") == (0, out, set())
-    assert run_genjob("drop", keys[0], "--why", "not needed", cwd=repo).code == 0  # archived: the archive ref and a live ref moved
+    # archived: the archive ref and a live ref moved
+    assert run_genjob("drop", keys[0], "--why", "not needed", cwd=repo).code == 0
     code, out, mods = probe(repo, "status")
     assert code == 0 and keys[0][:8] not in out and "pygit2" in mods
     assert out == slow(repo)

@@ -11,7 +11,8 @@ window opens or closes. `try_status` prints that output while every stamp holds,
 files as git keeps them; anything else (colour on a terminal, another option, a damaged or
 moving job, a ref git must resolve) runs the slow path.
 
-Imports os, sys, hashlib and json only (tests/test_imports.py keeps it so).
+Imports os, sys, hashlib and json only (tests/test_status_fast.py checks that a served listing
+loads neither libgit2 nor click).
 """
 
 from __future__ import annotations

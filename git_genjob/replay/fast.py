@@ -15,7 +15,8 @@ refuse: it serves only what the slow path served from the same inputs.
 read are kept in `replay-served/config`, stamped with the file's sha256 (or, when there is no
 such file, with the index's identity, since a sparse checkout reads it from there).
 
-This module imports os, sys, hashlib, json and re only (tests/test_imports.py keeps it so).
+This module imports os, sys, hashlib, json and re only (tests/test_ask_fast.py checks that a hit
+loads neither libgit2 nor click).
 """
 
 from __future__ import annotations
