@@ -126,3 +126,36 @@ def test_a_remembered_answer_holds_only_while_the_config_and_local_writes_do(rep
         fh.write("0" * 64 + " " + "1" * 64 + "\n")
     code, _, out, mods = probe_ask(repo, stub.url, "Write build-1 hello")
     assert (code, out) == (0, "hello\n") and {"click", "pygit2"} <= mods  # the slow path decided again
+
+
+def test_a_remembered_answer_ends_when_its_signers_validity_does(repo: Path, stub: Stub, tmp_path: Path) -> None:
+    import time
+
+    setup_worker(repo)
+    key = tmp_path / "keys" / "w2"
+    assert run_genjob("keygen", "--name", "w2", "--out", str(key), cwd=repo).code == 0
+    ends = time.time() + 8
+    until = time.strftime("%Y%m%d%H%M%S", time.gmtime(ends))
+    assert run_genjob("trust", "add", "w2", str(key) + ".pub", "--valid-before", until, cwd=repo).code == 0
+    git(repo, "add", ".genjob")
+    git(repo, "commit", "-q", "-m", "trust w2 for a few seconds")
+    ask(repo, stub.url, "Write hello", "--signing-key", str(key))
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(repo), str(other))
+    git(other, "fetch", "-q", str(repo), "refs/genjob/*:refs/genjob/*")
+    assert ask(other, stub.url, "Write hello", "--mode", "offline")[::2] == (0, "hello\n")
+    assert fast(probe_ask(other, stub.url, "Write hello", "--mode", "offline")) == (0, "hello\n", set())
+    time.sleep(max(0.0, int(ends) + 1.5 - time.time()))  # the key's window has closed (second precision)
+    code, _, out, mods = probe_ask(other, stub.url, "Write hello", "--mode", "offline")
+    assert (code, out) == (3, "model_unavailable\n") and "pygit2" in mods
+
+
+def test_a_linked_worktree_takes_the_slow_path_and_keeps_no_memo(repo: Path, stub: Stub, tmp_path: Path) -> None:
+    setup_worker(repo)
+    ask(repo, stub.url, "Write hello")
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", str(linked))
+    for _ in range(2):
+        code, stdout, out, mods = probe_ask(linked, stub.url, "Write hello", "--mode", "offline")
+        assert (code, out) == (0, "hello\n") and stdout.startswith("replay ") and "pygit2" in mods
+    assert not served(repo)
