@@ -183,14 +183,13 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
         doc = summarize(find_job(store, key))
         emit(doc, as_json, lambda: click.echo(StatusRow.of(doc).text(painter), nl=False))
         return
-    plain_listing = state is None and not include_all
-    if plain_listing:
-        from git_genjob.planner import statusfast
+    from git_genjob.planner import statusfast
 
-        taken = statusfast.before(store)  # before anything is read
+    # plain `status` is kept for the fast path; the stamp is taken before anything is read
+    taken = statusfast.before(store) if state is None and not include_all else None
     archived_state = state in ("applied", "dropped", "superseded")
     rows = do_status(store, "done" if state == APPLYABLE else state, include_all or archived_state)
-    if plain_listing and taken is not None:  # what `status` prints from here on without libgit2
+    if taken is not None:  # what `status` prints from here on without libgit2
         statusfast.remember(store, taken, rows)
     if state == APPLYABLE:
         rows = [r for r in rows if is_applyable(r.state, r.result)]
