@@ -5,7 +5,22 @@ set -eu
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 PREFIX=${GENJOB_PREFIX:-${XDG_DATA_HOME:-$HOME/.local/share}/git-genjob}
-BIN=${GENJOB_BIN:-$HOME/.local/bin}
+BIN=${GENJOB_BIN:-}
+if [ -z "$BIN" ]; then
+    # git finds `git genjob` (and `git genjob --help` its man page) only through PATH, so the
+    # link goes to ~/.local/bin if PATH has it, else to the first directory of yours on PATH
+    # that you can write (~/bin, say), else to ~/.local/bin with a git alias until PATH has it.
+    BIN=$HOME/.local/bin
+    case ":$PATH:" in
+        *":$BIN:"*) ;;
+        *)
+            OLDIFS=$IFS; IFS=:
+            for dir in $PATH; do
+                case "$dir" in "$HOME"/*) [ -d "$dir" ] && [ -w "$dir" ] && { BIN=$dir; break; } ;; esac
+            done
+            IFS=$OLDIFS ;;
+    esac
+fi
 EXTRA=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -31,7 +46,8 @@ fi
 mkdir -p "$BIN"
 ln -sf "$PREFIX/venv/bin/git-genjob" "$BIN/git-genjob"
 
-MANDIR=${GENJOB_MANDIR:-${XDG_DATA_HOME:-$HOME/.local/share}/man}
+# man finds a page in DIR/../share/man for each DIR on PATH: beside the link, wherever it went
+MANDIR=${GENJOB_MANDIR:-$(dirname "$BIN")/share/man}
 if "$PREFIX/venv/bin/git-genjob" man --out "$MANDIR/man1" >/dev/null 2>&1; then
     echo "installed man page in $MANDIR/man1 (git genjob --help; if man does not find it: export MANPATH=\"$MANDIR:\$MANPATH\")"
 fi
@@ -47,7 +63,8 @@ case ":$PATH:" in
         CURRENT=$(git config --global --get alias.genjob 2>/dev/null || true)
         if [ -z "$CURRENT" ] || [ "$CURRENT" = "$ALIAS" ]; then
             git config --global alias.genjob "$ALIAS"
-            echo "note: $BIN is not on PATH, so \`git genjob\` runs through a git alias for now (git config --global alias.genjob)"
+            echo "note: $BIN is not on PATH, so \`git genjob\` runs through a git alias for now (git config --global alias.genjob);"
+            echo "      until PATH has it, git answers \`git genjob --help\` with the alias: \`git genjob -h\` and \`man -M $MANDIR git-genjob\` show the help"
         else
             echo "note: $BIN is not on PATH and alias.genjob is already set to something else (left alone)"
         fi

@@ -505,6 +505,69 @@ def test_a_forged_claim_with_a_lease_no_worker_takes_is_fenced_by_recover(tmp_pa
     assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.out
 
 
+def _claim_doc(lease_until: str, state: str = "claimed") -> bytes:
+    attempt = {"n": 1, "worker": "m", "epoch": 1, "state": state, "started_at": "2026-01-01T00:00:00.000Z"}
+    return canonical_bytes({"epoch": 1, "state": state, "attempts": [{**attempt, "lease_until": lease_until}]})
+
+
+def test_a_forged_running_lease_is_fenced_at_once_and_the_owner_drops_or_retries(tmp_path: Path) -> None:
+    """A claim (or `sending`) a keyless remote appends with a lease of an hour holds nothing up:
+    no trusted worker signed it, so `recover` fences it now, not in an hour."""
+    from git_genjob.documents.canonical import format_time
+
+    bare, owner, key, k = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    soon = format_time(__import__("time").time() + 3600)
+    new = _append_event(attacker, k, {"attempts.json": _claim_doc(soon)}, event="claimed", state="claimed")
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/jobs/{k}")
+    assert run_genjob("fetch", cwd=owner).code == 0
+    blocked = run_genjob("drop", k, "--why", "x", cwd=owner)
+    assert blocked.code == 4 and "recover" in blocked.err  # the hint names the way out
+    res = run_genjob("recover", "--json", cwd=owner)
+    assert res.code == 0, res.err
+    report = json.loads(res.out)
+    assert report["requeued"] == [k] and report["forged"] == [k], res.out
+    res = work(owner, key, "echo 'x = 1' > src/user.py", "--once")
+    assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.out
+
+    k2 = submit_key(owner, "-m", "Add a retry", "src/user.py")
+    assert run_genjob("push", cwd=owner).code == 0
+    assert run_genjob("fetch", cwd=attacker).code == 0
+    new = _append_event(attacker, k2, {"attempts.json": _claim_doc(soon, "sending")}, event="sending", state="sending")
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/jobs/{k2}")
+    assert run_genjob("fetch", cwd=owner).code == 0
+    report = json.loads(run_genjob("recover", "--json", cwd=owner).out)
+    assert report["unknown"] == [k2] and report["forged"] == [k2]  # never resent silently: the owner decides
+    assert run_genjob("retry", k2, cwd=owner).code == 0
+    res = work(owner, key, "echo 'x = 2' > src/user.py", "--once")
+    assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.out
+
+
+def test_a_running_lease_a_trusted_worker_signed_is_not_fenced(repo: Path) -> None:
+    from git_genjob.documents.keys import read_signing_key
+    from git_genjob.planner.ledger import claim, record_sending
+    from git_genjob.storage.publish import publisher
+
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    store = Store.open(str(repo))
+    record = load_live(store, k)
+    assert record is not None
+    lease = claim(publisher(store), record, "w1", 3600, read_signing_key(str(key)))
+    res = json.loads(run_genjob("recover", "--json", cwd=repo).out)
+    assert res["requeued"] == [] and res["forged"] == []
+    record_sending(publisher(store), lease)
+    res = json.loads(run_genjob("recover", "--json", cwd=repo).out)
+    assert res["unknown"] == [] and res["forged"] == []
+    assert json.loads(run_genjob("show", k, "--json", cwd=repo).out)["state"] == "sending"
+    k2 = submit_key(repo, "-m", "y", "src/user.py")
+    record = load_live(store, k2)
+    assert record is not None
+    claim(publisher(store), record, "w2", 3600)
+    res = json.loads(run_genjob("recover", "--json", cwd=repo).out)
+    assert res["requeued"] == [k2] and res["forged"] == [k2]
+
+
 def test_work_refuses_a_lease_longer_than_any_recover_honours(repo: Path) -> None:
     key = setup_worker(repo)
     submit_key(repo, "-m", "x", "src/user.py")
@@ -535,6 +598,8 @@ def test_a_malformed_archive_entry_from_a_remote_never_blocks_the_live_job(tmp_p
     assert fetched.code == 0 and json.loads(fetched.out)["kept"], fetched.out
     shown = run_genjob("show", k, "--json", cwd=owner)
     assert shown.code == 0 and json.loads(shown.out)["state"] == "queued", shown.out + shown.err
+    listed = run_genjob("status", "--all", "--json", cwd=owner)
+    assert listed.code == 0 and k in [r["key"] for r in json.loads(listed.out)], listed.err
     assert work(owner, key, "echo 'x = 1' > src/user.py", "--once").code == 0
     assert run_genjob("verify", k, cwd=owner).code == 0
     applied = run_genjob("apply", k, "--json", cwd=owner)
@@ -613,6 +678,20 @@ def test_a_job_ref_a_remote_replaced_with_another_history_changes_nothing_and_pu
     assert not (owner / ".github").exists()
 
 
+def test_another_signed_job_s_chain_under_this_key_is_no_rival(tmp_path: Path) -> None:
+    """The remote's ref for K replaced by the (planner-signed) chain of another job, K2."""
+    bare, owner, key, k = _owner(tmp_path)
+    k2 = submit_key(owner, "-m", "Add a retry", "src/user.py")
+    assert run_genjob("push", cwd=owner).code == 0
+    other = refs(owner)[f"refs/genjob/jobs/{k2}"]
+    attacker = _attacker(tmp_path, bare)
+    git(attacker, "push", "-q", "-f", "origin", f"{other}:refs/genjob/jobs/{k}")
+    fetched = run_genjob("fetch", "--json", cwd=owner)
+    assert fetched.code == 0 and any(x.startswith(k) and "another job" in x for x in json.loads(fetched.out)["kept"])
+    assert run_genjob("push", cwd=owner).code == 0
+    assert git(bare, "rev-parse", f"refs/genjob/jobs/{k}").strip() == refs(owner)[f"refs/genjob/jobs/{k}"]
+
+
 def test_two_chains_from_one_submit_commit_are_still_a_race_fetch_names(tmp_path: Path) -> None:
     bare, owner, key, k = _owner(tmp_path)
     attacker = _attacker(tmp_path, bare)
@@ -657,3 +736,32 @@ def test_malformed_replay_events_from_a_remote_block_no_replay(tmp_path: Path, s
     show = run_genjob("cache", "show", fp, "--json", cwd=owner)
     assert show.code == 0 and sum("malformed" in x["why"] for x in json.loads(show.out)["ignored"]) == 4
     assert run_genjob("cache", "ls", cwd=owner).code == 0
+
+
+def test_a_job_a_keyless_remote_forged_holds_no_path_against_a_hand_commit(tmp_path: Path) -> None:
+    """The pre-commit hook keeps hand commits off the paths of live jobs a trusted planner
+    signed; a job forged on the remote (or unsigned) holds up nobody's commit."""
+    bare, owner, key, k = _owner(tmp_path)
+    assert run_genjob("init", "--hooks", cwd=owner).code == 0
+    attacker = _attacker(tmp_path, bare)
+    store = Store.open(str(attacker))
+    raw = raw_repo(store)
+    job = Job.mint("Hold README", {"README.md": None}, "forged")
+    files = {"job.json": job.canonical(), "job.dsse.json": seal_job(job.canonical(), generate("mallory"))}
+    files["meta.json"] = _meta("forged")
+    builder = raw.TreeBuilder()
+    for name, data in files.items():
+        builder.insert(name, raw.create_blob(data), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
+    commit = raw.create_commit(None, sig, sig, event_message("submitted", "forged", "queued", 0), builder.write(), [])
+    git(attacker, "push", "-q", "origin", f"{commit}:refs/genjob/jobs/forged")
+    assert run_genjob("fetch", cwd=owner).code == 0
+
+    (owner / "README.md").write_text("by hand\n")
+    git(owner, "add", "README.md")
+    done = subprocess.run(["git", "commit", "-qm", "readme"], cwd=owner, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr  # the forged job holds nothing
+    (owner / "src" / "user.py").write_text("by hand\n")
+    git(owner, "add", "src/user.py")
+    held = subprocess.run(["git", "commit", "-qm", "user"], cwd=owner, capture_output=True, text=True)
+    assert held.returncode == 1 and f"src/user.py is held by live job {k}" in held.stderr  # the signed one does

@@ -230,6 +230,10 @@ def test_hook_entries_as_installed_load_no_site_packages_until_needed(tmp_path: 
         "bad = sorted(m for m in ('click', 'pygit2', 'nacl', 'site') if m in sys.modules); print(code, bad)"
     )
     pushed = f"refs/heads/main {head} refs/heads/main {'0' * 40}\n"
+    # the first pre-commit judges the new job's planner signature (PyNaCl, once per job and
+    # trust store); every later one reads that verdict from .git/genjob/hook-paths
+    first = run_genjob("hook", "pre-commit", cwd=repo)
+    assert first.code == 0, first.err
     for args, stdin in (
         (["hook", "pre-commit"], ""),
         (["hook", "commit-msg", str(msg)], ""),

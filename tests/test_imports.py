@@ -33,6 +33,9 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     setup_worker(repo)
     submit_key(repo, "-m", "x", "src/user.py")
     (repo / "msg.txt").write_text("plain message\n\nSigned-off-by: A <a@example.com>\n")
+    # a new live job's planner signature is judged (with PyNaCl) by the first pre-commit only:
+    # the verdict is kept per job and trust store in .git/genjob/hook-paths
+    assert loaded(repo, "hook", "pre-commit") == (0, {"nacl"})
     return bare, repo
 
 

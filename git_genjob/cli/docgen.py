@@ -97,7 +97,7 @@ JSON_SHAPES = {
     ],
     "work": {"jobs": [{"key": K, "result": "ok", "reason": "", "attempt": 1, "replayed": []}], "exit_code": 0},
     "receipt": {"key": K, "result": "ok", "reason": "", "attempt": 1, "replayed": []},
-    "recover": {"requeued": [], "unknown": [K], "lost": [], "archived": [], "locks": []},
+    "recover": {"requeued": [], "unknown": [K], "lost": [], "archived": [], "locks": [], "forged": []},
     "retry": {"key": K, "state": "queued", "epoch": 3, "refresh": False},
     "drop": {"key": K, "state": "dropped"},
     "resubmit": {"old": K, "new": "8d1e…", "digest": D, "state": "queued", "already": False},

@@ -12,6 +12,7 @@ from git_genjob.cli.common import (
     CONTEXT,
     echo_lines,
     emit,
+    git_config,
     json_option,
     key_arg,
     main,
@@ -267,13 +268,24 @@ def bundle(key: str, out: str, as_json: bool) -> None:
 
 @main.command(context_settings=CONTEXT)
 @click.option("--remote", help="Recover jobs on this remote (leased pushes).")
+@click.option(
+    "--allowed-signers",
+    "trust_file",
+    type=click.Path(dir_okay=False),
+    help="Trust store for the workers' lease signatures when this clone has no .genjob/ "
+    "(git config genjob.allowedSigners).",
+)
 @json_option
-def recover(remote: str | None, as_json: bool) -> None:
-    """Fence expired claims: requeue lapsed claims, hold lapsed sends as unknown."""
+def recover(remote: str | None, trust_file: str | None, as_json: bool) -> None:
+    """Fence expired claims: requeue lapsed claims, hold lapsed sends as unknown.
+
+    A lease that no worker trusted for receipts signed is fenced at once, running or not."""
     from git_genjob.planner.ledger import recover as do_recover
     from git_genjob.storage.publish import publisher
 
-    report = do_recover(publisher(open_store(), remote))
+    store = open_store()
+    trust_file = trust_file or git_config(store, "genjob.allowedSigners")
+    report = do_recover(publisher(store, remote), trust_file=trust_file)
 
     emit(report.to_json(), as_json, lambda: echo_lines(report.lines()))
 

@@ -233,9 +233,18 @@ def parse_config(data: bytes | None) -> Config:
     )
 
 
+_PARSED: dict[bytes, Config] = {}  # config.toml's bytes -> its Config (a value; bytes never change meaning)
+
+
 def read_config(store: Store, tree: pygit2.Tree | None = None) -> Config:
     """config.toml from the work tree (default) or from a commit's tree."""
-    if tree is not None:
-        return parse_config(store.file_at(tree, ".genjob/config.toml"))
-    data = store.worktree_file(".genjob/config.toml")  # a sparse checkout's from the index
-    return parse_config(data) if data is not None else Config()
+    name = ".genjob/config.toml"
+    data = store.file_at(tree, name) if tree is not None else store.worktree_file(name)  # sparse: the index's
+    if data is None:
+        return Config()
+    hit = _PARSED.get(data)
+    if hit is None:
+        if len(_PARSED) > 64:
+            _PARSED.clear()
+        hit = _PARSED[data] = parse_config(data)
+    return hit

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+import time
 
 from git_genjob.documents.errors import EXIT_CONFLICT, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
 TYPE_CHECKING = False  # typing itself costs a hook ~5 ms to import; mypy reads this name as typing's
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import Any
 
     import pygit2
 
@@ -188,7 +191,9 @@ def _live_job_paths(tips: dict[str, str] | None) -> dict[str, list[str]]:
     """Each live job's allowed paths, without libgit2: the refs as read from their files (else
     from one `git for-each-ref`), each tip's paths from a local memo (`.git/genjob/hook-paths`:
     a tip commit's job.json never changes meaning), the tips it lacks from one `git cat-file
-    --batch`. A damaged job holds no paths."""
+    --batch`. A damaged job holds no paths, and neither does one no planner this work tree's
+    `.genjob/` trusts signed (SPEC §11: a keyless remote's job holds up nobody's commit); the
+    memo is kept for one trust store and read anew when it changes."""
     from git_genjob.storage.gitdir import JOBS_PREFIX
 
     if tips is None:
@@ -196,35 +201,80 @@ def _live_job_paths(tips: dict[str, str] | None) -> dict[str, list[str]]:
         for line in _git(["for-each-ref", "--format=%(objectname) %(refname)", JOBS_PREFIX]).decode().splitlines():
             oid, _, ref = line.partition(" ")
             tips[ref[len(JOBS_PREFIX) :]] = oid
+    trust = _trust_text()
+    stamp = hashlib.sha256(trust[0].encode() + b"\0" + trust[1].encode()).hexdigest()
     memo_path = _memo_path()
-    memo = _read_memo(memo_path)
+    memo = _read_memo(memo_path, stamp)
     missing = sorted({oid for oid in tips.values() if oid not in memo})
     if missing:
-        memo.update(_paths_at(missing))
-        _write_memo(memo_path, {oid: memo[oid] for oid in tips.values()})
+        verdicts = {k: v for k, v in memo.items() if k.startswith("v:")}
+        memo.update(_paths_at(missing, trust, verdicts))
+        kept = {oid: memo[oid] for oid in tips.values()}
+        _write_memo(memo_path, stamp, {**verdicts, **kept})
     return {key: memo[tips[key]] for key in sorted(tips)}
 
 
-def _paths_at(tips: list[str]) -> dict[str, list[str]]:
+def _trust_text() -> tuple[str, str]:
+    """`.genjob/allowed_signers` and `.genjob/revoked_keys` of the work tree (git runs a hook at
+    its top), as the commit being made will see them."""
+    out = []
+    for name in ("allowed_signers", "revoked_keys"):
+        try:
+            with open(os.path.join(".genjob", name), encoding="utf-8", errors="replace") as fh:
+                out.append(fh.read())
+        except OSError:
+            out.append("")
+    return out[0], out[1]
+
+
+def _paths_at(tips: list[str], trust: tuple[str, str], verdicts: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each tip's paths; `verdicts` ("v:<job.json blob>:<envelope blob>" -> paths) spares the
+    signature check (and PyNaCl's import) for a job already judged under this trust store, as
+    every event after its submit carries the same two blobs. New verdicts are added to it."""
     from git_genjob.documents.errors import GenjobError
     from git_genjob.documents.job import Job
 
-    out = _git(["cat-file", "--batch"], "".join(f"{oid}:job.json\n" for oid in tips).encode())
-    paths: dict[str, list[str]] = {}
+    wanted = "".join(f"{oid}:job.json\n{oid}:job.dsse.json\n" for oid in tips)
+    out = _git(["cat-file", "--batch"], wanted.encode())
     pos = 0
-    for oid in tips:
+
+    def next_blob() -> tuple[str, bytes | None]:
+        nonlocal pos
         end = out.index(b"\n", pos)
         header = out[pos:end].split()
         pos = end + 1
         if len(header) != 3 or header[1] != b"blob":
-            paths[oid] = []  # no job.json at the tip
-            continue
+            return "-", None  # missing
         size = int(header[2])
-        data, pos = out[pos : pos + size], pos + size + 1
+        data = out[pos : pos + size]
+        pos += size + 1
+        return header[0].decode(), data
+
+    paths: dict[str, list[str]] = {}
+    signers: Any = None
+    for oid in tips:
+        (job_id, data), (env_id, envelope) = next_blob(), next_blob()
+        paths[oid] = []  # no job.json at the tip, a damaged one, or no trusted planner's
+        if data is None:
+            continue
+        verdict = f"v:{job_id}:{env_id}"
+        if verdict in verdicts:
+            paths[oid] = verdicts[verdict]
+            continue
+        verdicts[verdict] = []
         try:
-            paths[oid] = Job.from_bytes(data).allowed_paths
+            job = Job.from_bytes(data)
+            if signers is None:
+                ensure_site()  # the signature check needs PyNaCl (and no libgit2)
+                from git_genjob.documents.keys import parse_revoked, read_allowed_signers
+
+                signers = (read_allowed_signers(trust[0])[0], parse_revoked(trust[1]))
+            from git_genjob.documents.job import job_signer
+
+            job_signer(data, envelope, signers[0], signers[1], time.time())
         except GenjobError:
-            paths[oid] = []
+            continue
+        paths[oid] = verdicts[verdict] = job.allowed_paths
     return paths
 
 
@@ -235,12 +285,15 @@ def _memo_path() -> str | None:
     return os.path.join(common, "genjob", "hook-paths") if common else None
 
 
-def _read_memo(path: str | None) -> dict[str, list[str]]:
-    """tip id -> allowed paths: one line `tip<TAB>path<TAB>path...` each (a job path holds no
-    control character); anything unreadable is a miss."""
+def _read_memo(path: str | None, stamp: str) -> dict[str, list[str]]:
+    """tip id -> allowed paths: a first line `#trust <stamp>` naming the trust store they were
+    judged by, then one line `tip<TAB>path<TAB>path...` each (a job path holds no control
+    character); another stamp, or anything unreadable, is a miss."""
     memo: dict[str, list[str]] = {}
     try:
         with open(path or "", encoding="utf-8") as fh:
+            if fh.readline().rstrip("\n") != f"#trust {stamp}":
+                return memo
             for line in fh:
                 oid, *paths = line.rstrip("\n").split("\t")
                 memo[oid] = paths
@@ -249,7 +302,7 @@ def _read_memo(path: str | None) -> dict[str, list[str]]:
     return memo
 
 
-def _write_memo(path: str | None, memo: dict[str, list[str]]) -> None:
+def _write_memo(path: str | None, stamp: str, memo: dict[str, list[str]]) -> None:
     """Best effort (a local speed-up, never shared): a write that fails costs the next hook time."""
     if path is None:
         return
@@ -257,6 +310,7 @@ def _write_memo(path: str | None, memo: dict[str, list[str]]) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(f"#trust {stamp}\n")
             fh.writelines(oid + "".join(f"\t{p}" for p in paths) + "\n" for oid, paths in memo.items())
         os.replace(tmp, path)
     except OSError:

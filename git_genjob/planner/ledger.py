@@ -102,10 +102,13 @@ class Lease:
     n: int
     claim: str
     lease_s: float
+    sign: Any = None  # the worker's key: it signs every event that sets the lease (SPEC §11)
 
 
-def claim(pub: Publisher, record: JobRecord, worker_id: str, lease_s: float) -> Lease:
-    """Claim a queued job: a compare-and-swap from the state read, with a nonce."""
+def claim(pub: Publisher, record: JobRecord, worker_id: str, lease_s: float, sign: Any = None) -> Lease:
+    """Claim a queued job: a compare-and-swap from the state read, with a nonce. With `sign` (the
+    worker's key) the claim and each later lease event carry the worker's signature, so a lease
+    a keyless remote forges holds nothing up (`recover` fences it at once)."""
     if record.state != "queued":
         raise Conflict(f"job {record.key} is {record.state}, not queued", "pick another job")
     doc = _attempts(record)
@@ -122,9 +125,10 @@ def claim(pub: Publisher, record: JobRecord, worker_id: str, lease_s: float) -> 
             "started_at": format_time(now),
         }
     )
-    new = _advance(pub, record, "claimed", doc, extra={"Genjob-Nonce": os.urandom(16).hex(), "Genjob-Attempt": str(n)})
+    extra = {"Genjob-Nonce": os.urandom(16).hex(), "Genjob-Attempt": str(n)}
+    new = _advance(pub, record, "claimed", doc, extra=extra, sign=sign)
     assert new.tip is not None
-    return Lease(new, n, str(new.tip), lease_s)
+    return Lease(new, n, str(new.tip), lease_s, sign)
 
 
 def _current(lease: Lease, doc: dict[str, Any]) -> dict[str, Any]:
@@ -139,13 +143,13 @@ def record_sending(pub: Publisher, lease: Lease) -> None:
     doc = _attempts(lease.record)
     attempt = _current(lease, doc)
     attempt.update(state="sending", claim=lease.claim, lease_until=format_time(time.time() + lease.lease_s))
-    lease.record = _advance(pub, lease.record, "sending", doc, extra={"Genjob-Attempt": str(lease.n)})
+    lease.record = _advance(pub, lease.record, "sending", doc, extra={"Genjob-Attempt": str(lease.n)}, sign=lease.sign)
 
 
 def renew(pub: Publisher, lease: Lease) -> None:
     doc = _attempts(lease.record)
     _current(lease, doc)["lease_until"] = format_time(time.time() + lease.lease_s)
-    lease.record = _advance(pub, lease.record, "renewed", doc, extra={"Genjob-Attempt": str(lease.n)})
+    lease.record = _advance(pub, lease.record, "renewed", doc, extra={"Genjob-Attempt": str(lease.n)}, sign=lease.sign)
 
 
 def store_receipt(
@@ -187,6 +191,7 @@ class RecoverReport:
     lost: list[str] = field(default_factory=list)
     archived: list[str] = field(default_factory=list)  # interrupted archive moves completed
     locks: list[str] = field(default_factory=list)  # stale lock files cleared
+    forged: list[str] = field(default_factory=list)  # of those fenced: a running lease no trusted worker signed
 
     def to_json(self) -> dict[str, list[str]]:
         return dict(self.__dict__)
@@ -197,18 +202,26 @@ class RecoverReport:
         out += [f"unknown  {k} (lease lapsed while sending; owner decides: retry or drop)" for k in self.unknown]
         out += [f"archived {k} (finished an interrupted archive move)" for k in self.archived]
         out += [f"cleared  {p} (stale lock of a writer that is gone)" for p in self.locks]
+        out += [f"fenced   {k} before its lease ran out: no trusted worker signed it" for k in self.forged]
         return out or ["no expired claims"]
 
 
-def recover(pub: Publisher, now: float | None = None) -> RecoverReport:
-    """Fence expired claims: lapsed `claimed` -> failed_before_send (requeued), lapsed `sending` -> unknown."""
+def recover(pub: Publisher, now: float | None = None, trust_file: str | None = None) -> RecoverReport:
+    """Fence expired claims: lapsed `claimed` -> failed_before_send (requeued), lapsed `sending` -> unknown.
+
+    A lease counts only while it runs and, where this clone holds trust to judge by, while the
+    event that set it is signed by a worker key trusted for receipts: a lease a keyless remote
+    forged (or one set by an untrusted worker, whose receipt would not verify) is fenced now."""
     from git_genjob.planner.queue import live_jobs
+    from git_genjob.planner.trust import worker_trust
     from git_genjob.storage import locks
+    from git_genjob.storage.records import lease_problem
 
     report = RecoverReport()
     report.locks = locks.clear_stale(pub.store.common_dir)
     pub.refresh()
     now = time.time() if now is None else now
+    trust = worker_trust(pub.store, trust_file)
     for key in pub.store.live_keys():
         if pub.store.finish_archive_move(key):
             report.archived.append(key)
@@ -219,7 +232,9 @@ def recover(pub: Publisher, now: float | None = None) -> RecoverReport:
         attempt = doc["attempts"][-1]
         until = parse_time(attempt["lease_until"])
         if now < until <= now + MAX_LEASE_S:  # beyond the longest lease a worker takes: forged, fenced
-            continue
+            if not trust.signers or lease_problem(pub.store, record, trust.signers, trust.revoked) is None:
+                continue
+            report.forged.append(record.key)
         was = attempt["state"]
         attempt.update(state="failed_before_send" if was == "claimed" else "unknown", recovered_at=format_time(now))
         doc["epoch"] += 1

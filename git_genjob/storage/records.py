@@ -478,6 +478,40 @@ def requeue_payload(event: str, key: str, parent: pygit2.Oid) -> bytes:
 
 
 REQUEUE_SIGNERS = {"retried": "genjob-job", "failed": "genjob-receipt"}  # the owner's, the worker's
+LEASE_EVENTS = ("claimed", "sending", "renewed")  # each sets lease_until, signed by the worker
+
+
+def _signed_event_problem(
+    store: Store, key: str, commit: pygit2.Commit, event: str, namespace: str, signers: list[Any], revoked: set[bytes]
+) -> str | None:
+    """Why event commit `commit` does not carry its writer's signature over (event, key, parent)."""
+    from git_genjob.documents.errors import GenjobError
+    from git_genjob.documents.signing import EVENT_TYPE, signer_of, unseal
+
+    envelope = store.file_at(commit.tree, EVENT_ENVELOPE)
+    if envelope is None or not commit.parent_ids:
+        return f"its {event} event is unsigned"
+    try:
+        sealed = unseal(envelope, EVENT_TYPE, event)
+        if sealed.payload != requeue_payload(event, key, commit.parent_ids[0]):
+            return f"its {event} signature is over another event"
+        signer_of(sealed, signers, revoked, time.time(), namespace, event)
+    except GenjobError as exc:
+        return f"its {event} event is not signed by a key trusted for {namespace}: {exc.message}"
+    return None
+
+
+def lease_problem(store: Store, record: JobRecord, signers: list[Any], revoked: set[bytes]) -> str | None:
+    """Why a claimed or sending job's lease holds nothing up (None: it does). The event that set
+    the lease (the chain's tip: a claim, `sending` or a renewal) must be signed by a worker key
+    trusted for receipts (SPEC §11); anything else was forged, or written by a worker whose
+    receipt would not verify, and `recover` fences it without waiting for it to run out."""
+    assert record.tip is not None
+    tip = store.get_commit(record.tip)
+    event = parse_trailers(tip.message).get("Genjob-Event", "")
+    if event not in LEASE_EVENTS:
+        return f"its lease was set by a {event or 'nameless'} event"
+    return _signed_event_problem(store, record.key, tip, event, "genjob-receipt", signers, revoked)
 
 
 def requeue_problem(store: Store, record: JobRecord, signers: list[Any], revoked: set[bytes]) -> str | None:
@@ -485,9 +519,6 @@ def requeue_problem(store: Store, record: JobRecord, signers: list[Any], revoked
     `sending` may have been answered, and only its worker (`failed`: nothing was sent) or its
     owner (`retried`) requeues it. Both sign that event (SPEC §11), so a requeue a remote
     appends never makes a worker send the job again."""
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.documents.signing import EVENT_TYPE, signer_of, unseal
-
     assert record.tip is not None
     chain = events(store, record.tip)
     sent = [n for n, e in enumerate(chain) if e.event == "sending"]
@@ -498,17 +529,8 @@ def requeue_problem(store: Store, record: JobRecord, signers: list[Any], revoked
         if namespace is None:
             continue
         commit = store.get_commit(e.commit)
-        envelope = store.file_at(commit.tree, EVENT_ENVELOPE)
-        if envelope is None or not commit.parent_ids:
-            continue
-        try:
-            sealed = unseal(envelope, EVENT_TYPE, "requeue")
-            if sealed.payload != requeue_payload(e.event, record.key, commit.parent_ids[0]):
-                continue
-            signer_of(sealed, signers, revoked, time.time(), namespace, "requeue")
-        except GenjobError:
-            continue
-        return None
+        if _signed_event_problem(store, record.key, commit, e.event, namespace, signers, revoked) is None:
+            return None
     return (
         "its last attempt reached the generator, and no signed requeue (its worker's 'failed' or its "
         "owner's 'retried') follows; never sent again by a worker"

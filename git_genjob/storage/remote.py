@@ -184,7 +184,7 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
             (report.created if rel == "absent" else report.updated).append(key)
         elif rel == "diverged":
             assert local is not None
-            foreign = _foreign_chain(store, local, oid)
+            foreign = _foreign_chain(store, key, local, oid)
             if foreign is None:
                 report.diverged.append(key)
             else:  # not this job's history: ours stands, and `push` puts it back (with a lease)
@@ -192,7 +192,7 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
     _drop_archived_live(store, report)
 
 
-def _foreign_chain(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> str | None:
+def _foreign_chain(store: Store, key: str, local: pygit2.Oid, remote: pygit2.Oid) -> str | None:
     """Why the remote's chain for a job is no rival history of it (None: it is one).
 
     A job is its submit commit (SPEC §11). Two chains from one submit commit are a real race:
@@ -200,7 +200,7 @@ def _foreign_chain(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> str |
     key; it counts as a rival only if a planner HEAD trusts signed that root's job, else it is
     a replaced ref (a keyless remote's doing) and changes nothing here."""
     from git_genjob.documents.errors import GenjobError
-    from git_genjob.documents.job import job_signer
+    from git_genjob.documents.job import Job, job_signer
     from git_genjob.storage.records import JOB_ENVELOPE, chain_root
     from git_genjob.storage.truststore import trust_at_head
 
@@ -212,9 +212,11 @@ def _foreign_chain(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> str |
         return None
     root = store.get_commit(theirs)
     try:
-        data = store.file_at(root.tree, "job.json")
+        data = store.file_at(root.tree, "job.json") or b""
+        if Job.from_bytes(data).key != key:
+            return f"the remote's ref holds another job's chain, from {str(theirs)[:12]}"
         trust = trust_at_head(store)
-        job_signer(data or b"", store.file_at(root.tree, JOB_ENVELOPE), trust.signers, trust.revoked, time.time())
+        job_signer(data, store.file_at(root.tree, JOB_ENVELOPE), trust.signers, trust.revoked, time.time())
     except GenjobError:
         return f"the remote's ref holds another chain, from {str(theirs)[:12]}, not signed by a trusted planner"
     return None

@@ -26,8 +26,17 @@ class TrustStore:
 
     @classmethod
     def from_text(cls, allowed_signers: str, revoked_keys: str) -> TrustStore:
-        signers, problems = read_allowed_signers(allowed_signers)
-        return cls(signers, parse_revoked(revoked_keys), tuple(problems))
+        key = (allowed_signers, revoked_keys)
+        hit = _PARSED.get(key)
+        if hit is None:  # every command step reads the same two files: parse them once
+            signers, problems = read_allowed_signers(allowed_signers)
+            if len(_PARSED) > 16:
+                _PARSED.clear()
+            hit = _PARSED[key] = cls(signers, parse_revoked(revoked_keys), tuple(problems))
+        return hit
+
+
+_PARSED: dict[tuple[str, str], TrustStore] = {}  # read-only values: nothing edits a store's lists
 
 
 def trust_from_tree(store: Store, tree: pygit2.Tree | None) -> TrustStore:

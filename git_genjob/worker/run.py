@@ -204,7 +204,7 @@ def _claim_next(
             skipped[head.key] = refusal
             continue
         try:
-            lease = claim(pub, record, opts.worker_id, opts.lease_s)
+            lease = claim(pub, record, opts.worker_id, opts.lease_s, opts.signing_key)
         except StaleLock:
             raise  # no race to lose: a dead writer's lock blocks the job until recover clears it
         except Conflict as exc:  # its own words say which race: the ref moved, or a lock was held
@@ -557,7 +557,7 @@ def receipt_out_of_band(
     refusal = Gate(store).refusal(record)  # a damaged or untrusted job is refused before the claim
     if refusal is not None:
         raise Refused(f"job {key} is {refusal[0]}: {refusal[1]}", "ask its planner to sign it")
-    lease = claim(pub, record, worker_id, opts.lease_s)
+    lease = claim(pub, record, worker_id, opts.lease_s, opts.signing_key)
     tmp = scratch_dir()
     try:
         scratch, ctx = _prepare(store, lease.record, tmp, opts)
