@@ -32,6 +32,19 @@ def _dispatch(args: list[str]) -> int:
         from git_genjob.landing.hooks import run_hook
 
         return run_hook(args[1], args[2:])
+    if args[:1] == ["ask"]:
+        from git_genjob.replay.fast import try_ask
+
+        code = try_ask(args)  # a replay hit the slow path already served, without libgit2 or click
+        if code is not None:
+            return code
+    if args[:1] in (["status"], ["show"]):
+        from git_genjob.planner.statusfast import try_show, try_status
+
+        # what the slow path printed last, while nothing it read has moved
+        code = try_status(args) if args[0] == "status" else try_show(args)
+        if code is not None:
+            return code
     from git_genjob.cli import run
 
     return run(args)

@@ -184,8 +184,14 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
         doc = summarize(find_job(store, key))
         emit(doc, as_json, lambda: click.echo(StatusRow.of(doc).text(painter), nl=False))
         return
+    from git_genjob.planner import statusfast
+
+    # plain `status` is kept for the fast path; the stamp is taken before anything is read
+    taken = statusfast.before(store) if state is None and not include_all else None
     archived_state = state in ("applied", "dropped", "superseded")
     rows = do_status(store, "done" if state == APPLYABLE else state, include_all or archived_state)
+    if taken is not None:  # what `status` prints from here on without libgit2
+        statusfast.remember(store, taken, rows)
     if state == APPLYABLE:
         rows = [r for r in rows if is_applyable(r.state, r.result)]
     if as_json:  # one document, written in blocks of rows: 100,000 rows are never one string
@@ -217,11 +223,17 @@ def _write_blocks(lines: list[str], block: int = 2000) -> None:
 @json_option
 def show(key: str, as_json: bool) -> None:
     """One job: its work order, events, attempts and receipt."""
+    from git_genjob.planner import statusfast
     from git_genjob.planner.queue import show as do_show
     from git_genjob.planner.queue import show_lines
 
-    doc = do_show(open_store(), key)
-    emit(doc, as_json, lambda: echo_lines(show_lines(doc)))
+    store = open_store()
+    taken = statusfast.before_show(store)  # before the job is read
+    doc = do_show(store, key)
+    lines = show_lines(doc)
+    if taken is not None:  # what `show KEY` prints from here on without libgit2
+        statusfast.remember_show(store, taken, key, doc, lines)
+    emit(doc, as_json, lambda: echo_lines(lines))
 
 
 @main.command(context_settings=CONTEXT)

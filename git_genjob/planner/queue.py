@@ -6,7 +6,6 @@ import contextlib
 import io
 import json
 import os
-import tarfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -751,6 +750,8 @@ def chain_tip(record: JobRecord) -> pygit2.Oid | None:
 
 def bundle_bytes(store: Store, key: str) -> bytes:
     """The job's bundle as a byte-identical tar: job.json and inputs/<path>."""
+    import tarfile  # only `bundle` needs it (with its compression modules): not every command's start-up
+
     record = find_job(store, key)
     members: list[tuple[str, bytes]] = [("job.json", record.job_bytes)]
     # Member names come from job.json's checked paths, never from tree entry names.

@@ -20,15 +20,13 @@ from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused
 from git_genjob.documents.keys import NS_REPLAY, NS_REVIEW, TrustedKey
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.signing import REPLAY_TYPE, seal, signer_of, unseal
+from git_genjob.replay.prompt import normalize_text
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.store import CONTENT_MAX, REPLAYS_REF, TREE_MODE, RefUpdate, Store, lookup
 from git_genjob.storage.truststore import trust_at_head
 
 SENTINEL = "model_unavailable"
 MODES = ("replay", "offline", "refresh")
-_HOME = re.compile(r"/(?:home|Users)/[^/\s]+")
-_TS = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
-_TMP = re.compile(r"/tmp/[^/\s]+")
 _CREDENTIAL_PARAMS = {
     "api_key",
     "apikey",
@@ -53,32 +51,7 @@ class Normalized:
 
 def normalize(prompt: str, cfg: Config | None = None) -> Normalized:
     """Strip what varies between machines and runs but not in meaning; record every rewrite."""
-    rewrites: list[str] = []
-
-    def sub(pattern: re.Pattern[str], repl: str, text: str, label: str) -> str:
-        def one(m: re.Match[str]) -> str:
-            rewrites.append(f"{label}: {m.group(0)!r} -> {repl!r}")
-            return repl
-
-        return pattern.sub(one, text)
-
-    text = prompt.replace("\r\n", "\n")
-    text = sub(_HOME, "/build", text, "home directory")
-    text = sub(_TS, "", text, "timestamp")
-    text = sub(_TMP, "/tmp/X", text, "temp path")
-    for pattern, repl in cfg.normalize_rules if cfg else ():
-        try:
-            text = sub(re.compile(pattern), repl, text, f"rule {pattern}")
-        except re.error as exc:
-            raise BadInput(f".genjob/config.toml normalize rule {pattern!r} is not a valid regex: {exc}") from None
-    lines = [line.rstrip() for line in text.split("\n")]
-    if any(a != b for a, b in zip(lines, text.split("\n"), strict=True)):
-        rewrites.append("trailing whitespace stripped")
-    while lines and not lines[0]:
-        lines.pop(0)
-    while lines and not lines[-1]:
-        lines.pop()
-    return Normalized("\n".join(lines), rewrites)
+    return Normalized(*normalize_text(prompt, cfg.normalize_rules if cfg else ()))
 
 
 def clean_params(params: dict[str, Any]) -> dict[str, Any]:

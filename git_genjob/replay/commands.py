@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from git_genjob.documents.config import read_config
+from git_genjob.documents.config import parse_config, read_config
 from git_genjob.documents.errors import BadInput, GeneratorUnavailable, GenjobError, Unavailable
 from git_genjob.planner.userfiles import read_text, write_atomic
 from git_genjob.replay.cache import SENTINEL, Cache, call, fingerprint, normalize, request_doc
 from git_genjob.storage.store import Store
+
+CONFIG_PATH = ".genjob/config.toml"
 
 
 def parse_endpoint(endpoint: str, model: str | None) -> tuple[str, str, str]:
@@ -44,10 +46,14 @@ def ask(
 ) -> dict[str, Any]:
     """One cached model call. With `sign` (a key trusted for genjob-replay) what is recorded
     counts in every clone that trusts it; without, only in this one (SPEC §11)."""
+    from git_genjob.replay import fast
     from git_genjob.replay.web import post_json
 
     dialect, base, model = parse_endpoint(endpoint, model)
-    norm = normalize(read_text(prompt_file, "prompt file"), read_config(store))
+    taken = fast.before(store.workdir, store.gitdir) if mode != "refresh" else None  # before anything is read
+    config = store.worktree_file(CONFIG_PATH)
+    cfg = parse_config(config)
+    norm = normalize(read_text(prompt_file, "prompt file"), cfg)
     doc = _request(dialect, base, model, norm.text, key)
     send: Callable[[str], str]
     if dialect == "http":
@@ -55,15 +61,29 @@ def ask(
     else:
         send = _chat_sender(f"{base}/chat/completions", model, timeout)
 
+    cache = Cache(store, sign)
     try:
-        result = call(Cache(store, sign), doc, send, mode)
+        result = call(cache, doc, send, mode)
     except (GeneratorUnavailable, Unavailable) as exc:
         write_atomic(out_file, SENTINEL + "\n")
         raise Unavailable(exc.message, exc.hint or "nothing was recorded; try again later") from None
     except GenjobError:
         raise
     write_atomic(out_file, result.answer)
+    if result.source == "replay" and taken is not None:  # what `ask` serves from here on without libgit2
+        fast.remember(taken, config, list(cfg.normalize_rules), result.fp, result.answer, _trust_until(cache))
     return {"fingerprint": result.fp, "source": result.source, "out_file": out_file}
+
+
+def _trust_until(cache: Cache) -> float | None:
+    """The earliest time after now at which a trusted key's validity window opens or closes:
+    which events count may change then, so a remembered answer holds only until it."""
+    import time
+
+    now = time.time()
+    signers, _ = cache.trust()
+    bounds = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None and t > now]
+    return min(bounds, default=None)
 
 
 def _request(dialect: str, base: str, model: str, prompt: str, key: str | None) -> dict[str, Any]:

@@ -1,0 +1,248 @@
+"""`git genjob status` and `status --json` without libgit2 or click (issue 24).
+
+`status` (planner/queue.py) lists the live jobs from their tips, the archive (to skip a live ref
+an interrupted archive move left behind) and the trust store (whether a trusted planner signed
+each job). After the slow path lists them, `remember` keeps its output in `.git/genjob/status-out`,
+stamped with what it read: every live job ref's value, the archive ref's value, the digests of
+the work tree's `.genjob/allowed_signers` and `.genjob/revoked_keys` (plus the index's identity
+when one is missing, as a sparse checkout reads it from there, and HEAD's value when the work
+tree trusts nobody, as status then reads HEAD's), and the next time a trusted key's validity
+window opens or closes. `try_status` prints that output while every stamp holds, read from the
+files as git keeps them; anything else (colour on a terminal, another option, a damaged or
+moving job, a ref git must resolve) runs the slow path.
+
+Imports os, sys, hashlib and json only (tests/test_status_fast.py checks that a served listing
+loads neither libgit2 nor click).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, write_derived
+from git_genjob.storage.gitdir import live_tips
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from git_genjob.planner.queue import StatusRow
+    from git_genjob.storage.store import Store
+
+    # (work tree, git directory, HEAD needed, stamp) as `before` took them
+    Taken = tuple[str, str, bool, dict[str, str]]
+
+MEMO = "status-out"
+ARCHIVE_REF = "refs/genjob/archive"  # storage/store.py's, not imported: it loads libgit2
+
+
+def _digest(path: str) -> str | None:
+    """sha256 of a file's bytes, "-" when it is absent, None when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except FileNotFoundError:
+        return "-"
+    except OSError:
+        return None
+
+
+def stamp(workdir: str, gitdir: str, with_head: bool) -> dict[str, str] | None:
+    """What plain `status` reads besides the objects (which never change): None when it cannot
+    be read from files."""
+    tips = live_tips(gitdir)
+    if tips is None:
+        return None
+    refs = Refs(gitdir)
+    listing = "".join(f"{k} {v}\n" for k, v in sorted(tips.items()))
+    out: dict[str, str | None] = {
+        "tips": hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest(),
+        "archive": refs.get(ARCHIVE_REF),
+        "allowed": _digest(os.path.join(workdir, ".genjob", "allowed_signers")),
+        "revoked": _digest(os.path.join(workdir, ".genjob", "revoked_keys")),
+    }
+    if "-" in (out["allowed"], out["revoked"]):
+        out["index"] = file_stamp(os.path.join(gitdir, "index"))
+    if with_head:
+        out["head"] = refs.head()
+    if any(v is None for v in out.values()):
+        return None
+    return {k: str(v) for k, v in out.items()}
+
+
+def try_status(args: list[str]) -> int | None:
+    """Print plain `status` (or `status --json`) from the memo: exit 0, or None for the slow path."""
+    if args not in (["status"], ["status", "--json"]):
+        return None
+    as_json = len(args) == 2
+    try:
+        if not as_json and not os.environ.get("NO_COLOR") and sys.stdout.isatty():
+            return None  # coloured: the slow path paints
+        dirs = repo_dirs()
+        if dirs is None:
+            return None
+        workdir, gitdir = dirs
+        with open(os.path.join(gitdir, "genjob", MEMO), "rb") as fh:
+            memo = json.loads(fh.read())
+        if not isinstance(memo, dict) or memo.get("v") != 1:
+            return None
+        st = stamp(workdir, gitdir, bool(memo.get("with_head")))
+        if st is None or memo.get("stamp") != st:
+            return None
+        until = memo.get("until")
+        if until is not None:
+            import time
+
+            if not isinstance(until, (int, float)) or time.time() >= until:
+                return None
+        text = memo["json" if as_json else "text"]
+        if not isinstance(text, str):
+            return None
+    except Exception:  # noqa: BLE001 - a missing or damaged memo, an unreadable file: the slow path decides
+        return None
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return 0
+
+
+def before(store: Store) -> Taken | None:
+    """The stamp to take before a slow-path `status` reads anything, when `try_status` can serve
+    this repository at all."""
+    from git_genjob.planner.trust import trust_from_worktree
+
+    try:
+        dirs = repo_dirs()
+    except OSError:
+        return None
+    if dirs is None or store.workdir is None:
+        return None
+    if os.path.realpath(dirs[0]) != os.path.realpath(store.workdir) or os.path.realpath(dirs[1]) != os.path.realpath(
+        store.gitdir
+    ):
+        return None
+    try:
+        with_head = not trust_from_worktree(store).signers  # worker_trust then reads HEAD's
+    except Exception:  # noqa: BLE001 - the slow path reports it
+        return None
+    st = stamp(dirs[0], dirs[1], with_head)
+    return None if st is None else (dirs[0], dirs[1], with_head, st)
+
+
+def remember(store: Store, taken: Taken, rows: list[StatusRow]) -> None:
+    """After the slow path listed `rows` for plain `status`: keep its output, unless a job was
+    damaged, skipped or moved, or anything stamped moved while it read."""
+    import time
+
+    from git_genjob.documents.display import terminal_json
+    from git_genjob.documents.errors import plain
+    from git_genjob.planner.trust import worker_trust
+
+    workdir, gitdir, with_head, st = taken
+    tips = live_tips(gitdir)
+    if tips is None or len(rows) != len(tips) or any(r.state == "damaged" for r in rows):
+        return
+    if stamp(workdir, gitdir, with_head) != st:
+        return
+    now = time.time()
+    signers = worker_trust(store).signers
+    bounds = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None and t > now]
+    memo: dict[str, Any] = {
+        "v": 1,
+        "stamp": st,
+        "with_head": with_head,
+        "until": min(bounds, default=None),
+        "text": "".join(r.text(plain) for r in rows) if rows else "no jobs\n",
+        "json": "[\n" + terminal_json(",\n".join(r.json for r in rows)) + "\n]\n" if rows else "[]\n",
+    }
+    write_derived(os.path.join(gitdir, "genjob", MEMO), json.dumps(memo).encode("utf-8"))
+
+
+# -- `show KEY`: one job, named by its full key ----------------------------------------------
+SHOW_DIR = "show-out"
+
+
+def _show_name(text: str) -> bool:
+    """Whether `text` can name a memo file (a job key is one safe path segment)."""
+    return (
+        0 < len(text) <= 200 and text[0] not in ".-" and all(c.isascii() and (c.isalnum() or c in "._-") for c in text)
+    )
+
+
+def show_stamp(gitdir: str) -> dict[str, str] | None:
+    """What `show KEY` reads besides the objects: which jobs exist (every live ref, the archive).
+    An exact key resolves to itself, so the same stamp decides what a key names."""
+    tips = live_tips(gitdir)
+    archive = Refs(gitdir).get(ARCHIVE_REF)
+    if tips is None or archive is None:
+        return None
+    listing = "".join(f"{k} {v}\n" for k, v in sorted(tips.items()))
+    return {"tips": hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest(), "archive": archive}
+
+
+def try_show(args: list[str]) -> int | None:
+    """Print `show KEY` (or with --json) from its memo: exit 0, or None for the slow path."""
+    if len(args) not in (2, 3) or args[0] != "show":
+        return None
+    rest = args[1:]
+    as_json = "--json" in rest
+    if as_json:
+        rest.remove("--json")
+    if len(rest) != 1 or not _show_name(rest[0]):
+        return None
+    try:
+        dirs = repo_dirs()
+        if dirs is None:
+            return None
+        with open(os.path.join(dirs[1], "genjob", SHOW_DIR, rest[0]), "rb") as fh:
+            memo = json.loads(fh.read())
+        if not isinstance(memo, dict) or memo.get("v") != 1 or memo.get("key") != rest[0]:
+            return None
+        st = show_stamp(dirs[1])
+        if st is None or memo.get("stamp") != st:
+            return None
+        text = memo["json" if as_json else "text"]
+        if not isinstance(text, str):
+            return None
+    except Exception:  # noqa: BLE001 - no memo, a damaged one, an unreadable file: the slow path decides
+        return None
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return 0
+
+
+def before_show(store: Store) -> tuple[str, dict[str, str]] | None:
+    try:
+        dirs = repo_dirs()
+    except OSError:
+        return None
+    if dirs is None or os.path.realpath(dirs[1]) != os.path.realpath(store.gitdir):
+        return None
+    st = show_stamp(dirs[1])
+    return None if st is None else (dirs[1], st)
+
+
+def remember_show(
+    store: Store, taken: tuple[str, dict[str, str]], key: str, doc: dict[str, Any], lines: list[str]
+) -> None:
+    """After the slow path showed job `key`: keep both renderings, unless a live ref and an
+    archive entry both name it (whether the archive's word holds depends on more than refs) or
+    anything stamped moved while it read."""
+    from git_genjob.documents.display import terminal_json
+    from git_genjob.storage.store import job_ref
+
+    gitdir, st = taken
+    if not _show_name(key) or show_stamp(gitdir) != st:
+        return
+    if store.ref_target(job_ref(key)) is not None and store.archive_entry(key) is not None:
+        return
+    memo = {
+        "v": 1,
+        "key": key,
+        "stamp": st,
+        "text": "".join(f"{line}\n" for line in lines),
+        "json": terminal_json(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)) + "\n",
+    }
+    write_derived(os.path.join(gitdir, "genjob", SHOW_DIR, key), json.dumps(memo).encode("utf-8"))
