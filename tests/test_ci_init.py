@@ -66,7 +66,7 @@ def test_github_workflows_pass_actionlint(tmp_path: Path) -> None:
     assert set(workers[True]) == {"workflow_dispatch", "schedule"}  # YAML 1.1 reads `on` as True
     assert workers[True]["schedule"] == [{"cron": "*/30 * * * *"}]
     run = next(s["run"] for s in work["steps"] if s.get("name") == "work")
-    assert "git genjob work --remote origin --max-jobs 2" in run and "--allow-host=api.openai.com" in run
+    assert run.startswith("exec git genjob work --remote origin --max-jobs 2") and "--allow-host=api.openai.com" in run
     assert "it''s" in work["env"]["GENJOB_GENERATOR"]  # an expression literal, its quote doubled
     land = yaml.safe_load((repo / GITHUB[1]).read_text())["jobs"]["land"]
     assert "GENJOB_MODEL_KEY" not in (repo / GITHUB[1]).read_text()  # land never holds the model key
