@@ -168,6 +168,9 @@ def test_gitlab_leaves_an_existing_pipeline_file_alone(tmp_path: Path) -> None:
     assert doc["written"] == [".gitlab/genjob-ci.yml"]
     assert any("include" in step and ".gitlab/genjob-ci.yml" in step for step in doc["next_steps"])
     assert (repo / ".gitlab-ci.yml").read_text() == "test:\n  script: [make test]\n"
+    (repo / ".gitlab-ci.yml").write_text("include:\n  - local: .gitlab/genjob-ci.yml\ntest:\n  script: [make]\n")
+    doc = json.loads(run_genjob("ci", "init", "gitlab", "--json", cwd=repo).out)
+    assert doc["unchanged"] == [".gitlab/genjob-ci.yml"] and not any("include" in s for s in doc["next_steps"])
 
 
 def test_ci_init_in_a_bare_repository_is_refused(tmp_path: Path) -> None:

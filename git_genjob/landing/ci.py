@@ -189,8 +189,17 @@ def ci_init(store: Store, opts: CiOptions) -> CiReport:
             fh.write(text)
         os.replace(tmp, path)
         report.written.append(rel)
-    report.next_steps = _next_steps(opts, os.path.exists(gitlab_root) and GITLAB_ROOT not in files)
+    report.next_steps = _next_steps(opts, GITLAB_ROOT not in files and not _includes(gitlab_root, GITLAB_FILE))
     return report
+
+
+def _includes(path: str, included: str) -> bool:
+    """Whether the project's own pipeline file already names the included file."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return included in fh.read()
+    except OSError:
+        return False
 
 
 def _next_steps(opts: CiOptions, had_gitlab_ci: bool) -> list[str]:
