@@ -37,6 +37,7 @@ GROUPS: list[tuple[str, list[tuple[str, str]]]] = [
             ("log", "Provenance of genjob commits in RANGE, and whether each receipt still verifies."),
             ("audit", "Re-verify every commit with Genjob-* trailers in RANGE (for CI); exit 1 on any failure."),
             ("hook", "What the installed hook scripts call (git genjob hook NAME ARGS...)."),
+            ("ci", "Forge CI files: runners as workers, a land job, an audit of every pull request."),
         ],
     ),
     (

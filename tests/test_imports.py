@@ -49,6 +49,7 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         (["status", "-h"], {"click"}),
         (["submit", "-h"], {"click"}),
         (["ask", "-h"], {"click"}),
+        (["ci", "init", "-h"], {"click"}),
         (["keygen", "--name", "k", "--out", "newkey"], {"click", "nacl"}),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else ",".join(sorted(v)) or "none",

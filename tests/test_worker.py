@@ -160,6 +160,57 @@ def _wait_for_state(repo: Path, key: str, state: str, timeout: float = 30) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_cancelled_like_a_forge_cancels_then_recover_never_resends(
+    ready: tuple[Path, Path], tmp_path: Path, sig: signal.Signals
+) -> None:
+    """A CI runner cancelled mid-job: the forge signals the worker process alone (SIGINT or
+    SIGTERM, then kills). The worker stops its generator's whole group, exits 130 saying what
+    happens next, and the attempt stays `sending` until recover holds it as unknown: no worker
+    sends it again, only its owner's retry does."""
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    runs = shared_dir(tmp_path) / "runs.log"
+    rw = ("--sandbox-rw", str(runs.parent))
+    marker = f"61.{os.getpid()}{int(sig)}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "git_genjob", "work", "--generator", f"exec:echo run >> {runs}; exec sleep {marker}",
+         "--signing-key", str(key), "--lease", "2s", "--once", *rw],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        _wait_for_state(repo, k, "sending")
+        deadline = time.monotonic() + 20
+        while not running(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert running(marker)
+        proc.send_signal(sig)  # the worker's pid only, as a runner's cancellation does
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "git genjob recover" in err
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and running(marker):
+        time.sleep(0.05)
+    assert not running(marker)  # the generator's group went with the cancelled worker
+    assert json.loads(run_genjob("status", k, "--json", cwd=repo).out)["state"] == "sending"
+    time.sleep(2.2)  # the 2 s lease lapses
+    res = run_genjob("recover", "--json", cwd=repo)
+    assert json.loads(res.out)["unknown"] == [k]
+    assert work(repo, key, f"echo run >> {runs}", "--once", *rw).out.count(k) == 0  # never resent by a worker
+    assert runs.read_text().count("run") == 1
+    assert run_genjob("retry", k, cwd=repo).code == 0  # the owner's decision starts attempt 2
+    res = work(repo, key, f"echo run >> {runs}; echo new > src/user.py", "--once", *rw)
+    assert json.loads(res.out)["jobs"][0] == {"key": k, "result": "ok", "reason": "", "attempt": 2, "replayed": []}
+
+
+@pytest.mark.slow
 def test_sigkill_while_generating_then_recover_retry(ready: tuple[Path, Path], tmp_path: Path) -> None:
     repo, key = ready
     k = submit_key(repo, "-m", "x", "src/user.py")

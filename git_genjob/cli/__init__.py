@@ -10,7 +10,7 @@ import json
 
 import click
 
-from git_genjob.cli import cache, jobs, landing, sync, tools, trustcmd, work  # noqa: F401 - registers the commands
+from git_genjob.cli import cache, ci, jobs, landing, sync, tools, trustcmd, work  # noqa: F401 - registers the commands
 from git_genjob.cli.common import main, paint
 from git_genjob.documents.errors import EXIT_USAGE, GenjobError, format_error
 

@@ -32,6 +32,9 @@ EXAMPLES = {
     "git genjob ask --endpoint openai:http://127.0.0.1:8080/v1 --model smollm2 --prompt-file p.txt --out-file a.txt",
     "cache drift": "git genjob cache drift <fingerprint>",
     "demo": "git genjob demo --keep",
+    "ci init": "git genjob ci init github --workers 8 --max-jobs 3 --schedule '*/30 * * * *'\n"
+    "git genjob ci init gitlab --generator 'exec:aider --yes-always --no-git "
+    '--message-file "$GENJOB_INSTRUCTION_FILE"\' --work-option=--allow-host=api.openai.com',
 }
 
 
@@ -98,6 +101,12 @@ JSON_SHAPES = {
     "work": {"jobs": [{"key": K, "result": "ok", "reason": "", "attempt": 1, "replayed": []}], "exit_code": 0},
     "receipt": {"key": K, "result": "ok", "reason": "", "attempt": 1, "replayed": []},
     "recover": {"requeued": [], "unknown": [K], "lost": [], "archived": [], "locks": [], "forged": []},
+    "ci init": {
+        "forge": "github",
+        "written": [".github/workflows/genjob-workers.yml"],
+        "unchanged": [],
+        "next_steps": ["git genjob keygen --name ci-worker …"],
+    },
     "retry": {"key": K, "state": "queued", "epoch": 3, "refresh": False},
     "drop": {"key": K, "state": "dropped"},
     "resubmit": {"old": K, "new": "8d1e…", "digest": D, "state": "queued", "already": False},

@@ -151,13 +151,42 @@ def work(
         strict=strict,
         trust_file=trust_file or git_config(store, "genjob.allowedSigners"),
     )
-    report = do_work(store, opts, progress_printer(quiet))
+    report = _interruptible(lambda: do_work(store, opts, progress_printer(quiet)))
 
     emit(report.to_json(), as_json, lambda: echo_lines(report.lines(paint)))
     for line in report.warnings():
         click.echo(line, err=True)
     if report.exit_code:
         raise SystemExit(report.exit_code)
+
+
+INTERRUPTED = (
+    "interrupted: the generator was stopped; a job this worker had claimed stays claimed or sending until its "
+    "lease lapses, then git genjob recover requeues a claim and holds a send as unknown (never resent; "
+    "its owner decides: git genjob retry KEY or drop KEY --why TEXT)"
+)
+
+
+def _interruptible(run: Any) -> Any:
+    """Run the worker loop with SIGTERM handled as SIGINT is: a CI runner cancelled by its forge
+    (SIGINT or SIGTERM, then SIGKILL) stops its generator's process group and exits 130, leaving
+    the attempt for `recover` exactly as a Ctrl-C does."""
+    import signal
+    import threading
+
+    def cancel(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    installed = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, cancel) if installed else None
+    try:
+        return run()
+    except KeyboardInterrupt:
+        click.echo(INTERRUPTED, err=True)
+        raise SystemExit(130) from None
+    finally:
+        if installed:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def sandbox_options(

@@ -156,6 +156,9 @@ class ExecGenerator:
                     return GenResult("aborted", "stopped: the worker was fenced")
                 return GenResult("aborted", f"timed out after {limit:g}s")
             _kill(proc)  # whatever it left running in the background goes with it
+        except BaseException:  # an interrupt (SIGINT, or SIGTERM, which `work` turns into one): the group goes too
+            _kill(proc)
+            raise
         finally:
             reaper.release()
             launch.finish()

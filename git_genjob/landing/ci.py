@@ -1,0 +1,230 @@
+"""`git genjob ci init github|gitlab`: the worker, land and audit workflows of a forge, written
+into the work tree from the templates in git_genjob/resources/ (docs/ci.md).
+
+The templates hold `@@NAME@@` placeholders (forge YAML is full of `${{ }}` and `$VAR`, so no
+`string.Template`); every value put in one is checked here, so a generated file is never
+malformed by an option.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from git_genjob.documents.errors import BadInput, Refused
+from git_genjob.storage.store import Store
+
+FORGES = ("github", "gitlab")
+GITHUB_FILES = {
+    ".github/workflows/genjob-workers.yml": "ci-github-workers.yml",
+    ".github/workflows/genjob-land.yml": "ci-github-land.yml",
+    ".github/workflows/genjob-audit.yml": "ci-github-audit.yml",
+}
+GITLAB_FILE = ".gitlab/genjob-ci.yml"
+GITLAB_ROOT = ".gitlab-ci.yml"
+GITLAB_INCLUDE = f"include:\n  - local: {GITLAB_FILE}\n"
+MAX_WORKERS = 256  # GitHub's matrix limit; GitLab's `parallel` allows 200
+CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z]+$")
+BRANCH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/\-]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class CiOptions:
+    forge: str
+    workers: int = 4
+    max_jobs: int = 5
+    generator: str | None = None
+    schedule: str = "17 * * * *"
+    branch: str = "main"
+    land_branch: str = "genjob/land"
+    install: str = "python -m pip install git-genjob"
+    model_key_env: str = "OPENAI_API_KEY"
+    timeout_minutes: int = 60
+    work_options: tuple[str, ...] = ()
+    force: bool = False
+
+
+@dataclass
+class CiReport:
+    forge: str
+    written: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "forge": self.forge,
+            "written": self.written,
+            "unchanged": self.unchanged,
+            "next_steps": self.next_steps,
+        }
+
+    def lines(self) -> list[str]:
+        out = [f"wrote {p}" for p in self.written] + [f"unchanged {p}" for p in self.unchanged]
+        return out + ["next:"] + [f"  {step}" for step in self.next_steps]
+
+
+def check_options(opts: CiOptions) -> None:
+    """Every value that goes into a template, refused (exit 2, nothing written) when it would not fit."""
+    if opts.forge not in FORGES:
+        raise BadInput(f"unknown forge {opts.forge!r}", "git genjob ci init github, or git genjob ci init gitlab")
+    if not 1 <= opts.workers <= MAX_WORKERS:
+        raise BadInput(f"--workers {opts.workers} is not between 1 and {MAX_WORKERS}")
+    fields = opts.schedule.split()
+    if len(fields) != 5 or not all(CRON_FIELD.match(f) for f in fields):
+        raise BadInput(f"--schedule {opts.schedule!r} is not a cron line", 'five fields, e.g. --schedule "17 * * * *"')
+    for name, value in (("--branch", opts.branch), ("--land-branch", opts.land_branch)):
+        if not BRANCH.match(value) or ".." in value or value.endswith((".lock", "/", ".")):
+            raise BadInput(f"{name} {value!r} is not a branch name these files can hold", "e.g. main, genjob/land")
+    if opts.branch == opts.land_branch:
+        raise BadInput("--land-branch must differ from --branch", "land proposes a pull request into --branch")
+    if not ENV_NAME.match(opts.model_key_env):
+        raise BadInput(f"--model-key-env {opts.model_key_env!r} is not an environment variable name")
+    for what, text in (("--generator", opts.generator or ""), ("--install", opts.install)) + tuple(
+        ("--work-option", o) for o in opts.work_options
+    ):
+        if any(c in text for c in "\n\r\0") or "${{" in text or "@@" in text:
+            raise BadInput(f"{what} {text!r} holds a newline, '${{{{' or '@@'", "one line of shell, no expressions")
+    if not opts.install.strip():
+        raise BadInput("--install is empty", "e.g. --install 'python -m pip install git-genjob'")
+    if opts.generator is not None:
+        kind, sep, rest = opts.generator.partition(":")  # not parse_spec: its program lives on the runner
+        if kind not in ("exec", "http", "openai") or not sep or not rest.strip():
+            raise BadInput(
+                f"--generator {opts.generator!r} is malformed", "use exec:COMMAND, http:URL or openai:BASE_URL#MODEL"
+            )
+        if kind == "openai" and not rest.partition("#")[2]:
+            raise BadInput(f"--generator {opts.generator!r} needs a model", "use openai:BASE_URL#MODEL")
+
+
+def _yaml_str(text: str) -> str:
+    """A double-quoted YAML scalar (JSON's escapes are YAML's)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def render(opts: CiOptions) -> dict[str, str]:
+    """Path -> content of the files `ci init` writes for opts.forge."""
+    from importlib.resources import files
+
+    check_options(opts)
+    extra = "".join(" " + shlex.quote(o) for o in opts.work_options)
+    values = {
+        "WORKERS": str(opts.workers),
+        "MAX_JOBS": str(opts.max_jobs),
+        "SCHEDULE": opts.schedule,
+        "BRANCH": opts.branch,
+        "LAND_BRANCH": opts.land_branch,
+        "INSTALL": opts.install,
+        "MODEL_KEY_ENV": opts.model_key_env,
+        "TIMEOUT_MINUTES": str(opts.timeout_minutes),
+        "WORK_EXTRA": extra,
+        "MATRIX": "[" + ", ".join(str(n) for n in range(1, opts.workers + 1)) + "]",
+    }
+    resources = files("git_genjob") / "resources"
+    out = {}
+    if opts.forge == "github":
+        # a GitHub expression string literal: single quotes, doubled inside
+        # the repository variable, else a GitHub expression string literal (single quotes, doubled
+        # inside), the whole a double-quoted YAML scalar: a `#` or `: ` in the spec stays in it
+        literal = "'" + (opts.generator or "").replace("'", "''") + "'"
+        values["GENERATOR"] = _yaml_str("${{ vars.GENJOB_GENERATOR || " + literal + " }}")
+        for path, name in GITHUB_FILES.items():
+            out[path] = _fill((resources / name).read_text(encoding="utf-8"), values)
+    else:
+        # GitLab expands $VAR in variables: $$ keeps a generator's own $ for its shell
+        values["GENERATOR"] = _yaml_str((opts.generator or "").replace("$", "$$"))
+        out[GITLAB_FILE] = _fill((resources / "ci-gitlab.yml").read_text(encoding="utf-8"), values)
+    return out
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    text = template
+    for name, value in values.items():
+        text = text.replace(f"@@{name}@@", value)
+    left = re.findall(r"@@[A-Z_]+@@", text)
+    assert not left, left  # a template names only the values above
+    return text
+
+
+def ci_init(store: Store, opts: CiOptions) -> CiReport:
+    """Write the forge's files into the work tree; refuse (exit 1, nothing written) to replace a
+    file that differs unless opts.force. A file already holding exactly this content is left."""
+    root = store.workdir
+    if root is None:
+        raise BadInput("ci init needs a work tree (this repository is bare)", "run it in a clone")
+    files = render(opts)
+    report = CiReport(opts.forge)
+    gitlab_root = os.path.join(root, GITLAB_ROOT)
+    if opts.forge == "gitlab" and not os.path.lexists(gitlab_root):
+        files[GITLAB_ROOT] = GITLAB_INCLUDE
+    conflicts = []
+    for rel, text in files.items():
+        path = os.path.join(root, rel)
+        if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+            raise Refused(f"{rel} exists and is not a regular file", "move it away, then run ci init again")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                if fh.read() == text:
+                    report.unchanged.append(rel)
+                    continue
+            conflicts.append(rel)
+    if conflicts and not opts.force:
+        raise Refused(
+            f"{', '.join(conflicts)} already exist{'s' if len(conflicts) == 1 else ''} with other content; "
+            "nothing written",
+            f"git genjob ci init {opts.forge} --force replaces them (then git diff shows what changed)",
+        )
+    for rel, text in files.items():
+        if rel in report.unchanged:
+            continue
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".genjob-tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+        report.written.append(rel)
+    report.next_steps = _next_steps(opts, GITLAB_ROOT not in files and not _includes(gitlab_root, GITLAB_FILE))
+    return report
+
+
+def _includes(path: str, included: str) -> bool:
+    """Whether the project's own pipeline file already names the included file."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return included in fh.read()
+    except OSError:
+        return False
+
+
+def _next_steps(opts: CiOptions, had_gitlab_ci: bool) -> list[str]:
+    steps = [
+        "git genjob keygen --name ci-worker --out ci-worker.key; git genjob trust add ci-worker ci-worker.key.pub; "
+        "commit .genjob/",
+    ]
+    if opts.forge == "github":
+        steps += [
+            "store ci-worker.key as the secret GENJOB_WORKER_KEY and the model's API key as GENJOB_MODEL_KEY "
+            "(Settings > Secrets and variables > Actions), then delete ci-worker.key",
+            *([] if opts.generator else ["set the repository variable GENJOB_GENERATOR (e.g. exec:...)"]),
+            "add the rulesets of docs/ci.md that keep the workers' token off branches and tags",
+            "git add .github/workflows && git commit -m 'ci: genjob workers, land and audit'",
+        ]
+    else:
+        steps += [
+            "store ci-worker.key as the File variable GENJOB_WORKER_KEY (protected, masked where possible), the "
+            "model's API key as GENJOB_MODEL_KEY and the push tokens as GENJOB_WORKER_PUSH_TOKEN and "
+            "GENJOB_LAND_TOKEN (Settings > CI/CD > Variables), then delete ci-worker.key",
+            *([] if opts.generator else ["set the CI/CD variable GENJOB_GENERATOR (e.g. exec:...)"]),
+            f'add a pipeline schedule (Build > Pipeline schedules), e.g. "{opts.schedule}"',
+            "protect every branch and tag so the workers' Developer token cannot push them (docs/ci.md)",
+        ]
+        if had_gitlab_ci:
+            steps.append(f"add to your {GITLAB_ROOT}: include: [{{local: {GITLAB_FILE}}}]")
+        steps.append("git add .gitlab .gitlab-ci.yml && git commit -m 'ci: genjob workers, land and audit'")
+    return steps
