@@ -31,7 +31,7 @@ from git_genjob.storage.records import (
     drop_payload,
     event_message,
     find_job,
-    load_live,
+    load_tree,
     requeue_payload,
     write_event,
 )
@@ -69,9 +69,11 @@ def _advance(
     files: dict[str, pygit2.Oid] | None = None,
     extra: dict[str, str] | None = None,
     sign: Any = None,
+    defer: bool = False,
 ) -> JobRecord:
     """Write one event on top of record.tip and move the ref by compare-and-swap; with `sign`,
-    the event carries its writer's signature over (event, key, the commit it follows)."""
+    the event carries its writer's signature over (event, key, the commit it follows). With
+    `defer` a remote publisher holds the event for the next one (see Publisher.advance)."""
     store = pub.store
     files = files if files is not None else _files(record)
     if sign is not None and record.tip is not None:
@@ -80,16 +82,15 @@ def _advance(
     state = transition(record.state, event)  # the one table decides where the event leads
     attempts["state"] = state.value
     message = f"genjob: {event} {record.key}"
-    pub.advance(
+    tip = pub.advance(
         job_ref(record.key),
         record.tip,
         lambda: write_event(store, record, event, files, attempts, state, extra),
         message,
         wait=event != "claimed",  # a claim that meets another worker's lock picks another job
+        defer=defer,
     )
-    new = load_live(store, record.key)
-    assert new is not None
-    return new
+    return load_tree(store, record.key, store.get_commit(tip).tree, tip, archived=False)
 
 
 def _attempts(record: JobRecord) -> dict[str, Any]:
@@ -105,7 +106,9 @@ class Lease:
     sign: Any = None  # the worker's key: it signs every event that sets the lease (SPEC §11)
 
 
-def claim(pub: Publisher, record: JobRecord, worker_id: str, lease_s: float, sign: Any = None) -> Lease:
+def claim(
+    pub: Publisher, record: JobRecord, worker_id: str, lease_s: float, sign: Any = None, defer: bool = False
+) -> Lease:
     """Claim a queued job: a compare-and-swap from the state read, with a nonce. With `sign` (the
     worker's key) the claim and each later lease event carry the worker's signature, so a lease
     a keyless remote forges holds nothing up (`recover` fences it at once)."""
@@ -126,7 +129,7 @@ def claim(pub: Publisher, record: JobRecord, worker_id: str, lease_s: float, sig
         }
     )
     extra = {"Genjob-Nonce": os.urandom(16).hex(), "Genjob-Attempt": str(n)}
-    new = _advance(pub, record, "claimed", doc, extra=extra, sign=sign)
+    new = _advance(pub, record, "claimed", doc, extra=extra, sign=sign, defer=defer)
     assert new.tip is not None
     return Lease(new, n, str(new.tip), lease_s, sign)
 

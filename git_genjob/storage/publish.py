@@ -46,12 +46,23 @@ class Publisher:
         raise NotImplementedError
 
     def advance(
-        self, name: str, expected: pygit2.Oid | None, build: Callable[[], pygit2.Oid], message: str, wait: bool = True
-    ) -> None:
-        """Move `name` from `expected` to the commit `build()` writes (an event). With
-        wait=False (a claim) a lock another worker holds is a conflict at once, where the
-        implementation can tell."""
-        self.move([RefUpdate(name, expected, build())], message)
+        self,
+        name: str,
+        expected: pygit2.Oid | None,
+        build: Callable[[], pygit2.Oid],
+        message: str,
+        wait: bool = True,
+        defer: bool = False,
+    ) -> pygit2.Oid:
+        """Move `name` from `expected` to the commit `build()` writes (an event), and return it.
+        With wait=False (a claim) a lock another worker holds is a conflict at once, where the
+        implementation can tell. With defer, a publisher that pays per publication (a remote)
+        may hold the event back and publish it with the next event on `name`, in one push: the
+        remote then decides both at once (a claim and its `sending`), and nothing before that
+        push is shared or durable."""
+        new = build()
+        self.move([RefUpdate(name, expected, new)], message)
+        return new
 
     def archive(self, key: str, job_tip: pygit2.Oid, tree: pygit2.Oid, message: str, row: str) -> None:
         """Move a live job into refs/genjob/archive: the archive first, then the live ref."""
@@ -73,10 +84,16 @@ class LocalRefs(Publisher):
             self.store.update_refs([u], message=message)
 
     def advance(
-        self, name: str, expected: pygit2.Oid | None, build: Callable[[], pygit2.Oid], message: str, wait: bool = True
-    ) -> None:
+        self,
+        name: str,
+        expected: pygit2.Oid | None,
+        build: Callable[[], pygit2.Oid],
+        message: str,
+        wait: bool = True,
+        defer: bool = False,
+    ) -> pygit2.Oid:
         # The ref is locked before the event's objects are written: a loser writes none.
-        self.store.update_ref_built(name, expected, build, message, wait)
+        return self.store.update_ref_built(name, expected, build, message, wait)
 
     def archive(self, key: str, job_tip: pygit2.Oid, tree: pygit2.Oid, message: str, row: str) -> None:
         self.store.archive_move(key, job_tip, tree, message, row)
@@ -89,6 +106,27 @@ class LeasedRemote(Publisher):
         super().__init__(store)
         self.remote: str = remote
         self.remote_values: dict[str, pygit2.Oid] = {}
+        self.held: dict[str, tuple[pygit2.Oid | None, pygit2.Oid]] = {}  # name -> (remote value, held event)
+
+    def advance(
+        self,
+        name: str,
+        expected: pygit2.Oid | None,
+        build: Callable[[], pygit2.Oid],
+        message: str,
+        wait: bool = True,
+        defer: bool = False,
+    ) -> pygit2.Oid:
+        held = self.held.pop(name, None)
+        base = expected
+        if held is not None and held[1] == expected:
+            base = held[0]  # the held event goes out under this one, with the lease it was built on
+        new = build()
+        if defer:
+            self.held[name] = (base, new)
+            return new
+        self.move([RefUpdate(name, base, new)], message)
+        return new
 
     def refresh(self) -> None:
         from git_genjob.storage.remote import SyncReport, fetch_raw, reconcile
@@ -102,7 +140,7 @@ class LeasedRemote(Publisher):
     def twin(self, store: Store) -> Publisher:
         twin = LeasedRemote(store, self.remote)
         twin.remote_values = dict(self.remote_values)
-        return twin
+        return twin  # nothing held: a twin (the lease renewer) starts after `sending` is out
 
     def adopt(self, twin: Publisher) -> None:
         if isinstance(twin, LeasedRemote):

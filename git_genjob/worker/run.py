@@ -138,7 +138,11 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
                 time.sleep(opts.poll_s)
                 continue
             break
-        report.outcomes.append(run_claimed(pub, lease, opts, progress))
+        outcome = run_claimed(pub, lease, opts, progress)
+        report.outcomes.append(outcome)
+        if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
+            picker.lost = True
+            continue
         done += 1
     return report
 
@@ -204,7 +208,8 @@ def _claim_next(
             skipped[head.key] = refusal
             continue
         try:
-            lease = claim(pub, record, opts.worker_id, opts.lease_s, opts.signing_key)
+            # through a remote the claim goes out with its `sending`, in one push (run_claimed)
+            lease = claim(pub, record, opts.worker_id, opts.lease_s, opts.signing_key, defer=True)
         except StaleLock:
             raise  # no race to lose: a dead writer's lock blocks the job until recover clears it
         except Conflict as exc:  # its own words say which race: the ref moved, or a lock was held
@@ -292,6 +297,9 @@ def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pro
     try:
         record_sending(pub, lease)
     except Conflict as exc:
+        if pub.remote is not None:  # the claim went out with it: the remote took another's
+            progress(f"lost    {key} (claimed elsewhere)")
+            return JobOutcome(key, "lost", f"another writer got there first: {exc.message}")
         return JobOutcome(key, "fenced", exc.message, lease.n)
     crash_point("after-sending")
     cfg = read_config(store)
