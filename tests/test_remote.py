@@ -71,16 +71,29 @@ def test_push_then_fetch_round_trip(tmp_path: Path) -> None:
 
 
 def test_push_refuses_a_diverged_job(tmp_path: Path) -> None:
+    """Two trusted workers claimed one job, each in its own clone: the second push is a lost
+    race (exit 4), and the remote keeps the first claim. (A fork no trusted key wrote is no race:
+    tests/test_authenticity.py.)"""
+    from git_genjob.documents.keys import read_signing_key
+    from git_genjob.planner.ledger import claim
+    from git_genjob.storage.publish import publisher
+    from git_genjob.storage.records import load_live
+    from git_genjob.storage.store import Store
+    from tests.conftest import setup_worker
+
     bare, a = repo_with_remote(tmp_path, "a")
+    key = setup_worker(a)
+    git(a, "push", "-q", "origin", "main")
     res = run_genjob("submit", "--json", "-m", "x", "README.md", "--key", "k1", "--push", cwd=a)
     assert res.code == 0
     git(tmp_path, "clone", "-q", str(bare), "b")
     b = tmp_path / "b"
     assert run_genjob("fetch", cwd=b).code == 0
-    for repo, word in ((a, "from-a"), (b, "from-b")):
-        tip = refs(repo)["refs/genjob/jobs/k1"]
-        new = git(repo, "commit-tree", f"{tip}^{{tree}}", "-p", tip, "-m", word).strip()
-        git(repo, "update-ref", "refs/genjob/jobs/k1", new, tip)
+    for repo, worker in ((a, "from-a"), (b, "from-b")):
+        store = Store.open(str(repo))
+        record = load_live(store, "k1")
+        assert record is not None
+        claim(publisher(store), record, worker, 600, read_signing_key(str(key)))
     assert run_genjob("push", cwd=a).code == 0
     before = refs(bare)
     res = run_genjob("push", cwd=b)

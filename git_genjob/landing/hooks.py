@@ -205,13 +205,14 @@ def _live_job_paths(tips: dict[str, str] | None) -> dict[str, list[str]]:
     stamp = hashlib.sha256(trust[0].encode() + b"\0" + trust[1].encode()).hexdigest()
     memo_path = _memo_path()
     memo = _read_memo(memo_path, stamp)
-    missing = sorted({oid for oid in tips.values() if oid not in memo})
+    at = {key: f"{oid}@{key}" for key, oid in tips.items()}  # a tip holds paths only under its job's key
+    missing = sorted(key for key, entry in at.items() if entry not in memo)
     if missing:
         verdicts = {k: v for k, v in memo.items() if k.startswith("v:")}
-        memo.update(_paths_at(missing, trust, verdicts))
-        kept = {oid: memo[oid] for oid in tips.values()}
+        memo.update(_paths_at([(tips[key], key) for key in missing], trust, verdicts))
+        kept = {entry: memo[entry] for entry in at.values()}
         _write_memo(memo_path, stamp, {**verdicts, **kept})
-    return {key: memo[tips[key]] for key in sorted(tips)}
+    return {key: memo[at[key]] for key in sorted(tips)}
 
 
 def _trust_text() -> tuple[str, str]:
@@ -227,14 +228,19 @@ def _trust_text() -> tuple[str, str]:
     return out[0], out[1]
 
 
-def _paths_at(tips: list[str], trust: tuple[str, str], verdicts: dict[str, list[str]]) -> dict[str, list[str]]:
+def _paths_at(
+    tips: list[tuple[str, str]], trust: tuple[str, str], verdicts: dict[str, list[str]]
+) -> dict[str, list[str]]:
     """Each tip's paths; `verdicts` ("v:<job.json blob>:<envelope blob>" -> paths) spares the
     signature check (and PyNaCl's import) for a job already judged under this trust store, as
-    every event after its submit carries the same two blobs. New verdicts are added to it."""
+    every event after its submit carries the same two blobs. New verdicts are added to it.
+    `tips` are (tip, the key its ref names): under a name that is not its job's key a tip holds
+    nothing (a signed job copied under another name, a dropped one say, is not that job).
+    Returns "tip@key" -> paths."""
     from git_genjob.documents.errors import GenjobError
     from git_genjob.documents.job import Job
 
-    wanted = "".join(f"{oid}:job.json\n{oid}:job.dsse.json\n" for oid in tips)
+    wanted = "".join(f"{oid}:job.json\n{oid}:job.dsse.json\n" for oid, _ in tips)
     out = _git(["cat-file", "--batch"], wanted.encode())
     pos = 0
 
@@ -252,18 +258,21 @@ def _paths_at(tips: list[str], trust: tuple[str, str], verdicts: dict[str, list[
 
     paths: dict[str, list[str]] = {}
     signers: Any = None
-    for oid in tips:
+    for oid, key in tips:
         (job_id, data), (env_id, envelope) = next_blob(), next_blob()
-        paths[oid] = []  # no job.json at the tip, a damaged one, or no trusted planner's
+        entry = f"{oid}@{key}"
+        paths[entry] = []  # no job.json at the tip, a damaged one, or no trusted planner's
         if data is None:
             continue
-        verdict = f"v:{job_id}:{env_id}"
+        verdict = f"v:{job_id}:{env_id}:{key}"
         if verdict in verdicts:
-            paths[oid] = verdicts[verdict]
+            paths[entry] = verdicts[verdict]
             continue
         verdicts[verdict] = []
         try:
             job = Job.from_bytes(data)
+            if job.key != key:
+                continue
             if signers is None:
                 ensure_site()  # the signature check needs PyNaCl (and no libgit2)
                 from git_genjob.documents.keys import parse_revoked, read_allowed_signers
@@ -274,7 +283,7 @@ def _paths_at(tips: list[str], trust: tuple[str, str], verdicts: dict[str, list[
             job_signer(data, envelope, signers[0], signers[1], time.time())
         except GenjobError:
             continue
-        paths[oid] = verdicts[verdict] = job.allowed_paths
+        paths[entry] = verdicts[verdict] = job.allowed_paths
     return paths
 
 

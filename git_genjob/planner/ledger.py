@@ -72,15 +72,16 @@ def _advance(
     defer: bool = False,
 ) -> JobRecord:
     """Write one event on top of record.tip and move the ref by compare-and-swap; with `sign`,
-    the event carries its writer's signature over (event, key, the commit it follows). With
-    `defer` a remote publisher holds the event for the next one (see Publisher.advance)."""
+    the event carries its writer's signature over (event, key, the commit it follows, its
+    attempts.json: the lease it sets). With `defer` a remote publisher holds the event for the
+    next one (see Publisher.advance)."""
     store = pub.store
     files = files if files is not None else _files(record)
-    if sign is not None and record.tip is not None:
-        payload = requeue_payload(event, record.key, record.tip)
-        files = {**files, EVENT_ENVELOPE: store.blob(seal(EVENT_TYPE, payload, sign))}
     state = transition(record.state, event)  # the one table decides where the event leads
     attempts["state"] = state.value
+    if sign is not None and record.tip is not None:
+        payload = requeue_payload(event, record.key, record.tip, canonical_bytes(attempts))
+        files = {**files, EVENT_ENVELOPE: store.blob(seal(EVENT_TYPE, payload, sign))}
     message = f"genjob: {event} {record.key}"
     tip = pub.advance(
         job_ref(record.key),

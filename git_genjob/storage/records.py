@@ -10,7 +10,7 @@ from typing import Any
 import pygit2
 
 from git_genjob.documents.attempts import Attempt, Attempts, Meta, parse_attempts, parse_meta
-from git_genjob.documents.canonical import canonical_bytes, digest
+from git_genjob.documents.canonical import canonical_bytes, digest, sha256_hex
 from git_genjob.documents.config import Limits
 from git_genjob.documents.errors import BadInput, NoSuchJob
 from git_genjob.documents.job import Job
@@ -472,9 +472,11 @@ def _drop_problem(
     return None
 
 
-def requeue_payload(event: str, key: str, parent: pygit2.Oid) -> bytes:
-    """What the writer of a requeue event signs: the event, the job and the commit it follows."""
-    return canonical_bytes({"event": event, "key": key, "parent": str(parent)})
+def requeue_payload(event: str, key: str, parent: pygit2.Oid, attempts: bytes) -> bytes:
+    """What the writer of a signed event (a lease it sets, a requeue) signs: the event, the job,
+    the commit it follows and the sha256 of its attempts.json (the lease and the attempts), so
+    a signature cannot be carried onto another lease."""
+    return canonical_bytes({"attempts": sha256_hex(attempts), "event": event, "key": key, "parent": str(parent)})
 
 
 REQUEUE_SIGNERS = {"retried": "genjob-job", "failed": "genjob-receipt"}  # the owner's, the worker's
@@ -493,12 +495,44 @@ def _signed_event_problem(
         return f"its {event} event is unsigned"
     try:
         sealed = unseal(envelope, EVENT_TYPE, event)
-        if sealed.payload != requeue_payload(event, key, commit.parent_ids[0]):
+        attempts = store.file_at(commit.tree, "attempts.json") or b""
+        if sealed.payload != requeue_payload(event, key, commit.parent_ids[0], attempts):
             return f"its {event} signature is over another event"
         signer_of(sealed, signers, revoked, time.time(), namespace, event)
     except GenjobError as exc:
         return f"its {event} event is not signed by a key trusted for {namespace}: {exc.message}"
     return None
+
+
+SIGNED_EVENTS = {**REQUEUE_SIGNERS, **{e: "genjob-receipt" for e in ("claimed", "sending", "renewed")}}
+
+
+def vouched_events(
+    store: Store, key: str, tip: pygit2.Oid, base: pygit2.Oid, signers: list[Any], revoked: set[bytes]
+) -> bool:
+    """Whether any event from `base` (exclusive) to `tip` was written by a trusted key: a signed
+    lease or requeue, or a receipt (signed by its worker; judged fully by verify). A chain that
+    forks off a job with none of these is not a rival history another machine wrote: no worker
+    and no owner wrote it (SPEC §11)."""
+    oid = tip
+    for _ in range(MAX_EVENTS):
+        if oid == base:
+            return False
+        commit = store.get_commit(oid)
+        if not commit.parent_ids:
+            return False
+        parent = store.get_commit(commit.parent_ids[0])
+        event = parse_trailers(commit.message).get("Genjob-Event", "")
+        namespace = SIGNED_EVENTS.get(event)
+        if (
+            namespace is not None
+            and _signed_event_problem(store, key, commit, event, namespace, signers, revoked) is None
+        ):
+            return True
+        if _entry_id(commit.tree, "receipt.json") not in (None, _entry_id(parent.tree, "receipt.json")):
+            return True
+        oid = commit.parent_ids[0]
+    return True  # too long to judge: treat it as a rival, a person decides
 
 
 def lease_problem(store: Store, record: JobRecord, signers: list[Any], revoked: set[bytes]) -> str | None:

@@ -195,13 +195,15 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
 def _foreign_chain(store: Store, key: str, local: pygit2.Oid, remote: pygit2.Oid) -> str | None:
     """Why the remote's chain for a job is no rival history of it (None: it is one).
 
-    A job is its submit commit (SPEC §11). Two chains from one submit commit are a real race:
-    exit 4, and a person decides. A remote chain from another root is another job under this
-    key; it counts as a rival only if a planner HEAD trusts signed that root's job, else it is
-    a replaced ref (a keyless remote's doing) and changes nothing here."""
+    A job is its submit commit (SPEC §11). Two chains from one submit commit are a real race
+    (exit 4, and a person decides) when a trusted key wrote any of the remote's events since
+    the fork (a signed lease or requeue, a receipt); else no worker or owner wrote them. A
+    remote chain from another root is another job under this key; it counts as a rival only
+    if a planner HEAD trusts signed that root's job under this key. What is no rival is a
+    keyless remote's doing: it changes nothing here, and push puts ours back."""
     from git_genjob.documents.errors import GenjobError
     from git_genjob.documents.job import Job, job_signer
-    from git_genjob.storage.records import JOB_ENVELOPE, chain_root
+    from git_genjob.storage.records import JOB_ENVELOPE, chain_root, vouched_events
     from git_genjob.storage.truststore import trust_at_head
 
     try:
@@ -209,7 +211,11 @@ def _foreign_chain(store: Store, key: str, local: pygit2.Oid, remote: pygit2.Oid
     except (GenjobError, KeyError, ValueError):
         return None
     if ours == theirs:
-        return None
+        base = store.merge_base(local, remote)
+        trust = trust_at_head(store)
+        if base is None or vouched_events(store, key, remote, base, trust.signers, trust.revoked):
+            return None  # a real race: exit 4, and a person decides
+        return f"the remote's events since {str(base)[:12]} are signed by no trusted worker or owner"
     root = store.get_commit(theirs)
     try:
         data = store.file_at(root.tree, "job.json") or b""
@@ -316,16 +322,12 @@ def push(store: Store, remote: str) -> SyncReport:
     remote_refs = fetch_raw(store, remote)
     reconcile(store, remote_refs, report)
     _refuse_non_commits(report, remote)
-    if report.diverged:
-        raise Conflict(
-            "job refs diverged from the remote: " + ", ".join(report.diverged),
-            "inspect with git genjob show KEY; the remote's events are under refs/genjob-remotes/",
-        )
     updates: list[RefUpdate] = []
     local_names = [n for n, _ in store.iter_refs("refs/genjob/")] + ([NOTES_REF] if store.ref_target(NOTES_REF) else [])
+    held_back = {JOBS_PREFIX + key for key in report.diverged}  # the rest goes out; these are exit 4 after
     for name in local_names:
         oid = store.ref_target(name)
-        if oid is not None and remote_refs.get(name) != oid:
+        if oid is not None and remote_refs.get(name) != oid and name not in held_back:
             updates.append(RefUpdate(name, remote_refs.get(name), oid))
     for name, oid in remote_refs.items():
         key = name[len(JOBS_PREFIX) :]
@@ -334,4 +336,11 @@ def push(store: Store, remote: str) -> SyncReport:
             updates.append(RefUpdate(name, oid, None))
     push_leases(store, remote, updates)
     report.pushed = [u.name for u in updates]
+    if report.diverged:
+        raise Conflict(
+            "job refs diverged from the remote: "
+            + ", ".join(report.diverged)
+            + (f" (pushed the rest: {len(report.pushed)} refs)" if report.pushed else ""),
+            "inspect with git genjob show KEY; the remote's events are under refs/genjob-remotes/",
+        )
     return report

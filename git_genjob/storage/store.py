@@ -644,6 +644,10 @@ class Store:
     def descendant_of(self, oid: pygit2.Oid, ancestor: pygit2.Oid) -> bool:
         return bool(self._repo.descendant_of(oid, ancestor))
 
+    def merge_base(self, a: pygit2.Oid, b: pygit2.Oid) -> pygit2.Oid | None:
+        base = self._repo.merge_base(a, b)
+        return base if isinstance(base, pygit2.Oid) else None
+
     @property
     def is_bare(self) -> bool:
         return bool(self._repo.is_bare)
