@@ -12,8 +12,7 @@ from collections.abc import Iterable
 
 import pygit2
 
-from git_genjob.documents.errors import Conflict, StaleLock
-from git_genjob.storage.store import NOTES_REF, RefUpdate, Store, lookup
+from git_genjob.storage.store import NOTES_REF, RefUpdate, Store, lookup, retry_cas
 
 
 def cat_sort_uniq(a: bytes, b: bytes) -> bytes:
@@ -57,30 +56,27 @@ def read_note(store: Store, commit: pygit2.Oid | str) -> bytes | None:
     return store.read(entry.id) if entry is not None else None
 
 
-def write_note(store: Store, commit: pygit2.Oid, text: bytes) -> None:
-    """Add or extend the note on `commit` (lines merged as cat_sort_uniq), ref moved by CAS."""
-    for _ in range(50):
-        tip = store.ref_target(NOTES_REF)
+def write_note(store: Store, commit: pygit2.Oid, text: bytes, ref: str = NOTES_REF) -> None:
+    """Add or extend the note on `commit` in `ref` (lines merged as cat_sort_uniq), moved by CAS."""
+
+    def attempt() -> None:
+        tip = store.ref_target(ref)
         tree = _tree(store, tip)
         obj = str(commit)
         path = note_path(tree, obj)
+        new_text = text
         if path is not None and tree is not None:
             old = store.read(lookup(tree, path).id)  # type: ignore[union-attr]
             if text in old or all(line in old.splitlines() for line in text.splitlines()):
                 return
-            text = cat_sort_uniq(old, text)
+            new_text = cat_sort_uniq(old, text)
         else:
             path = f"{obj[:2]}/{obj[2:]}"
-        new_tree = store.tree_with(tree, path, store.blob(text))
+        new_tree = store.tree_with(tree, path, store.blob(new_text))
         new = store.commit(new_tree, [tip] if tip else [], "genjob: note\n")
-        try:
-            store.update_refs([RefUpdate(NOTES_REF, tip, new)], message="genjob: note")
-            return
-        except StaleLock:
-            raise
-        except Conflict:
-            continue
-    raise Conflict(f"{NOTES_REF} kept moving", "try again")
+        store.update_refs([RefUpdate(ref, tip, new)], message="genjob: note")
+
+    retry_cas(ref, attempt)
 
 
 def all_notes(store: Store, tree: pygit2.Tree) -> dict[str, pygit2.Oid]:

@@ -13,7 +13,8 @@ import subprocess
 
 import pygit2
 
-from git_genjob.documents.errors import Refused
+from git_genjob.documents.errors import LockHeld, Refused
+from git_genjob.storage import locks
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.store import Store
 
@@ -27,8 +28,12 @@ def _git(store: Store, *args: str, data: bytes | None = None) -> bytes:
     proc = subprocess.run(["git", *args], cwd=root, input=data, capture_output=True, env=clean_env())
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip()
-        hint = "git holds the index lock; if no git runs, remove it: rm " + os.path.join(store.gitdir, "index.lock")
-        raise Refused(f"git {args[0]} failed: {err}", hint if "index.lock" in err else "fix the work tree and retry")
+        lock = os.path.join(store.gitdir, "index.lock")
+        if "index.lock" in err and os.path.exists(lock):
+            found = locks.held(store.common_dir, store.gitdir, [], True)
+            who, todo = (found[0][1], found[0][2]) if found else ("held by a git command", f"rm {lock}")
+            raise LockHeld(f"git {args[0]} could not lock {lock}: {who}", todo)
+        raise Refused(f"git {args[0]} failed: {err}", "fix the work tree and retry")
     return proc.stdout
 
 
