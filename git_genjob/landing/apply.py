@@ -13,6 +13,7 @@ from typing import Any
 import pygit2
 
 from git_genjob.documents.config import read_config
+from git_genjob.documents.display import printable
 from git_genjob.documents.errors import BadInput, Conflict, LockHeld, Refused
 from git_genjob.documents.receipt import GeneratorInfo
 from git_genjob.landing.merge import MERGED_TRAILER, changed_paths, merge_onto, side_branch_base
@@ -24,7 +25,17 @@ from git_genjob.storage.gitdir import genjob_trailers_of_commit, may_name_a_job,
 from git_genjob.storage.notes import write_note
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import JobRecord, find_job, parse_trailers, vouch_problem
-from git_genjob.storage.store import ARCHIVE_REF, LOCK_WAIT_S, NOTES_REF, RefUpdate, Store, job_ref, lookup, retry_cas
+from git_genjob.storage.store import (
+    ARCHIVE_REF,
+    LOCK_WAIT_S,
+    NOTES_REF,
+    RECEIPTS_REF,
+    RefUpdate,
+    Store,
+    job_ref,
+    lookup,
+    retry_cas,
+)
 from git_genjob.storage.worktree import (
     blocked_paths,
     checkout_outputs,
@@ -65,9 +76,8 @@ def _branch(store: Store, branch: str | None) -> tuple[str, bool]:
     return name, name == current and store.workdir is not None
 
 
-def disclosure(cfg_name: str | None, gen: GeneratorInfo) -> str | None:
-    if not cfg_name:
-        return None
+def generator_label(gen: GeneratorInfo) -> str:
+    """`kind:detail` of a generator, as the disclosure trailer and the note name it."""
     kind = gen.kind
     if gen.model:
         detail = gen.model
@@ -79,7 +89,13 @@ def disclosure(cfg_name: str | None, gen: GeneratorInfo) -> str | None:
         detail = gen.endpoint
     else:
         detail = kind
-    return f"{cfg_name}: {kind}:{detail}"
+    return f"{kind}:{detail}"
+
+
+def disclosure(cfg_name: str | None, gen: GeneratorInfo) -> str | None:
+    if not cfg_name:
+        return None
+    return f"{cfg_name}: {generator_label(gen)}"
 
 
 def commit_message(
@@ -104,21 +120,37 @@ def commit_message(
 
 
 def note_text(record: JobRecord, verdict: Verdict) -> bytes:
+    """The human summary in refs/notes/genjob, what `git log` shows (SPEC §11): job and verdict,
+    instruction, generator and sandbox, planner. Printable text only, never the envelope."""
+    assert verdict.envelope is not None and verdict.signer is not None
+    pred = verdict.envelope.predicate
+    instruction = record.job.message_text.splitlines()[0] if record.job.message_text else ""
+    if len(instruction) > 100:
+        instruction = instruction[:99] + "…"
+    planner = f"{verdict.planner.keyid} ({verdict.planner.principal})" if verdict.planner else "unsigned job"
+    lines = [
+        f"genjob {record.key} ok: signed by {verdict.signer.keyid} (worker {pred.worker_id}), "
+        f"receipt {verdict.envelope.digest}",
+        f"  instruction: {instruction}",
+        f"  generator: {generator_label(pred.generator)}, sandbox {pred.confinement.summary()}",
+        f"  planner: {planner}",
+    ]
+    return "".join(printable(line) + "\n" for line in lines).encode("utf-8")
+
+
+def receipt_note_text(record: JobRecord, verdict: Verdict) -> bytes:
+    """The note in refs/notes/genjob-receipts: one compact JSON line {"summary", "envelope"}."""
     import json
 
     assert verdict.envelope is not None and verdict.signer is not None
-    pred = verdict.envelope.predicate
-    summary = (
-        f"genjob {record.key} ok: signed by {verdict.signer.keyid} (worker {pred.worker_id}), "
-        f"receipt {verdict.envelope.digest}"
-    )
+    summary = note_text(record, verdict).decode("utf-8").splitlines()[0]
     line = json.dumps(
         {"summary": summary, "envelope": verdict.envelope.raw.decode("utf-8")},
         separators=(",", ":"),
         ensure_ascii=False,
         sort_keys=True,
     )
-    return (summary + "\n" + line + "\n").encode("utf-8")
+    return (line + "\n").encode("utf-8")
 
 
 def find_applied(store: Store, head: pygit2.Oid, receipt_digest: str, key: str, limit: int = 5000) -> pygit2.Oid | None:
@@ -367,7 +399,7 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     commit = store.commit(new_tree, [head] if head else [], message, identity_required=True)
     # Every lock this apply will need is free before the branch moves (a `git commit` waiting for
     # its editor holds index.lock; a killed git leaves a lock behind): else exit 4, nothing written.
-    needed = [ref_name, NOTES_REF, ARCHIVE_REF, job_ref(key)]
+    needed = [ref_name, NOTES_REF, RECEIPTS_REF, ARCHIVE_REF, job_ref(key)]
     locks.wait_unlocked(store.common_dir, store.gitdir, needed, checked_out, LOCK_WAIT_S)
     write_intent(store, key, Intent(str(commit), verdict.envelope.digest, ref_name))
     try:
@@ -456,6 +488,7 @@ def _reconcile_worktree(store: Store, landed: pygit2.Oid, outputs: dict[str, pyg
 
 
 def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oid, ref_name: str) -> None:
+    write_note(store, commit, receipt_note_text(record, verdict), RECEIPTS_REF)  # the envelope first: audit needs it
     write_note(store, commit, note_text(record, verdict))
     crash_point("after-note")
     final = {

@@ -139,11 +139,13 @@ def clear_stale(common: str) -> list[str]:
     """Remove stale ref locks; returns their paths.
 
     Cleared: any lock a dead git-genjob writer recorded (its pending write never happened, as
-    if it had died a moment earlier), and a lock under refs/genjob/ or on refs/notes/genjob that
+    if it had died a moment earlier), and a lock under refs/genjob/ or on refs/notes/genjob(-receipts) that
     no record names once it is older than UNKNOWN_STALE_S.
     """
     records = _records(common)
-    refs = {"refs/notes/genjob"} | {r for _pid, alive, names in records if not alive for r in names}
+    refs = {"refs/notes/genjob", "refs/notes/genjob-receipts"} | {
+        r for _pid, alive, names in records if not alive for r in names
+    }
     for dirpath, _dirs, files in os.walk(os.path.join(common, "refs", "genjob")):
         rel = os.path.relpath(dirpath, common).replace(os.sep, "/")
         refs |= {f"{rel}/{f[: -len('.lock')]}" for f in files if f.endswith(".lock")}

@@ -33,8 +33,15 @@ from git_genjob.storage.gitdir import resolve_common
 JOBS_PREFIX = "refs/genjob/jobs/"
 ARCHIVE_REF = "refs/genjob/archive"
 REPLAYS_REF = "refs/genjob/replays"
-NOTES_REF = "refs/notes/genjob"
-LEDGER_REFS = (ARCHIVE_REF, REPLAYS_REF, NOTES_REF)  # shared, merged as unions: never moved backwards by genjob
+NOTES_REF = "refs/notes/genjob"  # the human summary `git log` shows (SPEC §11)
+RECEIPTS_REF = "refs/notes/genjob-receipts"  # the receipt envelope of each applied commit (SPEC §11)
+NOTES_REFS = (NOTES_REF, RECEIPTS_REF)
+LEDGER_REFS = (
+    ARCHIVE_REF,
+    REPLAYS_REF,
+    NOTES_REF,
+    RECEIPTS_REF,
+)  # shared, merged as unions: never moved backwards by genjob
 
 FILE_MODE = pygit2.enums.FileMode.BLOB
 TREE_MODE = pygit2.enums.FileMode.TREE
