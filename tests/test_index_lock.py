@@ -160,3 +160,20 @@ def test_a_held_notes_lock_is_reported_as_a_lock_not_as_a_ref_that_kept_moving(r
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_checkout_with_the_index_locked_writes_nothing_and_says_so(
+    done: tuple[Path, str], editor_commit: tuple[subprocess.Popen[bytes], Path]
+) -> None:
+    """What apply's last-instant rollback rests on: when git took index.lock after apply's check,
+    checkout_outputs fails before writing the index or the work tree (IndexUntouched), so moving
+    the branch back leaves everything as it was."""
+    from git_genjob.storage.worktree import IndexUntouched, checkout_outputs
+
+    repo, _k = done
+    before = state(repo)
+    store = Store.open(str(repo))
+    blob = store.blob(b"def fetch_user(uid, timeout=1):\n    return uid\n")
+    with pytest.raises(IndexUntouched, match=r"index\.lock"):
+        checkout_outputs(store, {"src/user.py": blob}, {})
+    assert state(repo) == before

@@ -37,6 +37,7 @@ from git_genjob.storage.store import (
     retry_cas,
 )
 from git_genjob.storage.worktree import (
+    IndexUntouched,
     blocked_paths,
     checkout_outputs,
     dirty_paths,
@@ -417,7 +418,7 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     if checked_out:
         try:
             checkout_outputs(store, outputs, _modes(store, commit, outputs))
-        except LockHeld:
+        except IndexUntouched:
             # A git command took index.lock after the check above: nothing reached the index,
             # so the branch goes back (by CAS) rather than leave a staged revert of the job.
             _unland(store, ref_name, head, commit, key)

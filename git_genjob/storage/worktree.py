@@ -123,8 +123,14 @@ def index_oids(store: Store, paths: list[str]) -> dict[str, pygit2.Oid | None]:
     return {p: (index[p].id if p in index else None) for p in paths}
 
 
+class IndexUntouched(LockHeld):
+    """git's index lock was held when checkout_outputs began: neither the index nor the work
+    tree was written."""
+
+
 def checkout_outputs(store: Store, outputs: dict[str, pygit2.Oid | None], modes: dict[str, int]) -> None:
-    """Index entries from the verified blob ids, then the work tree from the index, as git checks out."""
+    """Index entries from the verified blob ids, then the work tree from the index, as git checks out.
+    IndexUntouched when the index lock was held at the start: nothing was written."""
     if not outputs:
         return
     sparse = sparse_paths(store, list(outputs))
@@ -132,7 +138,10 @@ def checkout_outputs(store: Store, outputs: dict[str, pygit2.Oid | None], modes:
         f"{modes.get(p, 0o100644):o} {oid} 0\t{p}\n" if oid is not None else f"0 {_ZERO}\t{p}\n"
         for p, oid in sorted(outputs.items())
     )
-    _git(store, "update-index", "--index-info", data=info.encode("utf-8"))
+    try:
+        _git(store, "update-index", "--index-info", data=info.encode("utf-8"))
+    except LockHeld as exc:
+        raise IndexUntouched(exc.message, exc.hint, details=exc.details) from None
     crash_point("mid-checkout")
     root = store.workdir or ""
     write = [p for p, oid in sorted(outputs.items()) if oid is not None and p not in sparse]
