@@ -73,7 +73,7 @@ def _request(dialect: str, base: str, model: str, prompt: str, key: str | None) 
 
 def _chat_sender(base: str, model: str, timeout: float) -> Callable[[str], str]:
     """The chat call of `ask`: the same client as the openai: generator (API key included)."""
-    from git_genjob.replay.chat import chat_completion
+    from git_genjob.replay.web import chat_completion
 
     def send(prompt: str) -> str:
         return chat_completion(base, {"model": model, "messages": [{"role": "user", "content": prompt}]}, timeout)

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from git_genjob.documents.errors import HttpStatusError
-from git_genjob.replay.chat import chat_completion
+from git_genjob.replay.web import chat_completion
 from git_genjob.worker.generators import GenContext, GenResult, build_prompt
 from git_genjob.worker.generators.files import write_answer
 
@@ -54,7 +54,7 @@ class OpenAIGenerator:
     def complete(self, user: str, schema: dict[str, Any] | None, timeout: float) -> str:
         """One answer's message content: JSON files with the json_object fallback SPEC §5
         describes, or (`schema` None, a one-file job) the file's text. Through the one chat
-        client (replay.chat), which sends the API key as `ask` does."""
+        client (replay.web.chat_completion), which sends the API key as `ask` does."""
         system = SYSTEM if schema is not None else TEXT_SYSTEM
         body: dict[str, Any] = {
             "model": self.model,
