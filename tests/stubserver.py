@@ -12,6 +12,7 @@ class Stub:
     def __init__(self) -> None:
         self.count = 0
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # each request's headers (the API key a client sent)
         self.mode = "ok"  # ok | status:N | truncate | reject_json_schema | length
         self.answer = "hello\n"
         self.error = b'{"error":"nope"}'  # the body of a `status:N` answer
@@ -39,6 +40,7 @@ class Stub:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.count += 1
                 stub.requests.append(body)
+                stub.headers.append(dict(self.headers.items()))
                 if stub.delay:
                     import time
 

@@ -329,12 +329,12 @@ def test_audit_passes_then_fails_on_tampering(done: tuple[Path, Path, str]) -> N
     res = run_genjob("audit", cwd=repo)
     assert res.code == 0 and "2 genjob commit(s), 0 failing" in res.out, res.out + res.err
     assert "verified" in run_genjob("log", cwd=repo).out
-    # A tampered note: the envelope no longer matches the trailer.
-    note = git(repo, "notes", "--ref=genjob", "show", "HEAD")
+    # A tampered note: the envelope (in refs/notes/genjob-receipts, SPEC §11) no longer matches the trailer.
+    note = git(repo, "notes", "--ref=genjob-receipts", "show", "HEAD")
     git(
         repo,
         "notes",
-        "--ref=genjob",
+        "--ref=genjob-receipts",
         "add",
         "-f",
         "-m",
@@ -343,15 +343,15 @@ def test_audit_passes_then_fails_on_tampering(done: tuple[Path, Path, str]) -> N
     )
     res = run_genjob("audit", cwd=repo)
     assert res.code == 1 and "FAIL" in res.out
-    git(repo, "notes", "--ref=genjob", "add", "-f", "-m", note.strip(), "HEAD")
+    git(repo, "notes", "--ref=genjob-receipts", "add", "-f", "-m", note.strip(), "HEAD")
     assert run_genjob("audit", cwd=repo).code == 0
     # A tampered trailer: amend the commit's worker name.
     msg = git(repo, "log", "-1", "--format=%B").replace("Genjob-Worker: w1", "Genjob-Worker: mallory")
     git(repo, "commit", "--amend", "-q", "-m", msg)
     res = run_genjob("audit", cwd=repo)
     assert res.code == 1 and "Genjob-Worker says mallory" in res.out
-    # A missing note is a failure, never a skip.
-    git(repo, "notes", "--ref=genjob", "remove", "HEAD")
+    # A missing receipt note is a failure, never a skip (the summary alone proves nothing).
+    git(repo, "notes", "--ref=genjob-receipts", "remove", "HEAD")
     assert run_genjob("audit", "HEAD~1..HEAD", cwd=repo).code == 1
 
 

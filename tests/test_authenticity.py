@@ -456,8 +456,8 @@ def test_a_note_line_that_sorts_before_the_real_envelope_does_not_fail_audit(tmp
     bare, owner, key, k = _owner(tmp_path)
     assert work(owner, key, "echo 'x = 1' > src/user.py", "--once").code == 0
     assert run_genjob("apply", k, cwd=owner).code == 0
-    note = git(owner, "notes", "--ref=genjob", "show", "HEAD")
-    git(owner, "notes", "--ref=genjob", "add", "-f", "-m", '{"envelope":"!"}\n' + note, "HEAD")
+    note = git(owner, "notes", "--ref=genjob-receipts", "show", "HEAD")
+    git(owner, "notes", "--ref=genjob-receipts", "add", "-f", "-m", '{"envelope":"!"}\n' + note, "HEAD")
     res = run_genjob("audit", "HEAD~1..HEAD", cwd=owner)
     assert res.code == 0, res.out + res.err
 

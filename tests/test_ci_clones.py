@@ -95,7 +95,8 @@ def test_audit_in_a_depth_1_clone_never_gives_a_false_verdict(tmp_path: Path) ->
     orig = git(ci, "rev-parse", "HEAD").strip()
     msg = git(ci, "log", "-1", "--format=%B").replace("Genjob-Worker: w1", "Genjob-Worker: mallory")
     git(ci, "commit", "--amend", "-q", "-m", msg)
-    git(ci, "notes", "--ref=genjob", "copy", orig, "HEAD")
+    for ref in ("genjob", "genjob-receipts"):  # the summary and the envelope (SPEC §11)
+        git(ci, "notes", f"--ref={ref}", "copy", orig, "HEAD")
     res = run_genjob("audit", cwd=ci)
     assert res.code == 1 and "FAIL" in res.out and "Genjob-Worker says mallory" in res.out, res.out
 

@@ -48,8 +48,14 @@ def test_rebase_cherry_pick_and_squash_say_what_still_holds(repo: Path) -> None:
     assert doc["code"] == 1 and doc["commits"][0]["provenance"] == "unproven"
     (problem,) = doc["commits"][0]["problems"]
     picked = git(repo, "rev-parse", "--short=12", "HEAD").strip()
-    assert "copy the note: git notes --ref=genjob copy " in problem and problem.endswith(f" {picked}")
-    git(repo, *problem.split("copy the note: git ", 1)[1].split())
+    repair = problem.split("copy the notes: ", 1)[1].split("; ")
+    # the envelope audit reads, then the summary git log shows, each copied from the job's own commit
+    assert [c.split()[:4] for c in repair] == [
+        ["git", "notes", f"--ref={r}", "copy"] for r in ("genjob-receipts", "genjob")
+    ]
+    assert all(c.endswith(f" {picked}") for c in repair)
+    for command in repair:
+        git(repo, *command.split()[1:])
     doc = _audit(repo, "main~1..hotfix")
     assert doc["code"] == 0 and doc["commits"][0]["provenance"] == "verified"
 

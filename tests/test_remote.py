@@ -241,11 +241,12 @@ def test_fetch_merges_back_what_a_forced_git_fetch_took_from_the_ledger(tmp_path
     second = submit_key(a, "-m", "second", "README.md")
     assert work(a, key, "echo two > README.md", "--once").code == 0
     assert run_genjob("apply", second, cwd=a).code == 0  # not pushed
-    git(a, "fetch", "-q", "origin", "+refs/notes/genjob:refs/notes/genjob", "+refs/genjob/*:refs/genjob/*")
+    git(a, "fetch", "-q", "origin", "+refs/notes/genjob*:refs/notes/genjob*", "+refs/genjob/*:refs/genjob/*")
     assert run_genjob("audit", "HEAD~1..HEAD", cwd=a).code == 1  # the note of the second apply is gone
     res = run_genjob("fetch", "--json", cwd=a)
     assert res.code == 0, res.err
-    assert sorted(json.loads(res.out)["recovered"]) == ["refs/genjob/archive", "refs/notes/genjob"]
+    recovered = sorted(json.loads(res.out)["recovered"])
+    assert recovered == ["refs/genjob/archive", "refs/notes/genjob", "refs/notes/genjob-receipts"]
     assert run_genjob("audit", cwd=a).code == 0
     assert json.loads(run_genjob("show", second, "--json", cwd=a).out)["state"] == "applied"
     assert run_genjob("fetch", "--json", cwd=a).code == 0  # once merged back, nothing more to do

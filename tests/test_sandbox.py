@@ -467,6 +467,7 @@ def test_audit_reports_an_unconfined_receipt_on_a_branch_that_requires_a_sandbox
     config.write_text(config.read_text().replace("[policy]\n", "[policy]\nrequire_sandbox = true\n"))
     git(repo, "commit", "-qam", "require a sandbox")
     git(repo, "cherry-pick", applied)
-    git(repo, "notes", "--ref=genjob", "copy", applied, "HEAD")
+    for ref in ("genjob", "genjob-receipts"):  # the summary and the envelope (SPEC §11)
+        git(repo, "notes", f"--ref={ref}", "copy", applied, "HEAD")
     res = run_genjob("audit", "HEAD~1..HEAD", cwd=repo)
     assert res.code == 1 and "check 4:" in res.out and "require_sandbox" in res.out, res.out

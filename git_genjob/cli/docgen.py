@@ -140,6 +140,8 @@ JSON_SHAPES = {
             "unchecked": [],
             "provenance": "verified",
             "facts": [],
+            "note": [f"genjob {K} ok: signed by SHA256:… (worker w1), receipt {D}", "  instruction: …"],
+            "envelope_ref": "refs/notes/genjob-receipts",
             "jobs": [K],
         }
     ],

@@ -135,6 +135,10 @@ def log_cmd(range_: str | None, as_json: bool) -> None:
             click.echo(f"{r['commit'][:12]} {r['key']} worker={r['worker']} signer={r['signer']} {mark}")
             for fact in r["facts"]:
                 click.echo(f"             {fact}")
+            for line in r["note"]:  # SPEC §11: the summary note (refs/notes/genjob), then where the envelope is
+                click.echo(f"             note: {line.strip()}")
+            if r["envelope_ref"]:
+                click.echo(f"             receipt: {r['receipt']} in {r['envelope_ref']}")
 
     emit(rows, as_json, human)
 

@@ -28,6 +28,8 @@ TEMPLATE = """\
 [scratch]
 # Files a generator may leave outside the allowed paths without rejecting the receipt.
 # ignore = ["__pycache__/", "*.pyc", ".pytest_cache/"]
+# aider also leaves its chat history and caches (docs/generators.md):
+# ignore = ["__pycache__/", "*.pyc", ".pytest_cache/", ".aider*"]
 
 [normalize]
 # Extra prompt rewrites for the replay cache fingerprint, applied in order.

@@ -79,7 +79,16 @@ class NotARepository(GenjobError):
     exit_code = EXIT_USAGE
 
 
-class StaleLock(Conflict):
+class RefMoved(Conflict):
+    """A compare-and-swap lost: the ref no longer holds the value read (exit 4; a retry may win)."""
+
+
+class LockHeld(Conflict):
+    """A lock file (a ref's, or git's index.lock) stayed held past the brief wait (exit 4,
+    naming the file, since when, who holds it and how to clear it). Never retried as a lost race."""
+
+
+class StaleLock(LockHeld):
     """A ref lock whose holder is gone (exit 4, naming the file and how to clear it)."""
 
 

@@ -13,18 +13,31 @@ from typing import Any
 import pygit2
 
 from git_genjob.documents.config import read_config
-from git_genjob.documents.errors import BadInput, Conflict, Refused, StaleLock
+from git_genjob.documents.display import printable
+from git_genjob.documents.errors import BadInput, Conflict, LockHeld, Refused
 from git_genjob.documents.receipt import GeneratorInfo
 from git_genjob.landing.merge import MERGED_TRAILER, changed_paths, merge_onto, side_branch_base
 from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, next_step
 from git_genjob.planner.ledger import archive
+from git_genjob.storage import locks
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.gitdir import genjob_trailers_of_commit, may_name_a_job, read_commit_trailers
 from git_genjob.storage.notes import write_note
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import JobRecord, find_job, parse_trailers, vouch_problem
-from git_genjob.storage.store import ARCHIVE_REF, RefUpdate, Store, lookup
+from git_genjob.storage.store import (
+    ARCHIVE_REF,
+    LOCK_WAIT_S,
+    NOTES_REF,
+    RECEIPTS_REF,
+    RefUpdate,
+    Store,
+    job_ref,
+    lookup,
+    retry_cas,
+)
 from git_genjob.storage.worktree import (
+    IndexUntouched,
     blocked_paths,
     checkout_outputs,
     dirty_paths,
@@ -64,9 +77,8 @@ def _branch(store: Store, branch: str | None) -> tuple[str, bool]:
     return name, name == current and store.workdir is not None
 
 
-def disclosure(cfg_name: str | None, gen: GeneratorInfo) -> str | None:
-    if not cfg_name:
-        return None
+def generator_label(gen: GeneratorInfo) -> str:
+    """`kind:detail` of a generator, as the disclosure trailer and the note name it."""
     kind = gen.kind
     if gen.model:
         detail = gen.model
@@ -78,7 +90,13 @@ def disclosure(cfg_name: str | None, gen: GeneratorInfo) -> str | None:
         detail = gen.endpoint
     else:
         detail = kind
-    return f"{cfg_name}: {kind}:{detail}"
+    return f"{kind}:{detail}"
+
+
+def disclosure(cfg_name: str | None, gen: GeneratorInfo) -> str | None:
+    if not cfg_name:
+        return None
+    return f"{cfg_name}: {generator_label(gen)}"
 
 
 def commit_message(
@@ -103,21 +121,37 @@ def commit_message(
 
 
 def note_text(record: JobRecord, verdict: Verdict) -> bytes:
+    """The human summary in refs/notes/genjob, what `git log` shows (SPEC §11): job and verdict,
+    instruction, generator and sandbox, planner. Printable text only, never the envelope."""
+    assert verdict.envelope is not None and verdict.signer is not None
+    pred = verdict.envelope.predicate
+    instruction = record.job.message_text.splitlines()[0] if record.job.message_text else ""
+    if len(instruction) > 100:
+        instruction = instruction[:99] + "…"
+    planner = f"{verdict.planner.keyid} ({verdict.planner.principal})" if verdict.planner else "unsigned job"
+    lines = [
+        f"genjob {record.key} ok: signed by {verdict.signer.keyid} (worker {pred.worker_id}), "
+        f"receipt {verdict.envelope.digest}",
+        f"  instruction: {instruction}",
+        f"  generator: {generator_label(pred.generator)}, sandbox {pred.confinement.summary()}",
+        f"  planner: {planner}",
+    ]
+    return "".join(printable(line) + "\n" for line in lines).encode("utf-8")
+
+
+def receipt_note_text(record: JobRecord, verdict: Verdict) -> bytes:
+    """The note in refs/notes/genjob-receipts: one compact JSON line {"summary", "envelope"}."""
     import json
 
     assert verdict.envelope is not None and verdict.signer is not None
-    pred = verdict.envelope.predicate
-    summary = (
-        f"genjob {record.key} ok: signed by {verdict.signer.keyid} (worker {pred.worker_id}), "
-        f"receipt {verdict.envelope.digest}"
-    )
+    summary = note_text(record, verdict).decode("utf-8").splitlines()[0]
     line = json.dumps(
         {"summary": summary, "envelope": verdict.envelope.raw.decode("utf-8")},
         separators=(",", ":"),
         ensure_ascii=False,
         sort_keys=True,
     )
-    return (summary + "\n" + line + "\n").encode("utf-8")
+    return (line + "\n").encode("utf-8")
 
 
 def find_applied(store: Store, head: pygit2.Oid, receipt_digest: str, key: str, limit: int = 5000) -> pygit2.Oid | None:
@@ -364,6 +398,10 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     gen = verdict.envelope.predicate.generator
     message = commit_message(record, verdict, disclosure(cfg.disclosure, gen), merged_onto)
     commit = store.commit(new_tree, [head] if head else [], message, identity_required=True)
+    # Every lock this apply will need is free before the branch moves (a `git commit` waiting for
+    # its editor holds index.lock; a killed git leaves a lock behind): else exit 4, nothing written.
+    needed = [ref_name, NOTES_REF, RECEIPTS_REF, ARCHIVE_REF, job_ref(key)]
+    locks.wait_unlocked(store.common_dir, store.gitdir, needed, checked_out, LOCK_WAIT_S)
     write_intent(store, key, Intent(str(commit), verdict.envelope.digest, ref_name))
     try:
         expected = head if side is None else None  # a side branch is created, never moved
@@ -378,11 +416,34 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     crash_point("after-commit")
     # 7. index and work tree for the output paths only, checked out as git would (filters, eol)
     if checked_out:
-        checkout_outputs(store, outputs, _modes(store, commit, outputs))
+        try:
+            checkout_outputs(store, outputs, _modes(store, commit, outputs))
+        except IndexUntouched:
+            # A git command took index.lock after the check above: nothing reached the index,
+            # so the branch goes back (by CAS) rather than leave a staged revert of the job.
+            _unland(store, ref_name, head, commit, key)
+            raise
         crash_point("after-worktree")
     # 8-9. note, then archive
-    _finish(store, record, verdict, commit, ref_name)
+    try:
+        _finish(store, record, verdict, commit, ref_name)
+    except LockHeld as exc:
+        raise LockHeld(
+            f"job {key} landed as {str(commit)[:12]} on {ref_name}, but {exc.message}",
+            f"{exc.hint}; then run git genjob apply {key} again to record its note and archive it",
+            details=exc.details,
+        ) from None
     return Applied(key, str(commit), ref_name, already=False, merged_onto=merged_onto)
+
+
+def _unland(store: Store, ref_name: str, head: pygit2.Oid | None, commit: pygit2.Oid, key: str) -> None:
+    """Move the branch back from `commit` to `head` when the index could not follow it."""
+    with contextlib.suppress(Conflict):  # moved again since: leave it, the intent reconciles later
+        if head is None:
+            store.update_refs([RefUpdate(ref_name, commit, None)], message=f"genjob: apply {key} undone")
+        else:
+            store.update_refs([RefUpdate(ref_name, commit, head)], message=f"genjob: apply {key} undone")
+        clear_intent(store, key)
 
 
 def _modes(store: Store, commit: pygit2.Oid, outputs: dict[str, pygit2.Oid | None]) -> dict[str, int]:
@@ -428,6 +489,7 @@ def _reconcile_worktree(store: Store, landed: pygit2.Oid, outputs: dict[str, pyg
 
 
 def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oid, ref_name: str) -> None:
+    write_note(store, commit, receipt_note_text(record, verdict), RECEIPTS_REF)  # the envelope first: audit needs it
     write_note(store, commit, note_text(record, verdict))
     crash_point("after-note")
     final = {
@@ -436,21 +498,16 @@ def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oi
         "branch": ref_name,
         "receipt": verdict.envelope.digest if verdict.envelope else None,
     }
-    for _ in range(50):
+
+    def attempt() -> None:
         live = find_job(store, record.key)
         if live.archived:
             store.finish_archive_move(record.key)
-            clear_intent(store, record.key)
-            return
-        try:
+        else:  # a lost race means the archive moved (another job's apply, or this one's twin): read it again
             archive(publisher(store), live, final)
-            clear_intent(store, record.key)
-            return
-        except StaleLock:
-            raise
-        except Conflict:
-            continue  # the archive moved (another job's apply, or this one's twin): read it again
-    raise Conflict(f"{ARCHIVE_REF} kept moving", f"run git genjob apply {record.key} again to finish")
+        clear_intent(store, record.key)
+
+    retry_cas(ARCHIVE_REF, attempt, f"run git genjob apply {record.key} again to finish")
 
 
 def _outputs(store: Store, record: JobRecord, verdict: Verdict) -> dict[str, pygit2.Oid | None]:

@@ -35,9 +35,9 @@ from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
 from git_genjob.landing.verify import TrustStore, note_envelope, trust_from_tree
 from git_genjob.planner.trust import job_trust
 from git_genjob.storage.gitdir import canonical_trailer_key, genjob_trailers_of_commit, read_commit_trailers
-from git_genjob.storage.notes import note_blobs, read_note
+from git_genjob.storage.notes import note_blobs, read_note, receipt_note
 from git_genjob.storage.records import load_archived, load_live
-from git_genjob.storage.store import Store, lookup
+from git_genjob.storage.store import NOTES_REF, RECEIPTS_REF, Store, lookup
 
 NULL_OID = pygit2.Oid(hex="0" * 40)
 
@@ -55,6 +55,8 @@ class CommitAudit:
     jobs: list[str] = field(default_factory=list)
     squashed: bool = False
     merged: bool = False  # a merged apply (`Genjob-Merged-Onto`, SPEC §11)
+    note: list[str] = field(default_factory=list)  # the summary in refs/notes/genjob (what git log shows)
+    envelope_ref: str | None = None  # the notes ref its envelope was read from (SPEC §11)
 
     @property
     def ok(self) -> bool:
@@ -86,6 +88,8 @@ class CommitAudit:
             "unchecked": self.unchecked,
             "provenance": self.provenance,
             "facts": self.facts,
+            "note": self.note,
+            "envelope_ref": self.envelope_ref,
             "jobs": self.jobs or ([self.trailers["Genjob-Key"]] if "Genjob-Key" in self.trailers else []),
         }
 
@@ -170,12 +174,17 @@ def audit_commit(
     missing = [name for name in TRAILERS if name not in t]
     if missing:
         p.append("missing trailers: " + ", ".join(missing))
-    note = read_note(store, commit.id)
-    parsed = note_envelope(note, t.get("Genjob-Receipt")) if note else None
+    found = receipt_note(store, commit.id)  # refs/notes/genjob-receipts, or a note from before the split
+    parsed = note_envelope(found[1], t.get("Genjob-Receipt")) if found else None
+    summary = read_note(store, commit.id)
+    if summary is not None:
+        result.note = [printable(line) for line in summary.decode("utf-8", "replace").splitlines() if line[:1] != "{"]
+    if found is not None:
+        result.envelope_ref = found[0]
     if parsed is None:
         p.append(
-            "no genjob note with an envelope on this commit (git genjob fetch brings notes)"
-            + _copy_hint(store, commit, t)
+            "no genjob note with an envelope on this commit (looked in refs/notes/genjob-receipts and "
+            "refs/notes/genjob; git genjob fetch brings notes)" + _copy_hint(store, commit, t)
         )
         return result
     raw = parsed[1]
@@ -249,7 +258,12 @@ def _copy_hint(store: Store, commit: pygit2.Commit, t: dict[str, str]) -> str:
         return ""
     return (
         f"; job {record.key if record else ''} was applied as {final.commit[:12]}: if this commit is its "
-        f"cherry-pick, copy the note: git notes --ref=genjob copy {final.commit[:12]} {str(commit.id)[:12]}"
+        f"cherry-pick, copy the notes: "
+        + "; ".join(
+            f"git notes --ref={ref[len('refs/notes/') :]} copy {final.commit[:12]} {str(commit.id)[:12]}"
+            for ref in (RECEIPTS_REF, NOTES_REF)
+            if read_note(store, final.commit, ref) is not None
+        )
     )
 
 

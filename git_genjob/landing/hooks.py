@@ -445,9 +445,9 @@ def _pre_push(args: list[str]) -> int:
     if not any(_may_push_a_genjob_commit(remote, local, base) for _l, local, _r, base in checked):
         return EXIT_OK  # no pushed commit can name a job: libgit2 is never loaded
     store = _store()
-    from git_genjob.storage.store import NOTES_REF
+    from git_genjob.storage.store import NOTES_REFS
 
-    pushing_notes = any(p[2] == NOTES_REF and p[0] != "(delete)" for p in pushed)
+    pushing_notes = {ref for ref in NOTES_REFS if any(p[2] == ref and p[0] != "(delete)" for p in pushed)}
     notes_on_remote = _RemoteNotes(store, remote)
     problems = []
     for _local_ref, local_sha, _remote_ref, remote_sha in checked:
@@ -461,40 +461,44 @@ def _pre_push(args: list[str]) -> int:
 
 
 class _RemoteNotes:
-    """Which commits the remote's refs/notes/genjob annotates (asked once, only if needed)."""
+    """Which commits the remote's refs/notes/genjob and refs/notes/genjob-receipts annotate
+    (asked once, with one ls-remote, only if needed)."""
 
     def __init__(self, store: Store, remote: str):
         self.store, self.remote = store, remote
-        self._notes: set[str] | None = None
+        self._notes: dict[str, set[str]] | None = None
 
-    def has(self, commit_id: str) -> bool:
+    def has(self, ref: str, commit_id: str) -> bool:
         if self._notes is None:
             self._notes = self._load()
-        return commit_id in self._notes
+        return commit_id in self._notes.get(ref, set())
 
-    def _load(self) -> set[str]:
+    def _load(self) -> dict[str, set[str]]:
         import subprocess
 
         from git_genjob.storage.notes import all_notes
         from git_genjob.storage.remote import clean_env
-        from git_genjob.storage.store import NOTES_REF
+        from git_genjob.storage.store import NOTES_REFS
 
         proc = subprocess.run(
-            ["git", "ls-remote", self.remote, NOTES_REF], capture_output=True, text=True, env=clean_env()
+            ["git", "ls-remote", self.remote, *NOTES_REFS], capture_output=True, text=True, env=clean_env()
         )
-        oid = proc.stdout.split()[0] if proc.returncode == 0 and proc.stdout.strip() else None
-        if oid is None or not self.store.has(oid):
-            return set()
-        return set(all_notes(self.store, self.store.get_commit(oid).tree))
+        out: dict[str, set[str]] = {}
+        for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+            oid, _, ref = line.partition("\t")
+            if ref in NOTES_REFS and self.store.has(oid):
+                out[ref] = set(all_notes(self.store, self.store.get_commit(oid).tree))
+        return out
 
 
 def _check_pushed(
-    store: Store, remote: str, local_sha: str, remote_sha: str, pushing_notes: bool, notes: _RemoteNotes
+    store: Store, remote: str, local_sha: str, remote_sha: str, pushing_notes: set[str], notes: _RemoteNotes
 ) -> list[str]:
     from git_genjob.landing.audit import audit_one
     from git_genjob.landing.verify import TrustStore, trust_from_tree
     from git_genjob.storage.gitdir import read_commit_trailers
     from git_genjob.storage.notes import read_note
+    from git_genjob.storage.store import NOTES_REFS
 
     problems: list[str] = []
     tip_trust: TrustStore | None = None
@@ -509,8 +513,13 @@ def _check_pushed(
         problems += [f"{short}: {p}" for p in checked.problems]
         if checked.ok and checked.merged:  # SPEC §11: say which pushed commits audit proved as merges
             print(f"git-genjob pre-push: {short} {checked.provenance}", file=sys.stderr)
-        if read_note(store, commit.id) is not None and not pushing_notes and not notes.has(str(commit.id)):
-            problems.append(f"{short}: its note is not on {remote} (run git genjob push first)")
+        for ref in NOTES_REFS:  # the summary and, since SPEC §11, the envelope in its own ref
+            if (
+                read_note(store, commit.id, ref) is not None
+                and ref not in pushing_notes
+                and not notes.has(ref, str(commit.id))
+            ):
+                problems.append(f"{short}: its note is not on {remote} ({ref}; run git genjob push first)")
     return problems
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from git_genjob.documents.config import TEMPLATE
 from git_genjob.documents.errors import BadInput
 from git_genjob.storage.remote import fetch_refspecs
-from git_genjob.storage.store import NOTES_REF, Store
+from git_genjob.storage.store import NOTES_REF, NOTES_REFS, Store
 
 SIGNERS_HEADER = """\
 # git-genjob trust store (OpenSSH allowed_signers format). One line per trusted key; its
@@ -69,11 +69,14 @@ def init(store: Store, planner: bool = True) -> InitReport:
         store.config_delete("notes.displayRef", "^refs/notes/genjob$")
     if store.config_add("notes.displayRef", DISPLAY_GLOB):
         report.config.append(f"notes.displayRef={DISPLAY_GLOB}")
-    if store.config_add("notes.rewriteRef", NOTES_REF):
-        report.config.append(f"notes.rewriteRef={NOTES_REF}")
-    if store.config_get("notes.genjob.mergeStrategy") != "cat_sort_uniq":
-        store.config_set("notes.genjob.mergeStrategy", "cat_sort_uniq")
-        report.config.append("notes.genjob.mergeStrategy=cat_sort_uniq")
+    for ref in NOTES_REFS:  # the summary and the envelope (SPEC §11) both follow rebase and amend
+        if store.config_add("notes.rewriteRef", ref):
+            report.config.append(f"notes.rewriteRef={ref}")
+    for ref in NOTES_REFS:  # `git notes merge` of either ref merges lines, as git genjob fetch does
+        name = f"notes.{ref[len('refs/notes/') :]}.mergeStrategy"
+        if store.config_get(name) != "cat_sort_uniq":
+            store.config_set(name, "cat_sort_uniq")
+            report.config.append(f"{name}=cat_sort_uniq")
     for remote in store.remote_names():
         for spec in fetch_refspecs(remote):
             if store.config_add(f"remote.{remote}.fetch", spec):

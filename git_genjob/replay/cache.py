@@ -16,13 +16,13 @@ import pygit2
 
 from git_genjob.documents.canonical import canonical_bytes, parse_strict, sha256_hex, utc_now
 from git_genjob.documents.config import Config
-from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused, Unavailable
+from git_genjob.documents.errors import BadInput, GenjobError, Refused, Unavailable
 from git_genjob.documents.keys import NS_REPLAY, NS_REVIEW, TrustedKey
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.signing import REPLAY_TYPE, seal, signer_of, unseal
 from git_genjob.replay.prompt import normalize_text
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.store import CONTENT_MAX, REPLAYS_REF, TREE_MODE, RefUpdate, Store, lookup
+from git_genjob.storage.store import CONTENT_MAX, REPLAYS_REF, TREE_MODE, RefUpdate, Store, lookup, retry_cas
 from git_genjob.storage.truststore import trust_at_head
 
 SENTINEL = "model_unavailable"
@@ -317,18 +317,16 @@ class Cache:
             additions[f"answers/{sha256_hex(answer.encode('utf-8'))}"] = self.store.blob(answer.encode("utf-8"))
         if request is not None:
             additions["request.json"] = self.store.blob(canonical_bytes(request))
-        for _ in range(50):
+
+        def attempt() -> None:
             tip = self.store.ref_target(REPLAYS_REF)
             tree = self.store.get_commit(tip).tree if tip is not None else None
             new_tree = self._with(tree, fp, additions)
             commit = self.store.commit(new_tree, [tip] if tip else [], f"genjob replay: {event['type']} {fp}\n")
             crash_point("replay-recorded")
-            try:
-                self.store.update_refs([RefUpdate(REPLAYS_REF, tip, commit)], message="genjob: replay")
-                return
-            except Conflict:
-                continue
-        raise Conflict("refs/genjob/replays kept moving; gave up after 50 tries", "try again")
+            self.store.update_refs([RefUpdate(REPLAYS_REF, tip, commit)], message="genjob: replay")
+
+        retry_cas(REPLAYS_REF, attempt)
 
     def _with(self, tree: pygit2.Tree | None, fp: str, additions: dict[str, pygit2.Oid]) -> pygit2.Oid:
         existing: dict[str, pygit2.Oid] = {}

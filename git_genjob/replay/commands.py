@@ -59,7 +59,7 @@ def ask(
     if dialect == "http":
         send = lambda prompt: post_json(base, {"prompt": prompt, "format": "text"}, timeout)  # noqa: E731
     else:
-        send = _chat_sender(f"{base}/chat/completions", model, timeout)
+        send = _chat_sender(base, model, timeout)
 
     cache = Cache(store, sign)
     try:
@@ -91,22 +91,12 @@ def _request(dialect: str, base: str, model: str, prompt: str, key: str | None) 
     return request_doc(base, model, {"format": "text"} if dialect == "http" else {}, prompt, key)
 
 
-def _chat_sender(url: str, model: str, timeout: float) -> Callable[[str], str]:
-    from git_genjob.replay.web import post_json
+def _chat_sender(base: str, model: str, timeout: float) -> Callable[[str], str]:
+    """The chat call of `ask`: the same client as the openai: generator (API key included)."""
+    from git_genjob.replay.web import chat_completion
 
     def send(prompt: str) -> str:
-        import json
-
-        raw = post_json(url, {"model": model, "messages": [{"role": "user", "content": prompt}]}, timeout)
-        try:
-            choice = json.loads(raw)["choices"][0]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise GeneratorUnavailable(f"{url}: the answer is not a chat completion", sent=True) from None
-        if choice.get("finish_reason") != "stop" or not isinstance(choice["message"].get("content"), str):
-            raise GeneratorUnavailable(
-                f"{url}: partial answer (finish_reason={choice.get('finish_reason')})", sent=True
-            )
-        return str(choice["message"]["content"])
+        return chat_completion(base, {"model": model, "messages": [{"role": "user", "content": prompt}]}, timeout)
 
     return send
 

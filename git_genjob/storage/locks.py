@@ -122,8 +122,9 @@ def lock_state(common: str, ref: str, records: list[tuple[int, bool, set[str]]] 
     # Our own record names the ref we are failing to lock; another thread of ours holds a lock
     # for milliseconds, so our own pid counts as the holder only for a fresh lock.
     holders = [(p, alive) for p, alive, refs in records if ref in refs and (p != os.getpid() or age < 2.0)]
-    if any(alive for _, alive in holders):
-        return LockState(path, False, "a running git-genjob process")
+    live = [p for p, alive in holders if alive]
+    if live:
+        return LockState(path, False, f"a running git-genjob process ({live[0]})")
     if holders:
         return LockState(path, True, f"git-genjob process {holders[0][0]}, which is no longer running")
     return LockState(path, age > UNKNOWN_STALE_S, f"an unknown writer ({age:.0f}s ago)")
@@ -138,11 +139,13 @@ def clear_stale(common: str) -> list[str]:
     """Remove stale ref locks; returns their paths.
 
     Cleared: any lock a dead git-genjob writer recorded (its pending write never happened, as
-    if it had died a moment earlier), and a lock under refs/genjob/ or on refs/notes/genjob that
+    if it had died a moment earlier), and a lock under refs/genjob/ or on refs/notes/genjob(-receipts) that
     no record names once it is older than UNKNOWN_STALE_S.
     """
     records = _records(common)
-    refs = {"refs/notes/genjob"} | {r for _pid, alive, names in records if not alive for r in names}
+    refs = {"refs/notes/genjob", "refs/notes/genjob-receipts"} | {
+        r for _pid, alive, names in records if not alive for r in names
+    }
     for dirpath, _dirs, files in os.walk(os.path.join(common, "refs", "genjob")):
         rel = os.path.relpath(dirpath, common).replace(os.sep, "/")
         refs |= {f"{rel}/{f[: -len('.lock')]}" for f in files if f.endswith(".lock")}
@@ -159,3 +162,69 @@ def clear_stale(common: str) -> list[str]:
         if not alive:
             _forget(os.path.join(_writers_dir(common), str(pid)))
     return cleared
+
+
+def _since(path: str) -> str | None:
+    """When the lock file at `path` was taken, for a message; None once it is gone."""
+    try:
+        mtime = os.stat(path).st_mtime
+    except FileNotFoundError:
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(mtime))
+    return f"since {when} ({max(0.0, time.time() - mtime):.0f}s ago)"
+
+
+def held(common: str, gitdir: str, refs: list[str], index: bool) -> list[tuple[str, str, str]]:
+    """The locks among those a writer will take that exist now: (path, who and since when, the
+    one way to clear it). `refs` are ref names (their locks live in the common dir); `index` adds
+    this work tree's `index.lock` (in its own git dir), which git holds while `git commit` waits
+    for its editor and leaves behind when a git command is killed."""
+    found = []
+    if index:
+        path = os.path.join(gitdir, "index.lock")
+        since = _since(path)
+        if since is not None:
+            found.append(
+                (
+                    path,
+                    f"held by a git command (no git-genjob process) {since}",
+                    "finish the git command that holds it (a `git commit` waiting for its editor, say) and "
+                    f"run this again; if no git command is running here, a killed git left it: rm {path}",
+                )
+            )
+    records = _records(common)
+    for ref in refs:
+        state = lock_state(common, ref, records)
+        since = _since(state.path) if state is not None else None
+        if state is None or since is None:
+            continue
+        if not state.stale and "git-genjob" in state.holder:
+            todo = "wait for it to finish, then run this again"
+        elif "git-genjob" in state.holder:
+            todo = f"git genjob recover clears it (or: rm {state.path})"
+        else:
+            state = LockState(state.path, state.stale, "a git command (no git-genjob process)")
+            todo = f"if no git command is running here, a killed git left it: rm {state.path}"
+        found.append((state.path, f"held by {state.holder} {since}", todo))
+    return found
+
+
+def wait_unlocked(common: str, gitdir: str, refs: list[str], index: bool, wait_s: float) -> None:
+    """Wait up to `wait_s` for every lock a writer is about to need to be free, as git waits
+    briefly for a ref lock (core.filesRefLockTimeout); still held, raise LockHeld naming each
+    file, its holder, since when, and how to clear it. Nothing has been written when it raises."""
+    from git_genjob.documents.errors import LockHeld
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = held(common, gitdir, refs, index)
+        if not found:
+            return
+        if time.monotonic() > deadline:
+            path, who, todo = found[0]
+            raise LockHeld(
+                f"{path} is locked: {who}; nothing was written",
+                todo,
+                details=[f"{p}: {w}; {t}" for p, w, t in found[1:]],
+            )
+        time.sleep(0.05)

@@ -1,4 +1,10 @@
-"""refs/notes/genjob: read, write and merge notes, by path in a fanned-out tree (SPEC §3).
+"""refs/notes/genjob and refs/notes/genjob-receipts: read, write and merge notes, by path in a
+fanned-out tree (SPEC §3, §11).
+
+Since SPEC §11 refs/notes/genjob holds only the human summary of an applied commit (what
+`git log` shows) and refs/notes/genjob-receipts the JSON line with its receipt envelope. A note
+written before the split holds both in refs/notes/genjob: `receipt_note` reads both refs, so such
+a commit keeps verifying.
 
 A note is found and written by path: git's notes trees fan out at any depth (`ab/cdef…`,
 `ab/cd/ef…`) or not at all, so a lookup descends two hex digits at a time and a write
@@ -12,8 +18,7 @@ from collections.abc import Iterable
 
 import pygit2
 
-from git_genjob.documents.errors import Conflict, StaleLock
-from git_genjob.storage.store import NOTES_REF, RefUpdate, Store, lookup
+from git_genjob.storage.store import NOTES_REF, NOTES_REFS, RECEIPTS_REF, RefUpdate, Store, lookup, retry_cas
 
 
 def cat_sort_uniq(a: bytes, b: bytes) -> bytes:
@@ -39,17 +44,21 @@ def _tree(store: Store, tip: pygit2.Oid | None) -> pygit2.Tree | None:
     return store.get_commit(tip).tree if tip is not None else None
 
 
-def note_blobs(store: Store, commits: Iterable[pygit2.Oid | str]) -> list[pygit2.Oid]:
-    """The blob ids of the genjob notes on `commits` (those that have one), nothing read."""
-    tree = _tree(store, store.ref_target(NOTES_REF))
-    paths = [note_path(tree, str(c)) for c in commits] if tree is not None else []
-    entries = [lookup(tree, p) for p in paths if p is not None]
-    return [e.id for e in entries if e is not None]
+def note_blobs(store: Store, commits: Iterable[pygit2.Oid | str], refs: Iterable[str] = NOTES_REFS) -> list[pygit2.Oid]:
+    """The blob ids of the genjob notes (summary and receipt) on `commits`, nothing read."""
+    names = [str(c) for c in commits]
+    out = []
+    for ref in refs:
+        tree = _tree(store, store.ref_target(ref))
+        paths = [note_path(tree, c) for c in names] if tree is not None else []
+        entries = [lookup(tree, p) for p in paths if p is not None]
+        out += [e.id for e in entries if e is not None]
+    return out
 
 
-def read_note(store: Store, commit: pygit2.Oid | str) -> bytes | None:
-    """The genjob note on `commit`, or None (a few tree lookups)."""
-    tree = _tree(store, store.ref_target(NOTES_REF))
+def read_note(store: Store, commit: pygit2.Oid | str, ref: str = NOTES_REF) -> bytes | None:
+    """The note on `commit` in `ref` (default: the summary), or None (a few tree lookups)."""
+    tree = _tree(store, store.ref_target(ref))
     path = note_path(tree, str(commit))
     if tree is None or path is None:
         return None
@@ -57,30 +66,38 @@ def read_note(store: Store, commit: pygit2.Oid | str) -> bytes | None:
     return store.read(entry.id) if entry is not None else None
 
 
-def write_note(store: Store, commit: pygit2.Oid, text: bytes) -> None:
-    """Add or extend the note on `commit` (lines merged as cat_sort_uniq), ref moved by CAS."""
-    for _ in range(50):
-        tip = store.ref_target(NOTES_REF)
+def receipt_note(store: Store, commit: pygit2.Oid | str) -> tuple[str, bytes] | None:
+    """(the ref it was read from, the note) holding `commit`'s receipt envelope: the note in
+    refs/notes/genjob-receipts, else a note from before the split, which carried its envelope in
+    refs/notes/genjob. The caller picks the envelope line (verify.note_envelope)."""
+    for ref in (RECEIPTS_REF, NOTES_REF):
+        note = read_note(store, commit, ref)
+        if note is not None and b'"envelope"' in note:
+            return ref, note
+    return None
+
+
+def write_note(store: Store, commit: pygit2.Oid, text: bytes, ref: str = NOTES_REF) -> None:
+    """Add or extend the note on `commit` in `ref` (lines merged as cat_sort_uniq), moved by CAS."""
+
+    def attempt() -> None:
+        tip = store.ref_target(ref)
         tree = _tree(store, tip)
         obj = str(commit)
         path = note_path(tree, obj)
+        new_text = text
         if path is not None and tree is not None:
             old = store.read(lookup(tree, path).id)  # type: ignore[union-attr]
             if text in old or all(line in old.splitlines() for line in text.splitlines()):
                 return
-            text = cat_sort_uniq(old, text)
+            new_text = cat_sort_uniq(old, text)
         else:
             path = f"{obj[:2]}/{obj[2:]}"
-        new_tree = store.tree_with(tree, path, store.blob(text))
+        new_tree = store.tree_with(tree, path, store.blob(new_text))
         new = store.commit(new_tree, [tip] if tip else [], "genjob: note\n")
-        try:
-            store.update_refs([RefUpdate(NOTES_REF, tip, new)], message="genjob: note")
-            return
-        except StaleLock:
-            raise
-        except Conflict:
-            continue
-    raise Conflict(f"{NOTES_REF} kept moving", "try again")
+        store.update_refs([RefUpdate(ref, tip, new)], message="genjob: note")
+
+    retry_cas(ref, attempt)
 
 
 def all_notes(store: Store, tree: pygit2.Tree) -> dict[str, pygit2.Oid]:

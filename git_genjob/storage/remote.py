@@ -11,7 +11,16 @@ import pygit2
 
 from git_genjob.documents.errors import BadInput, Conflict, Refused, RemoteUnavailable
 from git_genjob.storage.gitdir import clean_env as clean_env  # its home: gitdir, which loads no libgit2
-from git_genjob.storage.store import ARCHIVE_REF, JOBS_PREFIX, NOTES_REF, REPLAYS_REF, RefUpdate, Store
+from git_genjob.storage.store import (
+    ARCHIVE_REF,
+    JOBS_PREFIX,
+    NOTES_REF,
+    NOTES_REFS,
+    RECEIPTS_REF,
+    REPLAYS_REF,
+    RefUpdate,
+    Store,
+)
 
 TRACK = "refs/genjob-remotes/"
 
@@ -168,7 +177,12 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
         if kind != "commit":  # genjob writes only commits there: never ours to import
             report.refused.append(f"{name} ({kind or 'missing'} {str(oid)[:12]})")
             del remote_refs[name]
-    for name, merge in ((ARCHIVE_REF, merge_union), (REPLAYS_REF, merge_union), (NOTES_REF, merge_notes)):
+    for name, merge in (
+        (ARCHIVE_REF, merge_union),
+        (REPLAYS_REF, merge_union),
+        (NOTES_REF, merge_notes),
+        (RECEIPTS_REF, merge_notes),
+    ):
         if name in remote_refs:
             _reconcile_mergeable(store, name, remote_refs[name], merge, report)
     for name, oid in sorted(remote_refs.items()):
@@ -238,7 +252,12 @@ def recover_kept(store: Store, report: SyncReport) -> None:
     """
     from git_genjob.storage.notes import merge_notes
 
-    for name, merge in ((ARCHIVE_REF, merge_union), (REPLAYS_REF, merge_union), (NOTES_REF, merge_notes)):
+    for name, merge in (
+        (ARCHIVE_REF, merge_union),
+        (REPLAYS_REF, merge_union),
+        (NOTES_REF, merge_notes),
+        (RECEIPTS_REF, merge_notes),
+    ):
         kept = store.kept_tip(name)
         current = store.ref_target(name)
         if kept is None or kept == current or (current is not None and store.descendant_of(current, kept)):
@@ -310,7 +329,7 @@ def _refuse_non_commits(report: SyncReport, remote: str) -> None:
     if report.refused:
         raise Refused(
             f"{remote} holds genjob refs that name no commit; they were not fetched",
-            f"look with: git ls-remote {remote} 'refs/genjob/*' 'refs/notes/genjob'; if nothing there is "
+            f"look with: git ls-remote {remote} 'refs/genjob/*' 'refs/notes/genjob*'; if nothing there is "
             f"yours, delete them (git push {remote} --delete REF) and run this again",
             details=report.refused,
         )
@@ -323,7 +342,7 @@ def push(store: Store, remote: str) -> SyncReport:
     reconcile(store, remote_refs, report)
     _refuse_non_commits(report, remote)
     updates: list[RefUpdate] = []
-    local_names = [n for n, _ in store.iter_refs("refs/genjob/")] + ([NOTES_REF] if store.ref_target(NOTES_REF) else [])
+    local_names = [n for n, _ in store.iter_refs("refs/genjob/")] + [r for r in NOTES_REFS if store.ref_target(r)]
     held_back = {JOBS_PREFIX + key for key in report.diverged}  # the rest goes out; these are exit 4 after
     for name in local_names:
         oid = store.ref_target(name)

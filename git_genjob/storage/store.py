@@ -12,10 +12,19 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pygit2
 
-from git_genjob.documents.errors import BadInput, Conflict, NotARepository, RemoteUnavailable, StaleLock
+from git_genjob.documents.errors import (
+    BadInput,
+    Conflict,
+    LockHeld,
+    NotARepository,
+    RefMoved,
+    RemoteUnavailable,
+    StaleLock,
+)
 from git_genjob.documents.paths import check_entry_name
 from git_genjob.storage import durable, locks
 from git_genjob.storage.faults import crash_point
@@ -24,8 +33,15 @@ from git_genjob.storage.gitdir import resolve_common
 JOBS_PREFIX = "refs/genjob/jobs/"
 ARCHIVE_REF = "refs/genjob/archive"
 REPLAYS_REF = "refs/genjob/replays"
-NOTES_REF = "refs/notes/genjob"
-LEDGER_REFS = (ARCHIVE_REF, REPLAYS_REF, NOTES_REF)  # shared, merged as unions: never moved backwards by genjob
+NOTES_REF = "refs/notes/genjob"  # the human summary `git log` shows (SPEC §11)
+RECEIPTS_REF = "refs/notes/genjob-receipts"  # the receipt envelope of each applied commit (SPEC §11)
+NOTES_REFS = (NOTES_REF, RECEIPTS_REF)
+LEDGER_REFS = (
+    ARCHIVE_REF,
+    REPLAYS_REF,
+    NOTES_REF,
+    RECEIPTS_REF,
+)  # shared, merged as unions: never moved backwards by genjob
 
 FILE_MODE = pygit2.enums.FileMode.BLOB
 TREE_MODE = pygit2.enums.FileMode.TREE
@@ -104,6 +120,22 @@ def blocking_prefix(tree: pygit2.Tree | None, path: str) -> str | None:
 
 
 LOCK_WAIT_S = 3.0
+CAS_TRIES = 50
+T = TypeVar("T")
+
+
+def retry_cas(ref: str, attempt: Callable[[], T], hint: str = "try again", tries: int = CAS_TRIES) -> T:
+    """The one compare-and-swap retry loop: run `attempt` (read the ref, build, update by CAS)
+    again while it loses to another writer (RefMoved). A lock that stays held (LockHeld, a
+    stale one included) is not a lost race: it goes up at once, naming the lock."""
+    for _ in range(tries):
+        try:
+            return attempt()
+        except LockHeld:
+            raise
+        except RefMoved:
+            continue
+    raise Conflict(f"{ref} kept moving: other writers won {tries} times in a row", hint)
 
 
 def open_repo(path: str | None = None) -> pygit2.Repository:
@@ -851,7 +883,11 @@ class Store:
                         "another writer is updating it; pick another",
                     ) from None
                 if time.monotonic() > deadline:
-                    raise Conflict(
+                    found = locks.held(self.common_dir, self.gitdir, [u.name for u in updates], False)
+                    if found:
+                        path, who, todo = found[0]
+                        raise LockHeld(f"could not lock {path}: {who}", todo) from None
+                    raise LockHeld(
                         f"could not lock {', '.join(u.name for u in updates)}: {exc}",
                         "another writer has held the lock for a while; try again",
                     ) from None
@@ -901,7 +937,7 @@ class Store:
         for u in updates:
             current = self.ref_target(u.name)
             if current != u.expected:
-                raise Conflict(
+                raise RefMoved(
                     f"{u.name} moved: expected {u.expected or 'no ref'}, found {current or 'no ref'}",
                     "another writer got there first; re-read the state and try again",
                 )

@@ -13,7 +13,8 @@ import subprocess
 
 import pygit2
 
-from git_genjob.documents.errors import Refused
+from git_genjob.documents.errors import LockHeld, Refused
+from git_genjob.storage import locks
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.store import Store
 
@@ -27,8 +28,12 @@ def _git(store: Store, *args: str, data: bytes | None = None) -> bytes:
     proc = subprocess.run(["git", *args], cwd=root, input=data, capture_output=True, env=clean_env())
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip()
-        hint = "git holds the index lock; if no git runs, remove it: rm " + os.path.join(store.gitdir, "index.lock")
-        raise Refused(f"git {args[0]} failed: {err}", hint if "index.lock" in err else "fix the work tree and retry")
+        lock = os.path.join(store.gitdir, "index.lock")
+        if "index.lock" in err and os.path.exists(lock):
+            found = locks.held(store.common_dir, store.gitdir, [], True)
+            who, todo = (found[0][1], found[0][2]) if found else ("held by a git command", f"rm {lock}")
+            raise LockHeld(f"git {args[0]} could not lock {lock}: {who}", todo)
+        raise Refused(f"git {args[0]} failed: {err}", "fix the work tree and retry")
     return proc.stdout
 
 
@@ -118,8 +123,14 @@ def index_oids(store: Store, paths: list[str]) -> dict[str, pygit2.Oid | None]:
     return {p: (index[p].id if p in index else None) for p in paths}
 
 
+class IndexUntouched(LockHeld):
+    """git's index lock was held when checkout_outputs began: neither the index nor the work
+    tree was written."""
+
+
 def checkout_outputs(store: Store, outputs: dict[str, pygit2.Oid | None], modes: dict[str, int]) -> None:
-    """Index entries from the verified blob ids, then the work tree from the index, as git checks out."""
+    """Index entries from the verified blob ids, then the work tree from the index, as git checks out.
+    IndexUntouched when the index lock was held at the start: nothing was written."""
     if not outputs:
         return
     sparse = sparse_paths(store, list(outputs))
@@ -127,7 +138,10 @@ def checkout_outputs(store: Store, outputs: dict[str, pygit2.Oid | None], modes:
         f"{modes.get(p, 0o100644):o} {oid} 0\t{p}\n" if oid is not None else f"0 {_ZERO}\t{p}\n"
         for p, oid in sorted(outputs.items())
     )
-    _git(store, "update-index", "--index-info", data=info.encode("utf-8"))
+    try:
+        _git(store, "update-index", "--index-info", data=info.encode("utf-8"))
+    except LockHeld as exc:
+        raise IndexUntouched(exc.message, exc.hint, details=exc.details) from None
     crash_point("mid-checkout")
     root = store.workdir or ""
     write = [p for p, oid in sorted(outputs.items()) if oid is not None and p not in sparse]

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any
 
-from git_genjob.documents.errors import GeneratorUnavailable, HttpStatusError
-from git_genjob.replay.web import post_json
+from git_genjob.documents.errors import HttpStatusError
+from git_genjob.replay.web import chat_completion
 from git_genjob.worker.generators import GenContext, GenResult, build_prompt
 from git_genjob.worker.generators.files import write_answer
 
@@ -52,14 +51,10 @@ class OpenAIGenerator:
     def describe(self) -> dict[str, str | None]:
         return {"kind": self.kind, "endpoint": self.endpoint, "model": self.model, "command": None}
 
-    def _headers(self) -> dict[str, str]:
-        key = os.environ.get("GENJOB_API_KEY") or os.environ.get("OPENAI_API_KEY")
-        return {"Authorization": f"Bearer {key}"} if key else {}
-
     def complete(self, user: str, schema: dict[str, Any] | None, timeout: float) -> str:
         """One answer's message content: JSON files with the json_object fallback SPEC §5
-        describes, or (`schema` None, a one-file job) the file's text."""
-        url = f"{self.endpoint}/chat/completions"
+        describes, or (`schema` None, a one-file job) the file's text. Through the one chat
+        client (replay.web.chat_completion), which sends the API key as `ask` does."""
         system = SYSTEM if schema is not None else TEXT_SYSTEM
         body: dict[str, Any] = {
             "model": self.model,
@@ -71,27 +66,16 @@ class OpenAIGenerator:
                 "type": "json_schema",
                 "json_schema": {"name": "genjob_files", "strict": True, "schema": schema},
             }
+        assert self.endpoint is not None
+        hint = "raise max_tokens or shorten the files; nothing was recorded"
         deadline = time.monotonic() + timeout  # one deadline for both requests of the fallback
         try:
-            raw = post_json(url, body, timeout, self._headers())
+            return chat_completion(self.endpoint, body, timeout, hint)
         except HttpStatusError as exc:
             if schema is None or not (400 <= exc.status < 500 or "response_format" in exc.body):
                 raise
-            body["response_format"] = {"type": "json_object", "schema": schema}
-            raw = post_json(url, body, max(0.001, deadline - time.monotonic()), self._headers())
-        try:
-            choice = json.loads(raw)["choices"][0]
-            content = choice["message"]["content"]
-            finish = choice.get("finish_reason")
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise GeneratorUnavailable(f"{url}: the answer is not a chat completion", sent=True) from None
-        if finish != "stop" or not isinstance(content, str):
-            raise GeneratorUnavailable(
-                f"{url}: partial answer (finish_reason={finish})",
-                sent=True,
-                hint="raise max_tokens or shorten the files; nothing was recorded",
-            )
-        return content
+        body["response_format"] = {"type": "json_object", "schema": schema}
+        return chat_completion(self.endpoint, body, max(0.001, deadline - time.monotonic()), hint)
 
     def generate(self, ctx: GenContext) -> GenResult:
         """A one-file job asks for the file's text (as `http:` does); several files, for one
