@@ -72,6 +72,11 @@ def table(tokens: list[Token]) -> list[list[tuple[str, set[str]]]]:
     return rows
 
 
+def shortened(text: str) -> str:
+    line = one_line(text)
+    return line if len(line) <= INSTRUCTION_CHARS else line[: INSTRUCTION_CHARS - 1].rstrip() + "…"
+
+
 def _row(**fields: str) -> ReportRow:
     base = {c: "" for c in ("commit", "job", "model", "planner", "signer", "sandbox", "merged", "fix", "detail")}
     return ReportRow(**{**base, "instruction": "x", "verdict": "ok", **fields})
@@ -83,9 +88,7 @@ def test_a_hostile_instruction_renders_as_its_own_text(hostile: str) -> None:
     assert len(rows) == 2 and [len(r) for r in rows] == [len(COLUMNS)] * 2
     header, (commit, _, instruction, *_rest, fix) = rows
     assert [text for text, _ in header] == list(COLUMNS)
-    want = one_line(hostile)
-    want = want if len(want) <= INSTRUCTION_CHARS else want[: INSTRUCTION_CHARS - 1].rstrip() + "…"
-    assert instruction[0] == want
+    assert instruction[0] == shortened(hostile)
     assert fix[0] == one_line(hostile) and commit[0] == "c1"
     assert not (instruction[1] | fix[1]) & MARKUP
 
@@ -104,7 +107,7 @@ def test_any_text_keeps_the_table_shape_and_makes_no_markup(texts: list[tuple[st
     for (a, b, c), cells in zip(texts, parsed[1:], strict=True):
         assert cells[COLUMNS.index("signer")][0] == one_line(b)
         assert cells[COLUMNS.index("next step")][0] == one_line(c)
-        assert cells[COLUMNS.index("instruction")][0].rstrip("…").rstrip() in one_line(a)
+        assert cells[COLUMNS.index("instruction")][0] == shortened(a)
 
 
 def test_md_text_escapes_every_markdown_character() -> None:
@@ -153,7 +156,7 @@ def test_audit_md_names_every_genjob_commit_failures_first_with_the_fix(repo: Pa
     a_commit = git(repo, "rev-parse", "--short=12", "HEAD~2").strip()
     assert rows[0]["next step"] == f"git notes --ref=genjob copy {a_commit} {forged[:12]}"  # a cherry-pick's repair
     assert [r["verdict"] for r in rows[1:]] == ["ok: verified", "ok: verified"]
-    assert rows[2]["instruction"] == one_line(hostile)[: INSTRUCTION_CHARS - 1].rstrip() + "…"
+    assert rows[2]["instruction"] == shortened(hostile) and rows[2]["instruction"].endswith("…")
     assert rows[1]["signer"].startswith("w1 (SHA256:") and rows[1]["model"] == "exec:printf"
     assert rows[1]["planner"].startswith("planned by ") and rows[1]["sandbox"] != ""
     assert {r["merged"] for r in rows} == {"no"}
