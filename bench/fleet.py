@@ -83,7 +83,7 @@ class Fleet:
         # A slow job holds its runner until `release` exists: that runner is always cancelled
         # mid-generation, after its request went out.
         command = (
-            f'printf "%s\\n" "$GENJOB_INSTRUCTION" >> {log}; sleep 0.2; '
+            f'printf "%s\\n" "$GENJOB_INSTRUCTION" >> {log}; sleep 0.5; '
             f'case "$GENJOB_INSTRUCTION" in *slow*) while [ ! -e {release} ]; do sleep 0.1; done;; esac; '
             'for f in *.py; do printf "# generated\\n" >> "$f"; done'
         )
@@ -208,7 +208,7 @@ def run_round(
     is cancelled by a forge after a random time (SIGTERM, GRACE_S, SIGKILL), and every one still
     running at `deadline` seconds (the forge's job timeout) is cancelled the same way."""
     clones = [fleet.clone(f"{name}-{i}") for i in range(runners)]
-    plan = [rng.uniform(0.5, 4.0) if rng.random() < cancel else None for _ in range(runners)]
+    plan = [rng.uniform(0.5, max(4.0, 0.75 * deadline)) if rng.random() < cancel else None for _ in range(runners)]
     t = time.monotonic()
     procs = [
         subprocess.Popen(
