@@ -9,6 +9,7 @@ URLs and www. names into links).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,15 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from git_genjob.documents.display import one_line
-from git_genjob.landing.report import COLUMNS, INSTRUCTION_CHARS, ReportRow, md_text, render_table
+from git_genjob.landing.report import (
+    COLUMNS,
+    INSTRUCTION_CHARS,
+    REFERENCE_SIGILS,
+    WORD_JOINER,
+    ReportRow,
+    md_text,
+    render_table,
+)
 from tests.conftest import git, refs, run_genjob, setup_worker, submit_key, work
 
 MARKUP = {"link_open", "image", "html_inline", "html_block", "code_inline", "em_open", "strong_open", "s_open"}
@@ -72,9 +81,17 @@ def table(tokens: list[Token]) -> list[list[tuple[str, set[str]]]]:
     return rows
 
 
-def shortened(text: str) -> str:
+def shown(text: str, limit: int | None = None) -> str:
+    """What a reader sees of `text`: one line, cut at `limit`, each reference sigil followed by
+    an invisible WORD JOINER (so a forge links no `@user` or `#123`)."""
     line = one_line(text)
-    return line if len(line) <= INSTRUCTION_CHARS else line[: INSTRUCTION_CHARS - 1].rstrip() + "…"
+    if limit is not None and len(line) > limit:
+        line = line[: limit - 1].rstrip() + "…"
+    return "".join(c + (WORD_JOINER if c in REFERENCE_SIGILS else "") for c in line)
+
+
+def shortened(text: str) -> str:
+    return shown(text, INSTRUCTION_CHARS)
 
 
 def _row(**fields: str) -> ReportRow:
@@ -89,7 +106,7 @@ def test_a_hostile_instruction_renders_as_its_own_text(hostile: str) -> None:
     header, (commit, _, instruction, *_rest, fix) = rows
     assert [text for text, _ in header] == list(COLUMNS)
     assert instruction[0] == shortened(hostile)
-    assert fix[0] == one_line(hostile) and commit[0] == "c1"
+    assert fix[0] == shown(hostile) and commit[0] == "c1"
     assert not (instruction[1] | fix[1]) & MARKUP
 
 
@@ -105,16 +122,25 @@ def test_any_text_keeps_the_table_shape_and_makes_no_markup(texts: list[tuple[st
     parsed = table(tokens)
     assert [len(r) for r in parsed] == [len(COLUMNS)] * (len(rows) + 1)
     for (a, b, c), cells in zip(texts, parsed[1:], strict=True):
-        assert cells[COLUMNS.index("signer")][0] == one_line(b)
-        assert cells[COLUMNS.index("next step")][0] == one_line(c)
+        assert cells[COLUMNS.index("signer")][0] == shown(b)
+        assert cells[COLUMNS.index("next step")][0] == shown(c)
         assert cells[COLUMNS.index("instruction")][0] == shortened(a)
 
 
 def test_md_text_escapes_every_markdown_character() -> None:
     assert md_text("a|b") == "a\\|b"
-    assert md_text("<x> & [y](z) `w`") == "\\<x\\> \\& \\[y\\]\\(z\\) \\`w\\`"
+    assert md_text("<x> & [y](z) `w`") == "\\<x\\> \\&\u2060 \\[y\\]\\(z\\) \\`w\\`"
     assert md_text("one\ntwo") == "one two"
     assert md_text("x" * 100, 10) == "x" * 9 + "…"
+
+
+def test_forge_references_are_not_references() -> None:
+    """GitHub and GitLab link `@user` (and notify them), `#123`, `!123`, `~label` in rendered text."""
+    hostile = "@octocat @org/team see #1, GH-2, !3, ~bug, %v1, $4, &5"
+    _, cells = table(parse("\n".join(render_table([_row(instruction=hostile)]))))
+    text = cells[COLUMNS.index("instruction")][0]
+    assert text.replace(WORD_JOINER, "") == hostile
+    assert not re.search(r"[@#!~%$&][A-Za-z0-9]", text)
 
 
 def _apply(repo: Path, key: Path, instruction: str, path: str, text: str) -> str:
@@ -147,7 +173,7 @@ def test_audit_md_names_every_genjob_commit_failures_first_with_the_fix(repo: Pa
     text = run_genjob("audit", "HEAD~3..HEAD", cwd=repo)
     res = run_genjob("audit", "--format", "md", "HEAD~3..HEAD", cwd=repo)
     assert res.code == text.code == 1, res.err
-    assert res.out.startswith("### git genjob audit HEAD\\~3\\.\\.HEAD\n\n**3 genjob commit(s), 1 failing**\n")
+    assert res.out.startswith("### git genjob audit HEAD\\~\u20603\\.\\.HEAD\n\n**3 genjob commit(s), 1 failing**\n")
     rows = _md_rows(res.out)
     shorts = [git(repo, "rev-parse", "--short=12", f"HEAD~{n}").strip() for n in (1, 2)]
     assert [r["commit"] for r in rows] == [forged[:12], *shorts]
@@ -166,7 +192,7 @@ def test_audit_md_names_every_genjob_commit_failures_first_with_the_fix(repo: Pa
     assert quiet.code == 1 and [r["commit"] for r in _md_rows(quiet.out)] == [forged[:12]]
     log = run_genjob("log", "--format", "md", "HEAD~3..HEAD", cwd=repo)
     assert log.code == 0 and [r["job"] for r in _md_rows(log.out)] == [a, b, a]
-    assert log.out.startswith("### git genjob log HEAD\\~3\\.\\.HEAD\n")
+    assert log.out.startswith("### git genjob log HEAD\\~\u20603\\.\\.HEAD\n")
 
 
 def test_format_md_with_json_is_refused_and_prints_nothing(repo: Path) -> None:

@@ -6,6 +6,10 @@ hostile instruction must not open a link, load an image, inject HTML or break th
 cell is therefore one line (whitespace runs folded, anything unprintable shown escaped) with
 every ASCII punctuation character that Markdown could read as syntax backslash-escaped, which
 CommonMark and GFM render as the character itself; the report's own markup is added around it.
+
+A forge also links references in the rendered text, after Markdown (GitHub: `@user` mentions,
+which notify, and `#123`; GitLab also `!123`, `~label`, `%milestone`, `$snippet`, `&epic`): each
+such sigil is followed by a WORD JOINER (U+2060), invisible, so no reference filter matches.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ COLUMNS = ("commit", "job", "instruction", "model", "planner", "signer", "sandbo
 _PLAIN_PUNCTUATION = set(",;'\"/?%+")
 _ESCAPE = {c: "\\" + c for c in string.punctuation if c not in _PLAIN_PUNCTUATION}
 INSTRUCTION_CHARS = 80
+REFERENCE_SIGILS = "@#!~%$&"
+WORD_JOINER = "\u2060"
 
 
 def md_text(text: str, limit: int | None = None) -> str:
@@ -31,7 +37,7 @@ def md_text(text: str, limit: int | None = None) -> str:
     line = one_line(text)
     if limit is not None and len(line) > limit:
         line = line[: limit - 1].rstrip() + "…"
-    return "".join(_ESCAPE.get(c, c) for c in line)
+    return "".join(_ESCAPE.get(c, c) + (WORD_JOINER if c in REFERENCE_SIGILS else "") for c in line)
 
 
 @dataclass(frozen=True)
