@@ -326,7 +326,8 @@ def run(
     recovered = fleet.genjob(sweeper, "recover", "--remote", "origin", "--json")
     _check(recovered)
     open(os.path.join(fleet.shared, "release"), "w").close()  # a slow job recover requeued finishes now
-    second = run_round(fleet, "r2", runners, max_jobs, rng, 0.0, lease, 600)
+    bound = max(60.0, 4 * timeout)  # later rounds cancel nothing, unless one hangs: then the forge would
+    second = run_round(fleet, "r2", runners, max_jobs, rng, 0.0, lease, bound)
     seen = ledger(fleet, sweeper)
     verdict = check(fleet, seen)
     retried = None
@@ -334,7 +335,7 @@ def run(
     if unknown:  # the owner's decision: a new attempt of the same job, which a runner finishes
         _check(fleet.genjob(sweeper, "retry", unknown[0]))
         _check(fleet.genjob(sweeper, "push", "origin"))
-        third = run_round(fleet, "r3", 1, 1, rng, 0.0, lease, 600)
+        third = run_round(fleet, "r3", 1, 1, rng, 0.0, lease, bound)
         retried = {"key": unknown[0], "state": ledger(fleet, sweeper)[unknown[0]]["state"], "exits": third.exits}
     return {
         "runners": runners,
