@@ -29,7 +29,7 @@ from git_genjob.landing.report import (
     md_text,
     render_table,
 )
-from tests.conftest import git, refs, run_genjob, setup_worker, submit_key, work
+from tests.conftest import git, make_repo, refs, run_genjob, setup_worker, submit_key, work
 
 MARKUP = {"link_open", "image", "html_inline", "html_block", "code_inline", "em_open", "strong_open", "s_open"}
 
@@ -87,7 +87,10 @@ def shown(text: str, limit: int | None = None) -> str:
     line = one_line(text)
     if limit is not None and len(line) > limit:
         line = line[: limit - 1].rstrip() + "…"
-    return "".join(c + (WORD_JOINER if c in REFERENCE_SIGILS else "") for c in line)
+    return "".join(
+        c + (WORD_JOINER if c in REFERENCE_SIGILS and (after.isalnum() or after in '_"') else "")
+        for c, after in zip(line, (line + " ")[1:], strict=True)
+    )
 
 
 def shortened(text: str) -> str:
@@ -129,18 +132,18 @@ def test_any_text_keeps_the_table_shape_and_makes_no_markup(texts: list[tuple[st
 
 def test_md_text_escapes_every_markdown_character() -> None:
     assert md_text("a|b") == "a\\|b"
-    assert md_text("<x> & [y](z) `w`") == "\\<x\\> \\&\u2060 \\[y\\]\\(z\\) \\`w\\`"
+    assert md_text("<x> & [y](z) `w`") == "\\<x\\> \\& \\[y\\]\\(z\\) \\`w\\`"
     assert md_text("one\ntwo") == "one two"
     assert md_text("x" * 100, 10) == "x" * 9 + "…"
 
 
 def test_forge_references_are_not_references() -> None:
     """GitHub and GitLab link `@user` (and notify them), `#123`, `!123`, `~label` in rendered text."""
-    hostile = "@octocat @org/team see #1, GH-2, !3, ~bug, %v1, $4, &5"
-    _, cells = table(parse("\n".join(render_table([_row(instruction=hostile)]))))
-    text = cells[COLUMNS.index("instruction")][0]
+    hostile = '@octocat @org/team see #1, owner/repo#2, !3, ~bug, ~"two words", %v1, $4, &5; a != b'
+    _, cells = table(parse("\n".join(render_table([_row(fix=hostile)]))))
+    text = cells[COLUMNS.index("next step")][0]
     assert text.replace(WORD_JOINER, "") == hostile
-    assert not re.search(r"[@#!~%$&][A-Za-z0-9]", text)
+    assert not re.search(r'[@#!~%$&][A-Za-z0-9_"]', text) and "a != b" in text
 
 
 def _apply(repo: Path, key: Path, instruction: str, path: str, text: str) -> str:
@@ -207,3 +210,25 @@ def test_no_genjob_commits_is_a_report_with_no_table(repo: Path) -> None:
     setup_worker(repo)
     res = run_genjob("audit", "--format", "md", cwd=repo)
     assert res.code == 0 and res.out == "### git genjob audit HEAD\n\n**0 genjob commit(s), 0 failing**\n\n"
+
+
+def test_a_merged_apply_says_onto_what_and_a_modified_one_says_what_to_run(tmp_path: Path) -> None:
+    from tests.test_merge import A_PY, EDIT_F, job, teammate
+
+    repo = make_repo(tmp_path / "repo", {"src/a.py": A_PY, "README.md": "project\n"})
+    key = setup_worker(repo)
+    k = job(repo, key, "Make f return 42", EDIT_F)
+    tip = teammate(repo, "return 2", "return 3")
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    res = run_genjob("audit", "--format", "md", "HEAD~1..HEAD", cwd=repo)
+    assert res.code == 0
+    [row] = _md_rows(res.out)
+    assert row["merged"] == f"merged onto {tip[:12]}" and row["verdict"] == "ok: verified (merged)"
+    text = (repo / "src/a.py").read_text()
+    (repo / "src/a.py").write_text(text.replace("return 42", "return 43"))
+    git(repo, "commit", "-q", "-a", "--amend", "--no-edit")
+    res = run_genjob("audit", "--format", "md", "HEAD~1..HEAD", cwd=repo)
+    assert res.code == 1
+    [row] = _md_rows(res.out)
+    assert row["verdict"].startswith("FAIL: outputs since modified; commit tree != recomputed merge")
+    assert row["next step"] == f"keep hand edits in their own commit, or run the job again: git genjob resubmit {k}"

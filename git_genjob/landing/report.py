@@ -9,7 +9,8 @@ CommonMark and GFM render as the character itself; the report's own markup is ad
 
 A forge also links references in the rendered text, after Markdown (GitHub: `@user` mentions,
 which notify, and `#123`; GitLab also `!123`, `~label`, `%milestone`, `$snippet`, `&epic`): each
-such sigil is followed by a WORD JOINER (U+2060), invisible, so no reference filter matches.
+such sigil before a letter, digit, `_` or `"` is followed by a WORD JOINER (U+2060), invisible,
+so no reference filter matches.
 """
 
 from __future__ import annotations
@@ -37,7 +38,12 @@ def md_text(text: str, limit: int | None = None) -> str:
     line = one_line(text)
     if limit is not None and len(line) > limit:
         line = line[: limit - 1].rstrip() + "…"
-    return "".join(_ESCAPE.get(c, c) + (WORD_JOINER if c in REFERENCE_SIGILS else "") for c in line)
+    out = []
+    for c, after in zip(line, (line + " ")[1:], strict=True):
+        out.append(_ESCAPE.get(c, c))
+        if c in REFERENCE_SIGILS and (after.isalnum() or after in '_"'):
+            out.append(WORD_JOINER)  # `@user`, `#1`, `~"label"`: a reference; `!=` is none
+    return "".join(out)
 
 
 @dataclass(frozen=True)
