@@ -148,8 +148,9 @@ def log_cmd(range_: str | None, fmt: str, as_json: bool) -> None:
     """Provenance of genjob commits in RANGE, and whether each receipt still verifies."""
     from git_genjob.landing.audit import audit
 
+    markdown = _markdown(fmt, as_json)
     results = audit(open_store(), range_)
-    if _markdown(fmt, as_json):
+    if markdown:
         from git_genjob.landing.report import markdown_report
 
         emit(None, False, lambda: click.echo(markdown_report(f"git genjob log {range_ or 'HEAD'}", results)))
