@@ -445,6 +445,95 @@ def row_claims_per_second(workers: list[int], queued: int, seconds: float) -> Ro
     )
 
 
+REMOTE_CLAIMER = """
+import sys, time
+from git_genjob.storage.publish import publisher
+from git_genjob.storage.store import Store
+from git_genjob.worker.run import Picker, WorkReport, WorkerOptions, _claim_next
+from git_genjob.documents.keys import generate
+clone, wid, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+store = Store.open(clone)
+opts = WorkerOptions(None, generate("c"), wid, lease_s=600, remote="origin")
+pub = publisher(store, "origin")
+picker = Picker(store)
+n = lost = 0
+print("ready", flush=True)
+sys.stdin.readline()
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    pub.refresh()  # what work does before each claim: fetch refs/genjob/* from the remote
+    report = WorkReport()
+    if _claim_next(pub, opts, report, lambda _: None, picker) is None:
+        break
+    n += 1
+    lost += sum(1 for o in report.outcomes if o.result == "lost")
+print(n, lost)
+"""
+
+
+def row_fleet_claims(runners: list[int], queued: int, seconds: float, repeats: int) -> Row:
+    """Claims/s through one bare remote: each runner a process in its own fresh clone, claiming
+    as `work --remote origin` does (fetch, pick, leased push), with no generator behind it; the
+    median of `repeats` runs per runner count."""
+    rates, doubles, losses = [], [], []
+    for n in runners:
+        runs = [_fleet_claims_once(n, queued, seconds) for _ in range(repeats)]
+        rates.append(statistics.median(r[0] for r in runs))
+        doubles.append(sum(r[1] for r in runs))
+        losses.append(statistics.median(r[2] for r in runs))
+    return Row(
+        f"claims/s through a bare remote with {' / '.join(map(str, runners))} runners (fresh clones, "
+        f"median of {repeats})",
+        "0 double claims; more runners, not fewer claims/s",
+        " / ".join(f"{r:.1f}" for r in rates)
+        + f"/s; double claims {sum(doubles)}; lost races "
+        + " / ".join(f"{x:g}" for x in losses),
+        f"{rates[0]:.1f}/s with 1 runner",
+        rates[-1] / rates[0] if rates[0] else None,
+        sum(doubles) == 0 and rates[-1] >= rates[0],
+        {"runners": runners, "queued": queued, "claims_per_s": rates, "double_claims": doubles, "lost_races": losses},
+    )
+
+
+def _fleet_claims_once(n: int, queued: int, seconds: float) -> tuple[float, int, int]:
+    """(claims/s, jobs claimed twice, lost races) of `n` runners in fresh clones of one bare remote."""
+    from git_genjob.planner.queue import live_jobs
+    from git_genjob.storage.store import Store
+
+    repo, _ = scale_repo(0, queued)
+    bare = repo + ".git"
+    subprocess.run(["git", "init", "-q", "--bare", bare], check=True)
+    subprocess.run(["git", "-C", repo, "push", "-q", bare, "main", "refs/genjob/*:refs/genjob/*"], check=True)
+    clones = [f"{repo}-c{i}" for i in range(n)]
+    for c in clones:
+        subprocess.run(["git", "clone", "-q", "-b", "main", bare, c], check=True)  # work fetches refs/genjob/*
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", REMOTE_CLAIMER, c, f"r{i}", str(seconds)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i, c in enumerate(clones)
+    ]
+    for p in procs:  # every process has imported and opened its clone before the start signal
+        assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    t = time.perf_counter()
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    outs = [p.communicate()[0].split() for p in procs]
+    elapsed = time.perf_counter() - t
+    claimed = sum(int(o[0]) for o in outs)
+    subprocess.run(["git", "-C", repo, "fetch", "-q", bare, "+refs/genjob/*:refs/genjob/*"], check=True)
+    records = live_jobs(Store.open(repo))
+    assert sum(1 for r in records if r.state == "claimed") == claimed  # every claim a runner counted is on the remote
+    for path in [repo, bare, *clones]:
+        shutil.rmtree(path, ignore_errors=True)
+    return claimed / elapsed, sum(1 for r in records if len(r.attempts) > 1), sum(int(o[1]) for o in outs)
+
+
 # -- big outputs --------------------------------------------------------------------------------
 def big_job(files: int, each: int, kind: str) -> tuple[str, str]:
     """A repository with one done job whose outputs are `files` files of `each` bytes."""
@@ -936,7 +1025,7 @@ def main() -> None:
     ap.add_argument(
         "--only",
         help="comma-separated row groups: "
-        "trip,scale,queue,claims,verify,merge,rss,startup,sandbox,cli,hooks,commands,ask",
+        "trip,scale,queue,claims,fleet,verify,merge,rss,startup,sandbox,cli,hooks,commands,ask",
     )
     args = ap.parse_args()
     q = args.quick
@@ -945,6 +1034,7 @@ def main() -> None:
         "scale": lambda: row_scale([1000, 3000] if q else [1000, 10000, 100000], 200 if q else 1000, 10 if q else 50),
         "queue": lambda: row_claim_next_queued([100, 1000] if q else [100, 1000, 10000]),
         "claims": lambda: [row_claims_per_second([1, 2, 4], 300 if q else 2000, 2 if q else 5)],
+        "fleet": lambda: [row_fleet_claims([1, 4, 16], 60 if q else 400, 2 if q else 8, 1 if q else 3)],
         "verify": lambda: row_verify_throughput(24 if q else 100),  # an output over the 16 MiB document limit
         "merge": lambda: row_merged_apply(3 if q else 9),
         "rss": lambda: row_peak_rss([(2, 8 * MiB)] if q else [(16, 16 * MiB), (1, 256 * MiB)]),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
 from git_genjob.cli.common import (
@@ -15,6 +18,8 @@ from git_genjob.cli.common import (
     paint,
     progress_printer,
 )
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @main.command("verify", context_settings=CONTEXT)
@@ -115,14 +120,42 @@ def resubmit_cmd(key: str, remote: str | None, as_json: bool) -> None:
     emit(result.to_json(), as_json, human)
 
 
+def format_option(f: F) -> F:
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["text", "md"]),
+        default="text",
+        show_default=True,
+        help="md: a Markdown table for a CI job summary or a merge-request comment, failures first "
+        "with what to run next, every cell escaped.",
+    )(f)
+
+
+def _markdown(fmt: str, as_json: bool) -> bool:
+    from git_genjob.documents.errors import BadInput
+
+    if fmt == "md" and as_json:
+        raise BadInput("--format md and --json are two outputs", "give one of them")
+    return fmt == "md"
+
+
 @main.command("log", context_settings=CONTEXT)
 @click.argument("range_", metavar="[RANGE]", required=False)
+@format_option
 @json_option
-def log_cmd(range_: str | None, as_json: bool) -> None:
+def log_cmd(range_: str | None, fmt: str, as_json: bool) -> None:
     """Provenance of genjob commits in RANGE, and whether each receipt still verifies."""
     from git_genjob.landing.audit import audit
 
-    rows = [a.to_json() for a in audit(open_store(), range_)]
+    markdown = _markdown(fmt, as_json)
+    results = audit(open_store(), range_)
+    if markdown:
+        from git_genjob.landing.report import markdown_report
+
+        emit(None, False, lambda: click.echo(markdown_report(f"git genjob log {range_ or 'HEAD'}", results)))
+        return
+    rows = [a.to_json() for a in results]
 
     def human() -> None:
         if not rows:
@@ -152,22 +185,29 @@ def log_cmd(range_: str | None, as_json: bool) -> None:
     help="Check signers against .genjob/ at REV instead of each commit's own (repairs history "
     "applied before the trust store was committed).",
 )
+@format_option
 @json_option
-def audit_cmd(range_: str | None, quiet: bool, trust_from: str | None, as_json: bool) -> None:
+def audit_cmd(range_: str | None, quiet: bool, trust_from: str | None, fmt: str, as_json: bool) -> None:
     """Re-verify every commit with Genjob-* trailers in RANGE (for CI); exit 1 on any failure.
 
     Exit 3 when none fails but one cannot be checked in this clone (a shallow clone: its parent
     was not fetched; see docs/ci.md), 2 when RANGE names no commit."""
     from git_genjob.landing.audit import audit, audit_counts, audit_exit, audit_lines
 
+    markdown = _markdown(fmt, as_json)
     results = audit(open_store(), range_, progress_printer(quiet), trust_from)
     failing, unchecked = audit_counts(results)
+    if markdown:
+        from git_genjob.landing.report import markdown_report
 
-    emit(
-        {"commits": [a.to_json() for a in results], "failing": failing, "unchecked": unchecked},
-        as_json,
-        lambda: echo_lines(audit_lines(results, quiet, paint)),
-    )
+        text = markdown_report(f"git genjob audit {range_ or 'HEAD'}", results, quiet)
+        emit(None, False, lambda: click.echo(text))
+    else:
+        emit(
+            {"commits": [a.to_json() for a in results], "failing": failing, "unchecked": unchecked},
+            as_json,
+            lambda: echo_lines(audit_lines(results, quiet, paint)),
+        )
     code = audit_exit(results)
     if code:
         raise SystemExit(code)

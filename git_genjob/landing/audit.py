@@ -57,6 +57,13 @@ class CommitAudit:
     merged: bool = False  # a merged apply (`Genjob-Merged-Onto`, SPEC §11)
     note: list[str] = field(default_factory=list)  # the summary in refs/notes/genjob (what git log shows)
     envelope_ref: str | None = None  # the notes ref its envelope was read from (SPEC §11)
+    # What the Markdown report shows beside the verdict (read from the receipt and the stored job).
+    merged_onto: str | None = None
+    instruction: str | None = None
+    model: str | None = None
+    sandbox: str | None = None
+    planner: str | None = None
+    signer_name: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -196,10 +203,12 @@ def audit_commit(
         p.append(f"check 1: {exc.message}")
         return result
     pred = env.predicate
+    result.model, result.sandbox = generator_label(pred), pred.confinement.summary()
     here = trust_from if trust_from is not None else trust_from_tree(store, commit.tree)
     trust = TrustStore(here.signers, here.revoked | tip_trust.revoked)
     try:
         signer = check_signature(env, trust.signers, trust.revoked, float(commit.committer.time))
+        result.signer_name = signer.principal
         if signer.keyid != t.get("Genjob-Signer"):
             p.append(f"signer is {signer.keyid}, trailer says {t.get('Genjob-Signer')}")
     except GenjobError as exc:
@@ -220,7 +229,7 @@ def audit_commit(
         if value != t.get(trailer):
             p.append(f"receipt {field_name} is {value}, trailer {trailer} says {t.get(trailer)}")
     absent = store.missing_parents(commit)
-    merged_onto = t.get(MERGED_TRAILER)
+    merged_onto = result.merged_onto = t.get(MERGED_TRAILER)
     if absent:
         result.unchecked.append(
             f"cannot check: parent {absent[0][:12]} not fetched (fetch-depth: 0 or git fetch --deepen); "
@@ -234,9 +243,11 @@ def audit_commit(
     else:
         p += _diff_problems(store, commit, pred)
     if record is not None:
+        result.instruction = record.job.instruction
         # Check 9 at the commit's time (SPEC §11): the planner is reported; a job signed by a key
         # the store does not trust fails, an unsigned one (made before signed jobs) is named.
         planned = job_trust(record.job_bytes, record.job_envelope, trust, float(commit.committer.time))
+        result.planner = planned.detail if planned.ok else f"{planned.label}: {planned.detail}"
         if planned.label == "untrusted":
             p.append(f"check 9: the job's planner is untrusted: {planned.detail}")
         else:
@@ -248,6 +259,15 @@ def audit_commit(
 
             p += [f"parent: {x}" for x in check_fresh(store, record, commit.parents[0].tree)]
     return result
+
+
+def generator_label(pred: Predicate) -> str:
+    """`kind:model` (`openai:smollm2`), or `exec:` and its command's first word."""
+    gen = pred.generator
+    if gen.model:
+        return f"{gen.kind}:{gen.model}"
+    words = (gen.command or "").split()
+    return f"{gen.kind}:{words[0].rsplit('/', 1)[-1]}" if words else gen.kind
 
 
 def _copy_hint(store: Store, commit: pygit2.Commit, t: dict[str, str]) -> str:
