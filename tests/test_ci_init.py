@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import git, make_repo, run_genjob
+from tests.conftest import git, make_repo, repo_with_remote, run_genjob, setup_worker, submit_key, work
 
 GITHUB = [
     ".github/workflows/genjob-workers.yml",
@@ -185,3 +185,59 @@ def test_help(tmp_path: Path) -> None:
     res = run_genjob("ci", "init", "-h", cwd=repo)
     assert res.code == 0 and "--workers" in res.out and "--force" in res.out
     assert run_genjob("ci", "-h", cwd=repo).code == 0
+
+
+# -- land's trust (found by the red-team pass of 2026-12-05) ---------------------------------------
+
+
+def _land_step(tmp_path: Path, bare: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """ci-github-land.yml's apply step, run as the runner runs it, in a fresh clone of `bare`."""
+    gen = tmp_path / "gen"
+    git(tmp_path, "init", "-q", "-b", "main", str(gen))
+    assert run_genjob("ci", "init", "github", cwd=gen).code == 0
+    flow = yaml.safe_load((gen / ".github/workflows/genjob-land.yml").read_text())
+    (step,) = [s for s in flow["jobs"]["land"]["steps"] if s.get("id") == "apply"]
+    land = tmp_path / "land"
+    git(tmp_path, "clone", "-q", str(bare), str(land))
+    env = dict(
+        os.environ,
+        BASE="main",
+        LAND="genjob/land",
+        GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"),
+        GITHUB_OUTPUT=str(tmp_path / "output"),
+        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    )
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=land, env=env, capture_output=True, text=True)
+    return land, proc
+
+
+def test_land_takes_no_trust_from_a_land_branch_someone_pushed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bare, owner = repo_with_remote(tmp_path, "owner")
+    setup_worker(owner)
+    git(owner, "push", "-q", "origin", "main")
+    mallory = tmp_path / "mallory"  # push access to genjob/land (GITHUB_TOKEN land, docs/ci.md)
+    git(tmp_path, "clone", "-q", str(bare), str(mallory))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "mallory-config"))
+    key = setup_worker(mallory, "mallory")  # its own planner and worker keys, trusted on its branch
+    git(mallory, "push", "-q", "origin", "HEAD:refs/heads/genjob/land")
+    submit_key(mallory, "--push", "-m", "Tidy fetch_user", "src/user.py")
+    res = work(mallory, key, "echo 'import os' > src/user.py", "--once", "--remote", "origin")
+    assert res.code == 0, res.err
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    land, proc = _land_step(tmp_path, bare)
+    assert proc.returncode == 1 and ".genjob/ differs from main's" in proc.stdout + proc.stderr, proc.stderr
+    assert "Genjob-Key" not in git(land, "log", "--format=%B", "origin/main..HEAD")
+
+
+def test_a_key_main_revoked_lands_nothing_through_an_older_land_branch(tmp_path: Path) -> None:
+    bare, owner = repo_with_remote(tmp_path, "owner")
+    stolen = setup_worker(owner)
+    git(owner, "push", "-q", "origin", "main", "main:refs/heads/genjob/land")  # an earlier land run's branch
+    assert run_genjob("trust", "revoke", "w1", cwd=owner).code == 0
+    git(owner, "commit", "-qam", "revoke w1: its key leaked")
+    git(owner, "push", "-q", "origin", "main")
+    k = submit_key(owner, "--push", "-m", "Add a timeout", "src/user.py")
+    res = work(owner, stolen, "echo 'import os' > src/user.py", "--once", "--remote", "origin")
+    assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.out
+    land, proc = _land_step(tmp_path, bare)
+    assert f"Genjob-Key: {k}" not in git(land, "log", "--format=%B", "origin/main..HEAD"), proc.stdout

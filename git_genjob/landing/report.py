@@ -114,8 +114,9 @@ def next_step(a: CommitAudit) -> str:
         return SHALLOW_HINT if a.unchecked else ""
     first = a.problems[0]
     for problem in a.problems:
-        if "copy the note: " in problem:
-            return problem.split("copy the note: ", 1)[1]
+        for marker in ("copy the notes: ", "copy the note: "):
+            if marker in problem:
+                return problem.split(marker, 1)[1]
     if first.startswith("missing trailers"):
         return "land jobs with git genjob apply; never write Genjob-* trailers by hand (amend the message)"
     if first.startswith("no genjob note"):
