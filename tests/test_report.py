@@ -183,9 +183,12 @@ def test_audit_md_names_every_genjob_commit_failures_first_with_the_fix(repo: Pa
     assert [r["job"] for r in rows] == [a, b, a]
     assert rows[0]["verdict"].startswith("FAIL: unproven; no genjob note")
     a_commit = git(repo, "rev-parse", "--short=12", "HEAD~2").strip()
-    assert rows[0]["next step"] == (  # a cherry-pick's repair: both notes (SPEC §11)
-        f"git notes --ref=genjob-receipts copy {a_commit} {forged[:12]}; "
-        f"git notes --ref=genjob copy {a_commit} {forged[:12]}"
+    assert (
+        rows[0]["next step"]
+        == (  # a cherry-pick's repair: both notes (SPEC §11)
+            f"git notes --ref=genjob-receipts copy {a_commit} {forged[:12]}; "
+            f"git notes --ref=genjob copy {a_commit} {forged[:12]}"
+        )
     )
     assert [r["verdict"] for r in rows[1:]] == ["ok: verified", "ok: verified"]
     assert rows[2]["instruction"] == shortened(hostile) and rows[2]["instruction"].endswith("…")
