@@ -534,6 +534,47 @@ def _fleet_claims_once(n: int, queued: int, seconds: float) -> tuple[float, int,
     return claimed / elapsed, sum(1 for r in records if len(r.attempts) > 1), sum(int(o[1]) for o in outs)
 
 
+def row_remote_workers(workers: list[int], jobs: int) -> Row:
+    """Jobs/s of `git genjob work --remote origin` processes, each in its own fresh clone of one
+    bare remote over file://, running every job of the queue end to end (claim with its
+    `sending` in one push, an exec:true generator in the sandbox, the signed receipt pushed)."""
+    rates = [_remote_workers_once(n, jobs) for n in workers]
+    return Row(
+        f"remote workers, jobs/s over file:// with {' / '.join(map(str, workers))} workers ({jobs} jobs)",
+        "≥ 10 / ≥ 25 (issue 24)",
+        " / ".join(f"{r:.1f}" for r in rates) + " jobs/s",
+        "—",
+        None,
+        None,
+        {"workers": workers, "jobs": jobs, "jobs_per_s": rates},
+    )
+
+
+def _remote_workers_once(n: int, jobs: int) -> float:
+    repo, keypath = scale_repo(0, jobs)
+    bare = repo + ".git"
+    subprocess.run(["git", "init", "-q", "--bare", bare], check=True)
+    subprocess.run(["git", "-C", repo, "push", "-q", bare, "main", "refs/genjob/*:refs/genjob/*"], check=True)
+    clones = [f"{repo}-w{i}" for i in range(n)]
+    for c in clones:
+        subprocess.run(["git", "clone", "-q", "-b", "main", bare, c], check=True)
+    argv = ["work", "--remote", "origin", "--generator", "exec:true", "--signing-key", keypath, "--json"]
+    t = time.perf_counter()
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "git_genjob", *argv, "--worker-id", f"w{i}"], cwd=c,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for i, c in enumerate(clones)
+    ]  # fmt: skip
+    outs = [p.communicate()[0] for p in procs]
+    elapsed = time.perf_counter() - t
+    finished = sum(
+        1 for out in outs for o in (json.loads(out)["jobs"] if out.strip() else []) if o["result"] not in ("lost",)
+    )
+    for path in [repo, bare, *clones]:
+        shutil.rmtree(path, ignore_errors=True)
+    return finished / elapsed
+
+
 # -- big outputs --------------------------------------------------------------------------------
 def big_job(files: int, each: int, kind: str) -> tuple[str, str]:
     """A repository with one done job whose outputs are `files` files of `each` bytes."""
@@ -1025,7 +1066,7 @@ def main() -> None:
     ap.add_argument(
         "--only",
         help="comma-separated row groups: "
-        "trip,scale,queue,claims,fleet,verify,merge,rss,startup,sandbox,cli,hooks,commands,ask",
+        "trip,scale,queue,claims,fleet,remote,verify,merge,rss,startup,sandbox,cli,hooks,commands,ask",
     )
     args = ap.parse_args()
     q = args.quick
@@ -1035,6 +1076,7 @@ def main() -> None:
         "queue": lambda: row_claim_next_queued([100, 1000] if q else [100, 1000, 10000]),
         "claims": lambda: [row_claims_per_second([1, 2, 4], 300 if q else 2000, 2 if q else 5)],
         "fleet": lambda: [row_fleet_claims([1, 4, 16], 60 if q else 400, 2 if q else 8, 1 if q else 3)],
+        "remote": lambda: [row_remote_workers([1, 4], 8 if q else 60)],
         "verify": lambda: row_verify_throughput(24 if q else 100),  # an output over the 16 MiB document limit
         "merge": lambda: row_merged_apply(3 if q else 9),
         "rss": lambda: row_peak_rss([(2, 8 * MiB)] if q else [(16, 16 * MiB), (1, 256 * MiB)]),
