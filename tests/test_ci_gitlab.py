@@ -104,12 +104,7 @@ def test_gitlab_pipeline_end_to_end_under_gitlab_ci_local(tmp_path: Path) -> Non
             timeout=170,
         )  # fmt: skip
         log = run.stdout + run.stderr
-        md = "--format" in run_genjob("audit", "-h", cwd=planner).out  # the other half of issue 25 (h25b)
-        if md:
-            assert run.returncode == 0, log[-6000:]
-        else:  # everything up to land's audit report ran; only `audit --format md` is missing here
-            assert run.returncode != 0 and "FAIL  genjob-land" in log, log[-6000:]
-            assert "No such option '--format'" in log, log[-6000:]
+        assert run.returncode == 0, log[-6000:]
         for n in range(1, WORKERS + 1):
             assert f"PASS  genjob-work: [{n}/{WORKERS}]" in log, log[-6000:]
         assert "git genjob recover --remote origin" in log, log[-6000:]
@@ -146,9 +141,8 @@ def test_gitlab_pipeline_end_to_end_under_gitlab_ci_local(tmp_path: Path) -> Non
         )  # fmt: skip
         out = audit.stdout + audit.stderr
         assert "cannot push refs/genjob from a fork; audit ran read-only" in out, out[-4000:]
-        if not md:
-            pytest.xfail("audit --format md is the other half of issue 25 (branch h25b); the rest ran")
         assert audit.returncode == 0, out[-6000:]
+        assert "| commit | job |" in out, out[-4000:]  # the Markdown report's table
         for commit in landed:  # one row per genjob commit: its id or its job's key names it
             key = git(planner, "log", "-1", "--format=%(trailers:key=Genjob-Key,valueonly)", commit).strip()
             assert key in keys and (commit[:7] in out or key[:8] in out), (commit, key, out[-4000:])
