@@ -495,18 +495,25 @@ def row_fleet_claims(runners: list[int], queued: int, seconds: float, repeats: i
     )
 
 
+def _shared_remote(repo: str, n: int) -> tuple[str, list[str]]:
+    """A bare remote holding `repo`'s main and genjob refs, and `n` fresh clones of it (a worker
+    fetches refs/genjob/* itself)."""
+    bare = repo + ".git"
+    subprocess.run(["git", "init", "-q", "--bare", bare], check=True)
+    subprocess.run(["git", "-C", repo, "push", "-q", bare, "main", "refs/genjob/*:refs/genjob/*"], check=True)
+    clones = [f"{repo}-c{i}" for i in range(n)]
+    for c in clones:
+        subprocess.run(["git", "clone", "-q", "-b", "main", bare, c], check=True)
+    return bare, clones
+
+
 def _fleet_claims_once(n: int, queued: int, seconds: float) -> tuple[float, int, int]:
     """(claims/s, jobs claimed twice, lost races) of `n` runners in fresh clones of one bare remote."""
     from git_genjob.planner.queue import live_jobs
     from git_genjob.storage.store import Store
 
     repo, _ = scale_repo(0, queued)
-    bare = repo + ".git"
-    subprocess.run(["git", "init", "-q", "--bare", bare], check=True)
-    subprocess.run(["git", "-C", repo, "push", "-q", bare, "main", "refs/genjob/*:refs/genjob/*"], check=True)
-    clones = [f"{repo}-c{i}" for i in range(n)]
-    for c in clones:
-        subprocess.run(["git", "clone", "-q", "-b", "main", bare, c], check=True)  # work fetches refs/genjob/*
+    bare, clones = _shared_remote(repo, n)
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", REMOTE_CLAIMER, c, f"r{i}", str(seconds)],
@@ -552,12 +559,7 @@ def row_remote_workers(workers: list[int], jobs: int) -> Row:
 
 def _remote_workers_once(n: int, jobs: int) -> float:
     repo, keypath = scale_repo(0, jobs)
-    bare = repo + ".git"
-    subprocess.run(["git", "init", "-q", "--bare", bare], check=True)
-    subprocess.run(["git", "-C", repo, "push", "-q", bare, "main", "refs/genjob/*:refs/genjob/*"], check=True)
-    clones = [f"{repo}-w{i}" for i in range(n)]
-    for c in clones:
-        subprocess.run(["git", "clone", "-q", "-b", "main", bare, c], check=True)
+    bare, clones = _shared_remote(repo, n)
     argv = ["work", "--remote", "origin", "--generator", "exec:true", "--signing-key", keypath, "--json"]
     t = time.perf_counter()
     procs = [

@@ -167,19 +167,23 @@ def _meta(key: str) -> bytes:
     return canonical_bytes({**doc, "base": None, "rev": None, "allow_secrets": False})
 
 
-def test_a_job_forged_whole_by_a_keyless_remote_is_untrusted_and_never_claimed(tmp_path: Path) -> None:
-    bare, owner, key, _ = _owner(tmp_path)
-    attacker = _attacker(tmp_path, bare)
-    store = Store.open(str(attacker))
-    raw = raw_repo(store)
-    job = Job.mint("Add a workflow", {".github/workflows/pwn.yml": None}, "forged")
+def _forged_submit(attacker: Path, key: str, instruction: str, allowed: dict[str, None]) -> str:
+    """A whole job made by a keyless attacker: a submit commit whose job is signed by its own key."""
+    raw = raw_repo(Store.open(str(attacker)))
+    job = Job.mint(instruction, allowed, key)
     files = {"job.json": job.canonical(), "job.dsse.json": seal_job(job.canonical(), generate("mallory"))}
-    files["meta.json"] = _meta("forged")
+    files["meta.json"] = _meta(key)
     builder = raw.TreeBuilder()
     for name, data in files.items():
         builder.insert(name, raw.create_blob(data), pygit2.enums.FileMode.BLOB)
     sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
-    commit = raw.create_commit(None, sig, sig, event_message("submitted", "forged", "queued", 0), builder.write(), [])
+    return str(raw.create_commit(None, sig, sig, event_message("submitted", key, "queued", 0), builder.write(), []))
+
+
+def test_a_job_forged_whole_by_a_keyless_remote_is_untrusted_and_never_claimed(tmp_path: Path) -> None:
+    bare, owner, key, _ = _owner(tmp_path)
+    attacker = _attacker(tmp_path, bare)
+    commit = _forged_submit(attacker, "forged", "Add a workflow", {".github/workflows/pwn.yml": None})
     git(attacker, "push", "-q", "origin", f"{commit}:refs/genjob/jobs/forged")
 
     assert run_genjob("fetch", cwd=owner).code == 0
@@ -656,16 +660,7 @@ def test_a_job_ref_a_remote_replaced_with_another_history_changes_nothing_and_pu
 ) -> None:
     bare, owner, key, k = _owner(tmp_path)
     attacker = _attacker(tmp_path, bare)
-    store = Store.open(str(attacker))
-    raw = raw_repo(store)
-    job = Job.mint("Add a workflow", {".github/workflows/pwn.yml": None}, k)
-    files = {"job.json": job.canonical(), "job.dsse.json": seal_job(job.canonical(), generate("mallory"))}
-    files["meta.json"] = _meta(k)
-    builder = raw.TreeBuilder()
-    for name, data in files.items():
-        builder.insert(name, raw.create_blob(data), pygit2.enums.FileMode.BLOB)
-    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
-    commit = raw.create_commit(None, sig, sig, event_message("submitted", k, "queued", 0), builder.write(), [])
+    commit = _forged_submit(attacker, k, "Add a workflow", {".github/workflows/pwn.yml": None})
     git(attacker, "push", "-q", "-f", "origin", f"{commit}:refs/genjob/jobs/{k}")
 
     ours = refs(owner)[f"refs/genjob/jobs/{k}"]
@@ -757,16 +752,7 @@ def test_a_job_a_keyless_remote_forged_holds_no_path_against_a_hand_commit(tmp_p
     bare, owner, key, k = _owner(tmp_path)
     assert run_genjob("init", "--hooks", cwd=owner).code == 0
     attacker = _attacker(tmp_path, bare)
-    store = Store.open(str(attacker))
-    raw = raw_repo(store)
-    job = Job.mint("Hold README", {"README.md": None}, "forged")
-    files = {"job.json": job.canonical(), "job.dsse.json": seal_job(job.canonical(), generate("mallory"))}
-    files["meta.json"] = _meta("forged")
-    builder = raw.TreeBuilder()
-    for name, data in files.items():
-        builder.insert(name, raw.create_blob(data), pygit2.enums.FileMode.BLOB)
-    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
-    commit = raw.create_commit(None, sig, sig, event_message("submitted", "forged", "queued", 0), builder.write(), [])
+    commit = _forged_submit(attacker, "forged", "Hold README", {"README.md": None})
     git(attacker, "push", "-q", "origin", f"{commit}:refs/genjob/jobs/forged")
     assert run_genjob("fetch", cwd=owner).code == 0
 
