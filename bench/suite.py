@@ -381,6 +381,8 @@ import sys, time
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.store import Store
 from git_genjob.worker.run import Picker, WorkReport, WorkerOptions, _claim_next
+from git_genjob.planner.ledger import record_sending
+from git_genjob.documents.errors import Conflict
 from git_genjob.documents.keys import generate
 repo, wid, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 store = Store.open(repo)
@@ -392,10 +394,16 @@ sys.stdin.readline()
 end = time.monotonic() + seconds
 while time.monotonic() < end:
     report = WorkReport()
-    if _claim_next(pub, opts, report, lambda _: None, picker) is None:
+    lease = _claim_next(pub, opts, report, lambda _: None, picker)
+    if lease is None:
         break
-    n += 1
     lost += sum(1 for o in report.outcomes if o.result == "lost")
+    try:  # as work does: the claim goes out with its `sending`, in one leased push
+        record_sending(pub, lease)
+        n += 1
+    except Conflict:
+        lost += 1
+        picker.lost = True
 print(n, lost)
 """
 
@@ -450,6 +458,8 @@ import sys, time
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.store import Store
 from git_genjob.worker.run import Picker, WorkReport, WorkerOptions, _claim_next
+from git_genjob.planner.ledger import record_sending
+from git_genjob.documents.errors import Conflict
 from git_genjob.documents.keys import generate
 clone, wid, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 store = Store.open(clone)
@@ -463,10 +473,16 @@ end = time.monotonic() + seconds
 while time.monotonic() < end:
     pub.refresh()  # what work does before each claim: fetch refs/genjob/* from the remote
     report = WorkReport()
-    if _claim_next(pub, opts, report, lambda _: None, picker) is None:
+    lease = _claim_next(pub, opts, report, lambda _: None, picker)
+    if lease is None:
         break
-    n += 1
     lost += sum(1 for o in report.outcomes if o.result == "lost")
+    try:  # as work does: the claim goes out with its `sending`, in one leased push
+        record_sending(pub, lease)
+        n += 1
+    except Conflict:
+        lost += 1
+        picker.lost = True
 print(n, lost)
 """
 
@@ -535,7 +551,7 @@ def _fleet_claims_once(n: int, queued: int, seconds: float) -> tuple[float, int,
     claimed = sum(int(o[0]) for o in outs)
     subprocess.run(["git", "-C", repo, "fetch", "-q", bare, "+refs/genjob/*:refs/genjob/*"], check=True)
     records = live_jobs(Store.open(repo))
-    assert sum(1 for r in records if r.state == "claimed") == claimed  # every claim a runner counted is on the remote
+    assert sum(1 for r in records if r.state == "sending") == claimed  # every claim a runner counted is on the remote
     for path in [repo, bare, *clones]:
         shutil.rmtree(path, ignore_errors=True)
     return claimed / elapsed, sum(1 for r in records if len(r.attempts) > 1), sum(int(o[1]) for o in outs)
