@@ -661,7 +661,7 @@ def row_sandbox(runs: int) -> list[Row]:
             launch = confine(mechanism, SandboxOptions(), "true", attempt, os.environ.get("PATH", os.defpath))
             proc = subprocess.Popen(
                 launch.argv, cwd=attempt.scratch, env={**os.environ, **launch.env}, preexec_fn=launch.preexec,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                pass_fds=launch.fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             launch.close()
             proc.wait()

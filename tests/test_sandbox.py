@@ -101,6 +101,30 @@ def test_nothing_written_outside_the_scratch_tree_outlives_the_attempt(
     assert not any((p / "home" / ".bashrc").exists() for p in leftovers)
 
 
+def test_the_system_files_tools_read_are_readable_and_read_only(ready: tuple[Path, Path], mechanism: str) -> None:
+    """The curated /etc: readable by the user the generator runs as (for a root worker bubblewrap
+    once made /etc 0700, so `nobody` read no passwd, no ld.so.cache, no CA certificates), and
+    not writable (in bubblewrap's view the files are copies in a tmpfs)."""
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    readable = [p for p in ("/etc/passwd", "/etc/ld.so.cache", "/etc/hosts") if os.path.isfile(p)]
+    certs = "/etc/ssl/certs" if os.path.isdir("/etc/ssl/certs") and os.listdir("/etc/ssl/certs") else ""
+    assert readable
+    command = (
+        f"for f in {' '.join(readable)}; do "
+        'head -c1 "$f" >/dev/null || { echo "cannot read $f" >&2; exit 3; }; done; '
+        f'[ -z "{certs}" ] || [ -n "$(ls {certs or "/nonexistent"})" ] || {{ echo "cannot list certs" >&2; exit 4; }}; '
+        f"for f in {' '.join(readable)} /etc/planted; do "
+        '{ echo x >> "$f"; } 2>/dev/null && { echo "wrote $f" >&2; exit 5; }; done; '
+        "echo ok > src/user.py"
+    )
+    before = {p: Path(p).read_bytes() for p in readable}
+    res = work(repo, key, command, "--once")
+    assert res.code == 0, res.err
+    assert _job(res.out)["result"] == "ok", _job(res.out)["reason"]
+    assert {p: Path(p).read_bytes() for p in readable} == before and not os.path.exists("/etc/planted")
+
+
 class _Listener:
     """A TCP server on 127.0.0.1 that counts the connections it accepts (stops by itself);
     with `http`, each gets a tiny HTTP answer."""

@@ -140,7 +140,9 @@ class ExecGenerator:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=preexec,
+                    pass_fds=launch.fds,
+                    # No Python in the child when the launch needs none: Popen then uses vfork.
+                    preexec_fn=None if launch.tied and sandboxed is None else preexec,
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 launch.finish()
