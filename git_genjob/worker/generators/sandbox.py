@@ -782,7 +782,7 @@ def landlock_ruleset(rules: list[tuple[str, int]], deny_tcp: bool) -> int:
             except OSError:
                 continue  # an optional system path that is not there
             try:
-                if not os.path.isdir(f"/proc/self/fd/{target}"):
+                if not stat.S_ISDIR(os.fstat(target).st_mode):  # fstat of an O_PATH fd: Linux 3.6+
                     rights &= FILE_RIGHTS
                 beneath = _PathBeneath(rights & handled, target)
                 _syscall(SYS_LANDLOCK_ADD_RULE, fd, ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(beneath), 0)
@@ -823,6 +823,15 @@ def _landlock(
     uid, gid = os.getuid(), os.getgid()
     libc = _libc()
     last_cap = _last_cap()
+    # The generator must be the first process of its PID namespace. util-linux `unshare --fork`
+    # (no namespace of its own to make) is the small process that forks it and waits: a fork in
+    # the Python child would copy the worker's page tables a second time and tear them down at
+    # the end, a cost that grows with the worker's memory. It runs as the generator, confined.
+    forker = _unshare() if flags & CLONE_NEWPID else None
+    if forker is not None:
+        argv = [forker, "--fork", "--kill-child", "--", *argv]
+        if user is not None:  # it counts as one of `nobody`'s processes (the Python one was root's)
+            limits = [(w, v + 1 if w == resource.RLIMIT_NPROC else v) for w, v in limits]
 
     def preexec() -> None:
         if flags:
@@ -834,7 +843,8 @@ def _landlock(
                         fh.write(text)
             if flags & CLONE_NEWNET and opts.allow_hosts:
                 _loopback_up()
-            _become_pid_one()
+            if forker is None:
+                _become_pid_one()
         _set_rlimits(limits)
         if user is not None:
             _become(user, last_cap)
@@ -856,6 +866,11 @@ def _landlock(
         record("landlock", network, opts, auto, opts.limits),
         lambda: os.close(ruleset),
     )
+
+
+@functools.cache
+def _unshare() -> str | None:
+    return shutil.which("unshare")
 
 
 def _loopback_up() -> None:
