@@ -669,6 +669,13 @@ def row_sandbox(runs: int) -> list[Row]:
         finally:
             shutil.rmtree(d, ignore_errors=True)
 
+    # A launch that needs Python in the child forks this process, at a cost that grows with its
+    # memory (what earlier groups left): recorded with the figure.
+    try:
+        with open("/proc/self/status") as fh:
+            rss = next((int(line.split()[1]) / 1024 for line in fh if line.startswith("VmRSS:")), None)
+    except OSError:
+        rss = None
     base = median_ms([once("none") for _ in range(runs)])
     rows = []
     for mechanism, problem in (("bwrap", bwrap_problem()), ("landlock", landlock_problem(False))):
@@ -684,7 +691,7 @@ def row_sandbox(runs: int) -> list[Row]:
                 f"{base:.1f} ms (`sh -c true` unconfined)",
                 med / base if base else None,
                 med - base < 20,
-                {"confined_ms": med, "unconfined_ms": base, "runs": runs},
+                {"confined_ms": med, "unconfined_ms": base, "runs": runs, "bench_rss_mib": rss},
             )
         )
     return rows

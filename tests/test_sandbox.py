@@ -104,7 +104,8 @@ def test_nothing_written_outside_the_scratch_tree_outlives_the_attempt(
 def test_the_system_files_tools_read_are_readable_and_read_only(ready: tuple[Path, Path], mechanism: str) -> None:
     """The curated /etc: readable by the user the generator runs as (for a root worker bubblewrap
     once made /etc 0700, so `nobody` read no passwd, no ld.so.cache, no CA certificates), and
-    not writable (in bubblewrap's view the files are copies in a tmpfs)."""
+    not writable (in bubblewrap's view the files are copies in a tmpfs), and no descriptor the
+    copies were made from reaches the generator."""
     repo, key = ready
     submit_key(repo, "-m", "x", "src/user.py")
     readable = [p for p in ("/etc/passwd", "/etc/ld.so.cache", "/etc/hosts") if os.path.isfile(p)]
@@ -116,6 +117,9 @@ def test_the_system_files_tools_read_are_readable_and_read_only(ready: tuple[Pat
         f'[ -z "{certs}" ] || [ -n "$(ls {certs or "/nonexistent"})" ] || {{ echo "cannot list certs" >&2; exit 4; }}; '
         f"for f in {' '.join(readable)} /etc/planted; do "
         '{ echo x >> "$f"; } 2>/dev/null && { echo "wrote $f" >&2; exit 5; }; done; '
+        # no descriptor of the worker's (bubblewrap's copies are made from descriptors) beyond
+        # stdin, stdout, stderr and ls's own
+        '[ "$(ls /proc/self/fd | wc -l)" -le 4 ] || { ls -l /proc/self/fd >&2; exit 6; }; '
         "echo ok > src/user.py"
     )
     before = {p: Path(p).read_bytes() for p in readable}
