@@ -263,11 +263,20 @@ def test_a_fork_bomb_costs_one_aborted_receipt(ready: tuple[Path, Path], mechani
 
 
 @pytest.mark.slow
-def test_kill_9_of_the_worker_leaves_no_sandboxed_process(ready: tuple[Path, Path], mechanism: str) -> None:
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "sleep {m}1 & setsid sleep {m}2 & sleep {m}3",
+        # the generator's first process itself leaves the worker's process group (the reaper's
+        # target): what it started must still go with the worker
+        "exec setsid sh -c 'sleep {m}1 & sleep {m}2 & sleep {m}3'",
+    ],
+)
+def test_kill_9_of_the_worker_leaves_no_sandboxed_process(ready: tuple[Path, Path], mechanism: str, shape: str) -> None:
     repo, key = ready
     submit_key(repo, "-m", "x", "src/user.py")
-    marker = f"31.{os.getpid()}{len(mechanism)}"
-    command = f"sleep {marker}1 & setsid sleep {marker}2 & sleep {marker}3"
+    marker = f"31.{os.getpid()}{len(mechanism)}{len(shape) % 10}"
+    command = shape.format(m=marker)
     env = {**os.environ, "GENJOB_SANDBOX": mechanism}
     proc = subprocess.Popen(
         [sys.executable, "-m", "git_genjob", "work", "--once", "--signing-key", str(key),
