@@ -38,10 +38,11 @@ def once(mechanism):
         attempt = Attempt(os.path.join(d, "work"), files[:2], files[2], os.path.join(d, "home"), os.path.join(d, "tmp"))
         t = time.perf_counter()
         launch = confine(mechanism, SandboxOptions(), "true", attempt, os.environ.get("PATH", os.defpath))
-        proc = subprocess.Popen(
+        start = getattr(launch, "start", lambda popen: popen())
+        proc = start(lambda: subprocess.Popen(
             launch.argv, cwd=attempt.scratch, env={**os.environ, **launch.env}, preexec_fn=launch.preexec,
             pass_fds=getattr(launch, "fds", ()), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        ))
         launch.close()
         assert proc.wait() == 0, mechanism
         return (time.perf_counter() - t) * 1e3

@@ -659,10 +659,10 @@ def row_sandbox(runs: int) -> list[Row]:
             )
             t = time.perf_counter()
             launch = confine(mechanism, SandboxOptions(), "true", attempt, os.environ.get("PATH", os.defpath))
-            proc = subprocess.Popen(
+            proc = launch.start(lambda: subprocess.Popen(
                 launch.argv, cwd=attempt.scratch, env={**os.environ, **launch.env}, preexec_fn=launch.preexec,
                 pass_fds=launch.fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
+            ))  # fmt: skip
             launch.close()
             proc.wait()
             return time.perf_counter() - t

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import platform
 import pwd
 import re
 import resource
@@ -39,8 +40,10 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from git_genjob.documents.config import SandboxConfig, SandboxLimits
 from git_genjob.documents.errors import BadInput
@@ -88,6 +91,7 @@ ETC = (
     "perl",
 )
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+P = TypeVar("P")
 REFUSAL_FIX = (
     "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap), or use a Linux kernel "
     "with Landlock (5.13 or later); or, knowing the generator can then read and write what this user "
@@ -398,10 +402,20 @@ class Launch:
     close: Callable[[], None] = lambda: None  # once the generator has started
     finish: Callable[[], None] = lambda: None  # once it has ended (the --allow-host proxy)
     fds: tuple[int, ...] = ()  # descriptors the child inherits (Popen's pass_fds); `close` closes them
-    # The launch ties itself to the worker (bwrap --die-with-parent): with no `preexec` either,
-    # the caller needs no Python code in the child, and Popen starts it with vfork, whose cost
-    # does not grow with the worker's memory as fork's does.
+    # The caller adds nothing in the child (no parent-death signal): bwrap --die-with-parent ties
+    # the launch to the worker, or the launch runs from a thread of its own (`spawner`), which
+    # a parent-death signal would take for the parent. With no `preexec` either, no Python runs
+    # in the child and Popen starts it with vfork, whose cost does not grow with the worker's
+    # memory as fork's does.
     tied: bool = False
+    # Runs the caller's Popen (in a confined thread of the worker); None: where it is called.
+    spawner: Callable[[Callable[[], object]], object] | None = None
+
+    def start(self, popen: Callable[[], P]) -> P:
+        """The generator's process: `popen()`, run as this launch needs."""
+        if self.spawner is None:
+            return popen()
+        return cast(P, self.spawner(popen))
 
 
 @dataclass
@@ -823,10 +837,47 @@ def _landlock(
     uid, gid = os.getuid(), os.getgid()
     libc = _libc()
     last_cap = _last_cap()
-    # The generator must be the first process of its PID namespace. util-linux `unshare --fork`
-    # (no namespace of its own to make) is the small process that forks it and waits: a fork in
-    # the Python child would copy the worker's page tables a second time and tear them down at
-    # the end, a cost that grows with the worker's memory. It runs as the generator, confined.
+    if opts.allow_net:
+        network = "all"
+    elif opts.allow_hosts:
+        network = "hosts"
+    else:
+        network = "none" if flags & CLONE_NEWNET else "tcp-denied"
+    rec = record("landlock", network, opts, auto, opts.limits)
+    prlimit = _prlimit()
+    setid = SETID_SYSCALLS.get(platform.machine())
+    if user is not None and flags and not flags & CLONE_NEWUSER and prlimit is not None and setid is not None:
+        # A root worker confines one thread of its own and starts the generator from it (vfork,
+        # no fork of the worker): namespaces for its children, `nobody`, no_new_privs and the
+        # Landlock domain are all per thread; the limits (per process) are set by prlimit.
+        # The generator is the first process of its PID namespace and, in a session of its
+        # own, cannot leave the process group the worker's reaper kills.
+
+        def confine_thread() -> None:
+            if libc.unshare(flags) != 0:
+                raise OSError(ctypes.get_errno(), "unshare")
+            if flags & CLONE_NEWNET and opts.allow_hosts:
+                _loopback_up()
+            _become_thread(user, last_cap, setid)
+            if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+            if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+                raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+
+        return Launch(
+            [*prlimit_args(prlimit, limits), *argv],
+            {"TMPDIR": attempt.tmp},
+            None,
+            rec,
+            lambda: os.close(ruleset),
+            tied=True,
+            spawner=_in_thread(confine_thread),
+        )
+    # Else the Python child is confined. The generator must be the first process of its PID
+    # namespace: util-linux `unshare --fork` (no namespace of its own to make) is the small
+    # process that forks it and waits; a fork in the Python child would copy the worker's page
+    # tables a second time and tear them down at the end, a cost that grows with the worker's
+    # memory. It runs as the generator, confined.
     forker = _unshare() if flags & CLONE_NEWPID else None
     if forker is not None:
         argv = [forker, "--fork", "--kill-child", "--", *argv]
@@ -853,19 +904,60 @@ def _landlock(
         if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
 
-    if opts.allow_net:
-        network = "all"
-    elif opts.allow_hosts:
-        network = "hosts"
-    else:
-        network = "none" if flags & CLONE_NEWNET else "tcp-denied"
-    return Launch(
-        argv,
-        {"TMPDIR": attempt.tmp},
-        preexec,
-        record("landlock", network, opts, auto, opts.limits),
-        lambda: os.close(ruleset),
-    )
+    return Launch(argv, {"TMPDIR": attempt.tmp}, preexec, rec, lambda: os.close(ruleset))
+
+
+# setgroups, setresgid, setresuid by architecture: glibc's functions change every thread of the
+# process (POSIX), the system calls only the calling one.
+SETID_SYSCALLS = {"x86_64": (116, 119, 117), "aarch64": (159, 149, 147)}
+
+
+def _in_thread(confine_thread: Callable[[], None]) -> Callable[[Callable[[], object]], object]:
+    """Runs `confine_thread` then the caller's Popen in a new thread of the worker, which ends
+    with it: what the thread gave up is never used again."""
+
+    def spawn(popen: Callable[[], object]) -> object:
+        box: dict[str, object] = {}
+
+        def run() -> None:
+            try:
+                confine_thread()
+                box["proc"] = popen()
+            except BaseException as exc:
+                box["error"] = exc
+
+        thread = threading.Thread(target=run, name="genjob-sandbox-launch")
+        thread.start()
+        thread.join()
+        if "error" in box:
+            raise cast(BaseException, box["error"])
+        return box["proc"]
+
+    return spawn
+
+
+def _become_thread(user: tuple[int, int], last_cap: int, setid: tuple[int, int, int]) -> None:
+    """`_become` for the calling thread only (raw setgroups/setresgid/setresuid)."""
+    libc = _libc()
+    for cap in range(last_cap + 1):
+        if cap != CAP_DAC_OVERRIDE:
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    if libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_KEEPCAPS)")
+    nr_setgroups, nr_setresgid, nr_setresuid = setid
+    if libc.syscall(nr_setgroups, 0, None) != 0:
+        raise OSError(ctypes.get_errno(), "setgroups")
+    if libc.syscall(nr_setresgid, user[1], user[1], user[1]) != 0:
+        raise OSError(ctypes.get_errno(), "setresgid")
+    if libc.syscall(nr_setresuid, user[0], user[0], user[0]) != 0:
+        raise OSError(ctypes.get_errno(), "setresuid")
+    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    one = 1 << CAP_DAC_OVERRIDE
+    data = (_CapData * 2)(_CapData(one, one, one), _CapData(0, 0, 0))
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    if libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_OVERRIDE, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAP_AMBIENT_RAISE)")
 
 
 @functools.cache
