@@ -434,6 +434,62 @@ def test_the_generators_exit_is_noticed_at_once() -> None:
     assert statistics.median(delays) < 0.02, delays
 
 
+@pytest.mark.parametrize("launcher", ["thread", "forked child"])
+def test_both_landlock_launches_confine_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, launcher: str) -> None:
+    """A root worker starts the generator from a confined thread of its own; a non-root one (or
+    one on an architecture without known set*id numbers) from a confined forked child. Both
+    give the same confinement: the forked one is forced here so that a root machine runs it."""
+    import platform
+
+    from git_genjob.worker.generators import sandbox
+
+    if "landlock" not in MECHANISMS:
+        pytest.skip("Landlock is not usable here")
+    if launcher == "forked child":
+        monkeypatch.setattr(sandbox, "SETID_SYSCALLS", {})
+    elif os.geteuid() != 0 or platform.machine() not in sandbox.SETID_SYSCALLS:
+        pytest.skip("the thread launch is a root worker's")
+    secret = tmp_path / "secret"
+    secret.write_text("the worker's key\n")
+    attempt_dir = tmp_path / "attempt"
+    for sub in ("work", "meta"):
+        (attempt_dir / sub).mkdir(parents=True)
+    files = [str(attempt_dir / "meta" / n) for n in ("job.json", "instruction.txt", "generator.log")]
+    for f in files:
+        Path(f).write_text("")
+    attempt = sandbox.Attempt(
+        str(attempt_dir / "work"), files[:2], files[2], str(attempt_dir / "home"), str(attempt_dir / "tmp")
+    )
+    command = (
+        f"cat {secret} && exit 3; [ $$ = 1 ] || exit 4; id -u > uid; "
+        "grep 'Max processes' /proc/self/limits > limits; grep NoNewPrivs /proc/self/status > nnp"
+    )
+    opts = sandbox.SandboxOptions(limits=sandbox.SandboxLimits(procs=40))
+    launch = sandbox.confine("landlock", opts, command, attempt, os.environ.get("PATH", os.defpath))
+    assert (launch.spawner is not None) == (launcher == "thread")
+    with open(files[2], "wb") as log:
+        proc = launch.start(
+            lambda: subprocess.Popen(
+                launch.argv,
+                cwd=attempt.scratch,
+                env={**os.environ, **launch.env, "HOME": attempt.home},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=launch.fds,
+                preexec_fn=launch.preexec,
+            )
+        )
+    launch.close()
+    assert proc.wait(timeout=30) == 0, Path(files[2]).read_text()
+    work_dir = attempt_dir / "work"
+    assert (work_dir / "uid").read_text().strip() == str((sandbox.sandbox_user() or (os.getuid(), 0))[0])
+    assert (work_dir / "limits").read_text().split()[2] != "unlimited"
+    assert (work_dir / "nnp").read_text().split() == ["NoNewPrivs:", "1"]
+    assert os.getuid() == os.geteuid() and Path("/proc/self/status").read_text().count("NoNewPrivs:\t0") == 1
+
+
 @pytest.mark.parametrize(
     "text, error",
     [

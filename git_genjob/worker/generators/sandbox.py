@@ -20,7 +20,9 @@ Mechanisms, in order of preference:
   the real file system, applied to the generator before it starts; TCP bind and connect are
   denied by Landlock itself (ABI 4+); abstract Unix sockets and signals outside the sandbox
   are scoped off (ABI 6+). Where the worker may create namespaces (root, or unprivileged user
-  namespaces), the generator also gets its own PID, network and IPC namespaces.
+  namespaces), the generator also gets its own PID, network and IPC namespaces. A root worker
+  confines one thread of its own and starts the generator from it (no fork of the worker);
+  a non-root worker confines the forked child.
 
 Neither: the worker refuses to run an exec generator, naming both and `--no-sandbox`.
 """
