@@ -101,6 +101,34 @@ def test_nothing_written_outside_the_scratch_tree_outlives_the_attempt(
     assert not any((p / "home" / ".bashrc").exists() for p in leftovers)
 
 
+def test_the_system_files_tools_read_are_readable_and_read_only(ready: tuple[Path, Path], mechanism: str) -> None:
+    """The curated /etc: readable by the user the generator runs as (for a root worker bubblewrap
+    once made /etc 0700, so `nobody` read no passwd, no ld.so.cache, no CA certificates), and
+    not writable (in bubblewrap's view the files are copies in a tmpfs), and no descriptor the
+    copies were made from reaches the generator."""
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    readable = [p for p in ("/etc/passwd", "/etc/ld.so.cache", "/etc/hosts") if os.path.isfile(p)]
+    certs = "/etc/ssl/certs" if os.path.isdir("/etc/ssl/certs") and os.listdir("/etc/ssl/certs") else ""
+    assert readable
+    command = (
+        f"for f in {' '.join(readable)}; do "
+        'head -c1 "$f" >/dev/null || { echo "cannot read $f" >&2; exit 3; }; done; '
+        f'[ -z "{certs}" ] || [ -n "$(ls {certs or "/nonexistent"})" ] || {{ echo "cannot list certs" >&2; exit 4; }}; '
+        f"for f in {' '.join(readable)} /etc/planted; do "
+        '{ echo x >> "$f"; } 2>/dev/null && { echo "wrote $f" >&2; exit 5; }; done; '
+        # no descriptor of the worker's (bubblewrap's copies are made from descriptors) beyond
+        # stdin, stdout, stderr and ls's own
+        '[ "$(ls /proc/self/fd | wc -l)" -le 4 ] || { ls -l /proc/self/fd >&2; exit 6; }; '
+        "echo ok > src/user.py"
+    )
+    before = {p: Path(p).read_bytes() for p in readable}
+    res = work(repo, key, command, "--once")
+    assert res.code == 0, res.err
+    assert _job(res.out)["result"] == "ok", _job(res.out)["reason"]
+    assert {p: Path(p).read_bytes() for p in readable} == before and not os.path.exists("/etc/planted")
+
+
 class _Listener:
     """A TCP server on 127.0.0.1 that counts the connections it accepts (stops by itself);
     with `http`, each gets a tiny HTTP answer."""
@@ -235,11 +263,20 @@ def test_a_fork_bomb_costs_one_aborted_receipt(ready: tuple[Path, Path], mechani
 
 
 @pytest.mark.slow
-def test_kill_9_of_the_worker_leaves_no_sandboxed_process(ready: tuple[Path, Path], mechanism: str) -> None:
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "sleep {m}1 & setsid sleep {m}2 & sleep {m}3",
+        # the generator's first process itself leaves the worker's process group (the reaper's
+        # target): what it started must still go with the worker
+        "exec setsid sh -c 'sleep {m}1 & sleep {m}2 & sleep {m}3'",
+    ],
+)
+def test_kill_9_of_the_worker_leaves_no_sandboxed_process(ready: tuple[Path, Path], mechanism: str, shape: str) -> None:
     repo, key = ready
     submit_key(repo, "-m", "x", "src/user.py")
-    marker = f"31.{os.getpid()}{len(mechanism)}"
-    command = f"sleep {marker}1 & setsid sleep {marker}2 & sleep {marker}3"
+    marker = f"31.{os.getpid()}{len(mechanism)}{len(shape) % 10}"
+    command = shape.format(m=marker)
     env = {**os.environ, "GENJOB_SANDBOX": mechanism}
     proc = subprocess.Popen(
         [sys.executable, "-m", "git_genjob", "work", "--once", "--signing-key", str(key),
@@ -247,10 +284,13 @@ def test_kill_9_of_the_worker_leaves_no_sandboxed_process(ready: tuple[Path, Pat
         cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     deadline = time.monotonic() + 30
-    while len(running(marker)) < 3 and time.monotonic() < deadline:
+    while len(running(marker)) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(running(marker)) == 3
-    os.kill(proc.pid, signal.SIGKILL)
+    # The second shape may instead end at once: where the first process leads a session of its
+    # own, setsid(1) forks, the first process exits and its PID namespace goes with it.
+    assert len(running(marker)) == 3 or ("exec setsid" in shape and proc.poll() is not None)
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     deadline = time.monotonic() + 10
     while running(marker) and time.monotonic() < deadline:
@@ -392,6 +432,62 @@ def test_the_generators_exit_is_noticed_at_once() -> None:
         assert _wait(proc, time.monotonic() + 10, ctx)
         delays.append(time.monotonic() - start)
     assert statistics.median(delays) < 0.02, delays
+
+
+@pytest.mark.parametrize("launcher", ["thread", "forked child"])
+def test_both_landlock_launches_confine_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, launcher: str) -> None:
+    """A root worker starts the generator from a confined thread of its own; a non-root one (or
+    one on an architecture without known set*id numbers) from a confined forked child. Both
+    give the same confinement: the forked one is forced here so that a root machine runs it."""
+    import platform
+
+    from git_genjob.worker.generators import sandbox
+
+    if "landlock" not in MECHANISMS:
+        pytest.skip("Landlock is not usable here")
+    if launcher == "forked child":
+        monkeypatch.setattr(sandbox, "SETID_SYSCALLS", {})
+    elif os.geteuid() != 0 or platform.machine() not in sandbox.SETID_SYSCALLS:
+        pytest.skip("the thread launch is a root worker's")
+    secret = tmp_path / "secret"
+    secret.write_text("the worker's key\n")
+    attempt_dir = tmp_path / "attempt"
+    for sub in ("work", "meta"):
+        (attempt_dir / sub).mkdir(parents=True)
+    files = [str(attempt_dir / "meta" / n) for n in ("job.json", "instruction.txt", "generator.log")]
+    for f in files:
+        Path(f).write_text("")
+    attempt = sandbox.Attempt(
+        str(attempt_dir / "work"), files[:2], files[2], str(attempt_dir / "home"), str(attempt_dir / "tmp")
+    )
+    command = (
+        f"cat {secret} && exit 3; [ $$ = 1 ] || exit 4; id -u > uid; "
+        "grep 'Max processes' /proc/self/limits > limits; grep NoNewPrivs /proc/self/status > nnp"
+    )
+    opts = sandbox.SandboxOptions(limits=sandbox.SandboxLimits(procs=40))
+    launch = sandbox.confine("landlock", opts, command, attempt, os.environ.get("PATH", os.defpath))
+    assert (launch.spawner is not None) == (launcher == "thread")
+    with open(files[2], "wb") as log:
+        proc = launch.start(
+            lambda: subprocess.Popen(
+                launch.argv,
+                cwd=attempt.scratch,
+                env={**os.environ, **launch.env, "HOME": attempt.home},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=launch.fds,
+                preexec_fn=launch.preexec,
+            )
+        )
+    launch.close()
+    assert proc.wait(timeout=30) == 0, Path(files[2]).read_text()
+    work_dir = attempt_dir / "work"
+    assert (work_dir / "uid").read_text().strip() == str((sandbox.sandbox_user() or (os.getuid(), 0))[0])
+    assert (work_dir / "limits").read_text().split()[2] != "unlimited"
+    assert (work_dir / "nnp").read_text().split() == ["NoNewPrivs:", "1"]
+    assert os.getuid() == os.geteuid() and Path("/proc/self/status").read_text().count("NoNewPrivs:\t0") == 1
 
 
 @pytest.mark.parametrize(

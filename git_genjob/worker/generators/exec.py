@@ -132,15 +132,19 @@ class ExecGenerator:
                     sandboxed()
 
             try:
-                proc = subprocess.Popen(
-                    launch.argv,
-                    cwd=ctx.scratch,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=preexec,
+                proc = launch.start(
+                    lambda: subprocess.Popen(
+                        launch.argv,
+                        cwd=ctx.scratch,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        pass_fds=launch.fds,
+                        # No Python in the child when the launch needs none: Popen then uses vfork.
+                        preexec_fn=None if launch.tied and sandboxed is None else preexec,
+                    )
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 launch.finish()

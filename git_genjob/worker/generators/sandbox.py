@@ -20,7 +20,9 @@ Mechanisms, in order of preference:
   the real file system, applied to the generator before it starts; TCP bind and connect are
   denied by Landlock itself (ABI 4+); abstract Unix sockets and signals outside the sandbox
   are scoped off (ABI 6+). Where the worker may create namespaces (root, or unprivileged user
-  namespaces), the generator also gets its own PID, network and IPC namespaces.
+  namespaces), the generator also gets its own PID, network and IPC namespaces. A root worker
+  confines one thread of its own and starts the generator from it (no fork of the worker);
+  a non-root worker confines the forked child.
 
 Neither: the worker refuses to run an exec generator, naming both and `--no-sandbox`.
 """
@@ -30,16 +32,20 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import platform
 import pwd
 import re
 import resource
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from git_genjob.documents.config import SandboxConfig, SandboxLimits
 from git_genjob.documents.errors import BadInput
@@ -87,6 +93,7 @@ ETC = (
     "perl",
 )
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+P = TypeVar("P")
 REFUSAL_FIX = (
     "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap), or use a Linux kernel "
     "with Landlock (5.13 or later); or, knowing the generator can then read and write what this user "
@@ -396,6 +403,21 @@ class Launch:
     record: dict[str, object]
     close: Callable[[], None] = lambda: None  # once the generator has started
     finish: Callable[[], None] = lambda: None  # once it has ended (the --allow-host proxy)
+    fds: tuple[int, ...] = ()  # descriptors the child inherits (Popen's pass_fds); `close` closes them
+    # The caller adds nothing in the child (no parent-death signal): bwrap --die-with-parent ties
+    # the launch to the worker, or the launch runs from a thread of its own (`spawner`), which
+    # a parent-death signal would take for the parent. With no `preexec` either, no Python runs
+    # in the child and Popen starts it with vfork, whose cost does not grow with the worker's
+    # memory as fork's does.
+    tied: bool = False
+    # Runs the caller's Popen (in a confined thread of the worker); None: where it is called.
+    spawner: Callable[[Callable[[], object]], object] | None = None
+
+    def start(self, popen: Callable[[], P]) -> P:
+        """The generator's process: `popen()`, run as this launch needs."""
+        if self.spawner is None:
+            return popen()
+        return cast(P, self.spawner(popen))
 
 
 @dataclass
@@ -565,11 +587,10 @@ def _bwrap(
             args += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             args += ["--ro-bind", d, d]
-    for p in _etc_paths():
-        if os.path.islink(p) and not (opts.allow_net and p == "/etc/resolv.conf"):
-            args += ["--symlink", os.readlink(p), p]
-        elif os.path.exists(p):
-            args += ["--ro-bind", p, p]
+    # A read-write path inside /etc would turn read-only with it: then every file is bound, as before.
+    copy_etc = not any(_inside(p, "/etc") for p in rw)
+    etc, fds = _bwrap_etc(opts.allow_net, copy_etc)
+    args += etc
     args += ["--dev", "/dev", "--proc", "/proc", "--bind", attempt.tmp, "/tmp"]
     binds: list[tuple[str, str]] = []
     links: list[tuple[str, str]] = []
@@ -600,6 +621,11 @@ def _bwrap(
     for p in attempt.job_files:
         args += ["--ro-bind", p, p]
     args += extra
+    if copy_etc and user is None:
+        # Last (binds inside /etc need their mount points made first). In a user namespace the
+        # copies belong to the generator's user; for a root worker they are root's and the
+        # generator is `nobody` without capabilities, as for the rest of bubblewrap's root tmpfs.
+        args += ["--remount-ro", "/etc"]
     args += ["--chdir", attempt.scratch]
     if user is not None:
         uid, gid = user
@@ -617,11 +643,93 @@ def _bwrap(
     else:
         args.append("--")
 
-    def preexec() -> None:
-        _set_rlimits(limits)
-
     network = "all" if opts.allow_net else "hosts" if opts.allow_hosts else "none"
-    return Launch([*args, *argv], {"TMPDIR": "/tmp"}, preexec, record("bwrap", network, opts, auto, opts.limits))
+    rec = record("bwrap", network, opts, auto, opts.limits)
+    prlimit = _prlimit()
+
+    def close() -> None:
+        for fd in fds:
+            os.close(fd)
+
+    if prlimit is None:  # no util-linux prlimit: the limits are set in the forked child
+
+        def preexec() -> None:
+            _set_rlimits(limits)
+
+        return Launch([*args, *argv], {"TMPDIR": "/tmp"}, preexec, rec, close, fds=tuple(fds))
+    argv = [*prlimit_args(prlimit, limits), *args, *argv]
+    return Launch(argv, {"TMPDIR": "/tmp"}, None, rec, close, fds=tuple(fds), tied=True)
+
+
+@functools.cache
+def _prlimit() -> str | None:
+    return shutil.which("prlimit")
+
+
+PRLIMIT_NAMES = {
+    resource.RLIMIT_NPROC: "nproc",
+    resource.RLIMIT_DATA: "data",
+    resource.RLIMIT_FSIZE: "fsize",
+    resource.RLIMIT_CPU: "cpu",
+    resource.RLIMIT_CORE: "core",
+}
+
+
+def prlimit_args(exe: str, values: list[tuple[int, int]]) -> list[str]:
+    """`prlimit --nproc=N:N ... --`: the limits `_set_rlimits` would set, set by util-linux's
+    prlimit, which then execs bubblewrap (same process, no fork)."""
+    out = [exe]
+    for which, value in values:
+        _, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        out.append(f"--{PRLIMIT_NAMES[which]}={value}:{value}")
+    return [*out, "--"]
+
+
+def _bwrap_etc(allow_net: bool, copy: bool) -> tuple[list[str], list[int]]:
+    """The `/etc` of the view. With `copy`: a tmpfs (made read-only once every bind is in place)
+    holding a copy of each world-readable regular file of root's that `ETC` names (`--file FD`:
+    no mount, where each `--ro-bind` costs bubblewrap a mount and a pass over the mount table:
+    4 to 5 ms for the list); any other file bound read-only, so it keeps its owner and mode.
+    Directories are bound read-only, symlinks made as symlinks. Returns the arguments and the
+    descriptors the child inherits."""
+    # bubblewrap makes the directories it needs 0700, unreadable to a root worker's `nobody`
+    # (before this, its whole /etc was), so /etc and /etc/ssl, /etc/pki... are made 0755 first.
+    args = ["--tmpfs", "/etc"] if copy else ["--perms", "0755", "--dir", "/etc"]
+    made = {"/etc"}
+    fds: list[int] = []
+    try:
+        for p in _etc_paths():
+            for d in reversed(_ancestors(p)):
+                if _inside(d, "/etc") and d not in made:
+                    made.add(d)
+                    args += ["--perms", "0755", "--dir", d]
+            if os.path.islink(p) and not (allow_net and p == "/etc/resolv.conf"):
+                args += ["--symlink", os.readlink(p), p]
+                continue
+            if not copy:
+                if os.path.exists(p):
+                    args += ["--ro-bind", p, p]
+                continue
+            try:
+                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                if os.path.exists(p):
+                    args += ["--ro-bind", p, p]
+                continue
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == 0 and st.st_mode & 0o004:
+                fds.append(fd)
+                args += ["--perms", f"{stat.S_IMODE(st.st_mode) & 0o755:04o}", "--file", str(fd), p]
+            else:
+                os.close(fd)
+                args += ["--ro-bind", p, p]
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return args, fds
 
 
 def _ancestors(path: str) -> list[str]:
@@ -690,7 +798,7 @@ def landlock_ruleset(rules: list[tuple[str, int]], deny_tcp: bool) -> int:
             except OSError:
                 continue  # an optional system path that is not there
             try:
-                if not os.path.isdir(f"/proc/self/fd/{target}"):
+                if not stat.S_ISDIR(os.fstat(target).st_mode):  # fstat of an O_PATH fd: Linux 3.6+
                     rights &= FILE_RIGHTS
                 beneath = _PathBeneath(rights & handled, target)
                 _syscall(SYS_LANDLOCK_ADD_RULE, fd, ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(beneath), 0)
@@ -731,6 +839,52 @@ def _landlock(
     uid, gid = os.getuid(), os.getgid()
     libc = _libc()
     last_cap = _last_cap()
+    if opts.allow_net:
+        network = "all"
+    elif opts.allow_hosts:
+        network = "hosts"
+    else:
+        network = "none" if flags & CLONE_NEWNET else "tcp-denied"
+    rec = record("landlock", network, opts, auto, opts.limits)
+    prlimit = _prlimit()
+    setid = SETID_SYSCALLS.get(platform.machine())
+    if user is not None and flags and not flags & CLONE_NEWUSER and prlimit is not None and setid is not None:
+        # A root worker confines one thread of its own and starts the generator from it (vfork,
+        # no fork of the worker): namespaces for its children, `nobody`, no_new_privs and the
+        # Landlock domain are all per thread; the limits (per process) are set by prlimit.
+        # The generator is the first process of its PID namespace and, in a session of its
+        # own, cannot leave the process group the worker's reaper kills.
+
+        def confine_thread() -> None:
+            if libc.unshare(flags) != 0:
+                raise OSError(ctypes.get_errno(), "unshare")
+            if flags & CLONE_NEWNET and opts.allow_hosts:
+                _loopback_up()
+            _become_thread(user, last_cap, setid)
+            if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+            if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+                raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+
+        return Launch(
+            [*prlimit_args(prlimit, limits), *argv],
+            {"TMPDIR": attempt.tmp},
+            None,
+            rec,
+            lambda: os.close(ruleset),
+            tied=True,
+            spawner=_in_thread(confine_thread),
+        )
+    # Else the Python child is confined. The generator must be the first process of its PID
+    # namespace: util-linux `unshare --fork` (no namespace of its own to make) is the small
+    # process that forks it and waits; a fork in the Python child would copy the worker's page
+    # tables a second time and tear them down at the end, a cost that grows with the worker's
+    # memory. It runs as the generator, confined.
+    forker = _unshare() if flags & CLONE_NEWPID else None
+    if forker is not None:
+        argv = [forker, "--fork", "--kill-child", "--", *argv]
+        if user is not None:  # it counts as one of `nobody`'s processes (the Python one was root's)
+            limits = [(w, v + 1 if w == resource.RLIMIT_NPROC else v) for w, v in limits]
 
     def preexec() -> None:
         if flags:
@@ -742,7 +896,8 @@ def _landlock(
                         fh.write(text)
             if flags & CLONE_NEWNET and opts.allow_hosts:
                 _loopback_up()
-            _become_pid_one()
+            if forker is None:
+                _become_pid_one()
         _set_rlimits(limits)
         if user is not None:
             _become(user, last_cap)
@@ -751,19 +906,65 @@ def _landlock(
         if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
 
-    if opts.allow_net:
-        network = "all"
-    elif opts.allow_hosts:
-        network = "hosts"
-    else:
-        network = "none" if flags & CLONE_NEWNET else "tcp-denied"
-    return Launch(
-        argv,
-        {"TMPDIR": attempt.tmp},
-        preexec,
-        record("landlock", network, opts, auto, opts.limits),
-        lambda: os.close(ruleset),
-    )
+    return Launch(argv, {"TMPDIR": attempt.tmp}, preexec, rec, lambda: os.close(ruleset))
+
+
+# setgroups, setresgid, setresuid by architecture: glibc's functions change every thread of the
+# process (POSIX), the system calls only the calling one.
+SETID_SYSCALLS = {"x86_64": (116, 119, 117), "aarch64": (159, 149, 147)}
+
+
+def _in_thread(confine_thread: Callable[[], None]) -> Callable[[Callable[[], object]], object]:
+    """Runs `confine_thread` then the caller's Popen in a new thread of the worker, which ends
+    with it: what the thread gave up is never used again."""
+
+    def spawn(popen: Callable[[], object]) -> object:
+        box: dict[str, object] = {}
+
+        def run() -> None:
+            try:
+                confine_thread()
+                box["proc"] = popen()
+            except BaseException as exc:
+                box["error"] = exc
+
+        thread = threading.Thread(target=run, name="genjob-sandbox-launch")
+        thread.start()
+        thread.join()
+        if "error" in box:
+            raise cast(BaseException, box["error"])
+        return box["proc"]
+
+    return spawn
+
+
+def _become_thread(user: tuple[int, int], last_cap: int, setid: tuple[int, int, int]) -> None:
+    """`_become` for the calling thread only (raw setgroups/setresgid/setresuid)."""
+    libc = _libc()
+    for cap in range(last_cap + 1):
+        if cap != CAP_DAC_OVERRIDE:
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    if libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_KEEPCAPS)")
+    nr_setgroups, nr_setresgid, nr_setresuid = setid
+    if libc.syscall(nr_setgroups, 0, None) != 0:
+        raise OSError(ctypes.get_errno(), "setgroups")
+    if libc.syscall(nr_setresgid, user[1], user[1], user[1]) != 0:
+        raise OSError(ctypes.get_errno(), "setresgid")
+    if libc.syscall(nr_setresuid, user[0], user[0], user[0]) != 0:
+        raise OSError(ctypes.get_errno(), "setresuid")
+    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    one = 1 << CAP_DAC_OVERRIDE
+    data = (_CapData * 2)(_CapData(one, one, one), _CapData(0, 0, 0))
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    if libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_OVERRIDE, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAP_AMBIENT_RAISE)")
+
+
+@functools.cache
+def _unshare() -> str | None:
+    return shutil.which("unshare")
 
 
 def _loopback_up() -> None:
