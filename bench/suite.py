@@ -381,8 +381,6 @@ import sys, time
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.store import Store
 from git_genjob.worker.run import Picker, WorkReport, WorkerOptions, _claim_next
-from git_genjob.planner.ledger import record_sending
-from git_genjob.documents.errors import Conflict
 from git_genjob.documents.keys import generate
 repo, wid, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 store = Store.open(repo)
@@ -394,16 +392,10 @@ sys.stdin.readline()
 end = time.monotonic() + seconds
 while time.monotonic() < end:
     report = WorkReport()
-    lease = _claim_next(pub, opts, report, lambda _: None, picker)
-    if lease is None:
+    if _claim_next(pub, opts, report, lambda _: None, picker) is None:
         break
+    n += 1
     lost += sum(1 for o in report.outcomes if o.result == "lost")
-    try:  # as work does: the claim goes out with its `sending`, in one leased push
-        record_sending(pub, lease)
-        n += 1
-    except Conflict:
-        lost += 1
-        picker.lost = True
 print(n, lost)
 """
 
