@@ -567,3 +567,57 @@ def test_audit_reports_an_unconfined_receipt_on_a_branch_that_requires_a_sandbox
         git(repo, "notes", f"--ref={ref}", "copy", applied, "HEAD")
     res = run_genjob("audit", "HEAD~1..HEAD", cwd=repo)
     assert res.code == 1 and "check 4:" in res.out and "require_sandbox" in res.out, res.out
+
+
+# -- found by the red-team pass of the sandbox, 2026-12-05 ------------------------------------------
+
+
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_no_worker_secret_reaches_the_generator_through_its_environment(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The GitLab workers' job holds its push token and the worker key in GENJOB_* variables
+    (ci-gitlab.yml); the generator gets only what docs/generators.md names, and --pass-env."""
+    from tests.conftest import shared_dir
+
+    monkeypatch.setenv("GENJOB_SANDBOX", name)
+    key = setup_worker(repo)
+    out = shared_dir(tmp_path)
+    monkeypatch.setenv("GENJOB_WORKER_KEY", key.read_text())
+    monkeypatch.setenv("GENJOB_REMOTE_TOKEN", "glpat-push-token-s3cr3t")
+    monkeypatch.setenv("GENJOB_LAND_TOKEN", "glpat-land-token-s3cr3t")
+    monkeypatch.setenv("GENJOB_SHOWN", "asked-for")
+    submit_key(repo, "-m", "x", "src/user.py")
+    res = work(repo, key, f"env > {out}/env; echo x > src/user.py", "--once", "--sandbox-rw", str(out),
+               "--pass-env", "GENJOB_SHOWN")  # fmt: skip
+    assert res.code == 0, res.err
+    seen = (out / "env").read_text()
+    assert "s3cr3t" not in seen and "PRIVATE KEY" not in seen
+    assert key.read_text().strip().splitlines()[1] not in seen
+    assert "GENJOB_SHOWN=asked-for" in seen and "GENJOB_KEY=" in seen  # what is documented still comes
+
+
+def test_a_root_worker_never_falls_back_to_landlock_unasked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Under Landlock a root worker's generator (nobody with CAP_DAC_OVERRIDE) could connect to
+    root's named Unix sockets; without bubblewrap, `auto` refuses and names the way to choose it."""
+    from git_genjob.documents.errors import BadInput
+    from git_genjob.worker.generators import sandbox
+
+    if os.geteuid() != 0 or "landlock" not in MECHANISMS:
+        pytest.skip("needs a root worker where Landlock works")
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    for tool in ("sh", "setpriv", "prlimit", "unshare"):
+        if shutil.which(tool):
+            (empty / tool).symlink_to(shutil.which(tool))  # everything but bwrap
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("GENJOB_SANDBOX", raising=False)
+    sandbox.bwrap_problem.cache_clear()
+    try:
+        with pytest.raises(BadInput) as refused:
+            sandbox.choose(sandbox.SandboxOptions())
+        assert "Unix sockets" in refused.value.message and "GENJOB_SANDBOX=landlock" in (refused.value.hint or "")
+        monkeypatch.setenv("GENJOB_SANDBOX", "landlock")
+        assert sandbox.choose(sandbox.SandboxOptions()) == "landlock"  # chosen by name, it runs
+    finally:
+        sandbox.bwrap_problem.cache_clear()

@@ -92,8 +92,9 @@ class ExecGenerator:
         return {"kind": self.kind, "endpoint": None, "model": None, "command": self.command}
 
     def _env(self, ctx: GenContext) -> dict[str, str]:
+        # Only what docs/generators.md names, and --pass-env: never the worker's own GENJOB_*
+        # variables (a CI job holds its push token and worker key in them).
         env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
-        env.update({k: v for k, v in os.environ.items() if k.startswith("GENJOB_") and k != "GENJOB_OUTPUTS"})
         env.update({k: os.environ[k] for k in ctx.pass_env if k in os.environ})
         env["GENJOB_INSTRUCTION"] = ctx.job.instruction
         env["GENJOB_INSTRUCTION_FILE"] = ctx.instruction_file

@@ -143,6 +143,19 @@ def choose(opts: SandboxOptions) -> str:
         if want == "bwrap":
             raise BadInput(f"bubblewrap cannot run here: {why}", REFUSAL_FIX)
     why = landlock_problem(opts.allow_net, bool(opts.allow_hosts))
+    if why is None and want == "auto" and os.geteuid() == 0:
+        # A root worker's Landlock generator runs as nobody with CAP_DAC_OVERRIDE (to reach the
+        # paths it is given through root's 0700 directories), and Landlock (ABI <= 7) does not
+        # govern connect() to a named Unix socket: every root socket (an ssh or gpg agent,
+        # docker.sock) would be in its reach. Chosen by name it runs; never chosen for root.
+        raise BadInput(
+            "a root worker's exec generators run under bubblewrap, which cannot run here "
+            f"({bwrap_problem() or 'not tried'}): under Landlock a generator could connect to root's "
+            "Unix sockets (docker.sock, agents)",
+            "install bubblewrap (apt-get install bubblewrap), or choose Landlock knowingly: "
+            "[sandbox] mechanism = \"landlock\" in .genjob/config.toml or GENJOB_SANDBOX=landlock; or run the "
+            "worker as another user",
+        )
     if why is None:
         return "landlock"
     raise BadInput(
