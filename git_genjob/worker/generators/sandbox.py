@@ -153,7 +153,7 @@ def choose(opts: SandboxOptions) -> str:
             f"({bwrap_problem() or 'not tried'}): under Landlock a generator could connect to root's "
             "Unix sockets (docker.sock, agents)",
             "install bubblewrap (apt-get install bubblewrap), or choose Landlock knowingly: "
-            "[sandbox] mechanism = \"landlock\" in .genjob/config.toml or GENJOB_SANDBOX=landlock; or run the "
+            '[sandbox] mechanism = "landlock" in .genjob/config.toml or GENJOB_SANDBOX=landlock; or run the '
             "worker as another user",
         )
     if why is None:
