@@ -621,3 +621,23 @@ def test_a_root_worker_never_falls_back_to_landlock_unasked(monkeypatch: pytest.
         assert sandbox.choose(sandbox.SandboxOptions()) == "landlock"  # chosen by name, it runs
     finally:
         sandbox.bwrap_problem.cache_clear()
+
+
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_a_venv_that_holds_the_repository_or_the_key_is_refused_before_any_claim(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A program in a venv made beside the repository: its prefix (shown read-only) holds the
+    repository and the worker key; the worker refuses before a claim instead of showing them."""
+    from tests.conftest import refs, shared_dir
+
+    monkeypatch.setenv("GENJOB_SANDBOX", name)
+    key = setup_worker(repo)  # repo.parent / "keys" / "w1"
+    out = shared_dir(tmp_path)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(repo.parent)], check=True)
+    submit_key(repo, "-m", "x", "src/user.py")
+    before = refs(repo)
+    code = f"import shutil; shutil.copy({str(key)!r}, {str(out)!r} + '/key'); open('src/user.py', 'w').write('x')"
+    res = work(repo, key, f"{repo.parent}/bin/python3 -c {shlex.quote(code)}", "--once", "--sandbox-rw", str(out))
+    assert res.code == 2 and "that holds" in res.err and "--sandbox-ro" in res.err, res.err
+    assert refs(repo) == before and not (out / "key").exists()

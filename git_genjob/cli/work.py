@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from typing import Any
 
 import click
@@ -137,6 +139,13 @@ def work(
         )
     sandbox = sandbox_options(read_config(store).sandbox, sandbox_ro, sandbox_rw, allow_net, allow_hosts,
                               sandbox_limits, no_sandbox)  # fmt: skip
+    key_path = key_file or git_config(store, "genjob.signingKey")
+    guarded = [store.workdir, store.common_dir, os.path.expanduser(key_path) if key_path else None]
+    sandbox = dataclasses.replace(sandbox, guarded=tuple(p for p in guarded if p))
+    if spec.startswith("exec:") and sandbox.mechanism != "none":  # refused before any claim
+        from git_genjob.worker.generators.sandbox import check_guarded, program_paths
+
+        check_guarded(sandbox, program_paths(spec[5:], os.environ.get("PATH", os.defpath)))
     opts = WorkerOptions(
         generator=parse_spec(spec, timeout_s, sandbox),
         signing_key=signing_key_of(store, key_file, "work"),

@@ -111,6 +111,9 @@ class SandboxOptions:
     allow_net: bool = False
     allow_hosts: tuple[str, ...] = ()
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    # What no path shown for the program may hold: the repository and the worker's key (a venv
+    # made beside the repository would otherwise show both with its prefix).
+    guarded: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, cfg: SandboxConfig) -> SandboxOptions:
@@ -262,6 +265,19 @@ def landlock_problem(allow_net: bool, allow_hosts: bool = False) -> str | None:
 
 def in_system(path: str) -> bool:
     return any(path == d or path.startswith(d + "/") for d in SYSTEM_DIRS)
+
+
+def check_guarded(opts: SandboxOptions, shown: list[str]) -> None:
+    """BadInput (exit 2) if a path shown for the program holds the repository or the worker's
+    key (`opts.guarded`): a venv made beside the repository would show both with its prefix."""
+    for path in shown:
+        for guarded in opts.guarded:
+            if _inside(os.path.realpath(guarded), os.path.realpath(path)):
+                raise BadInput(
+                    f"the sandbox would show {path} for the generator's program, and that holds {guarded}",
+                    "install the generator outside the repository's directory and the worker key's, or name "
+                    "what it needs with --sandbox-ro PATH",
+                )
 
 
 def _inside(path: str, parent: str) -> bool:
@@ -531,6 +547,7 @@ def confine(mechanism: str, opts: SandboxOptions, command: str, attempt: Attempt
     ro = check_paths(opts.ro, "--sandbox-ro")
     rw = check_paths(opts.rw, "--sandbox-rw")
     auto = [p for p in program_paths(command, path_env) if p not in ro and p not in rw]
+    check_guarded(opts, auto)
     user = sandbox_user()
     _hand_over(attempt, user)
     limits = _rlimits(opts.limits, user[0] if user else os.getuid())
