@@ -283,18 +283,40 @@ def test_a_job_naming_huge_inputs_is_damaged_before_anything_is_read(tmp_path: P
     assert json.loads(run_genjob("show", "bomb", "--json", cwd=owner).out)["state"] == "queued"
 
 
-def test_a_replay_event_rewritten_under_a_name_this_clone_wrote_is_not_served(tmp_path: Path, stub) -> None:  # type: ignore[no-untyped-def]
+def _honest_answer_then_attacker(tmp_path: Path, stub) -> tuple[Path, Path, pygit2.Repository, str]:  # type: ignore[no-untyped-def]
+    """The owner asks once (an honest answer recorded and pushed); then the attacker's clone
+    and the one fingerprint: (owner, attacker, attacker's raw repository, fingerprint)."""
     bare, owner = repo_with_remote(tmp_path, "owner")
     setup_worker(owner)
     stub.answer = "honest\n"
     assert ask(owner, stub.url, "write a haiku")[0] == 0
     assert run_genjob("push", cwd=owner).code == 0
     attacker = _attacker(tmp_path, bare)
-    store = Store.open(str(attacker))
-    raw = raw_repo(store)
+    (fp,) = Cache(Store.open(str(attacker))).fingerprints()
+    return owner, attacker, raw_repo(Store.open(str(attacker))), fp
+
+
+def _push_replay_entry(
+    attacker: Path, raw: pygit2.Repository, fp: str, edit: dict[str, tuple[bytes | pygit2.Oid, int]]
+) -> None:
+    """The attacker rewrites entries of one fingerprint's replay entry (name -> blob data or a
+    tree id, with its mode) by hand, commits over the replays ref and pushes."""
     tip = raw.references["refs/genjob/replays"].target
-    (fp,) = Cache(store).fingerprints()
-    entry_tree = raw[tip].tree[f"{fp[:2]}/{fp}"]
+    entry = raw.TreeBuilder(raw[raw[tip].tree[f"{fp[:2]}/{fp}"].id])
+    for name, (value, mode) in edit.items():
+        entry.insert(name, raw.create_blob(value) if isinstance(value, bytes) else value, mode)
+    shard = raw.TreeBuilder(raw[raw[tip].tree[fp[:2]].id])
+    shard.insert(fp, entry.write(), pygit2.enums.FileMode.TREE)
+    root = raw.TreeBuilder(raw[tip].tree)
+    root.insert(fp[:2], shard.write(), pygit2.enums.FileMode.TREE)
+    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
+    new = raw.create_commit(None, sig, sig, "genjob replay\n", root.write(), [tip])
+    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/replays")
+
+
+def test_a_replay_event_rewritten_under_a_name_this_clone_wrote_is_not_served(tmp_path: Path, stub) -> None:  # type: ignore[no-untyped-def]
+    owner, attacker, raw, fp = _honest_answer_then_attacker(tmp_path, stub)
+    entry_tree = raw[raw.references["refs/genjob/replays"].target].tree[f"{fp[:2]}/{fp}"]
     (name,) = [e.name for e in raw[entry_tree.id]["events"]]  # the id the owner remembers as its own
     evil = canonical_bytes(
         {"answer": sha256_hex(BACKDOOR.encode()), "time": "2026-01-01T00:00:00.000Z"} | {"type": "recorded"}
@@ -303,16 +325,8 @@ def test_a_replay_event_rewritten_under_a_name_this_clone_wrote_is_not_served(tm
     events.insert(name, raw.create_blob(evil), pygit2.enums.FileMode.BLOB)
     answers = raw.TreeBuilder(raw[entry_tree.id]["answers"])
     answers.insert(sha256_hex(BACKDOOR.encode()), raw.create_blob(BACKDOOR.encode()), pygit2.enums.FileMode.BLOB)
-    entry = raw.TreeBuilder(raw[entry_tree.id])
-    entry.insert("events", events.write(), pygit2.enums.FileMode.TREE)
-    entry.insert("answers", answers.write(), pygit2.enums.FileMode.TREE)
-    shard = raw.TreeBuilder(raw[raw[tip].tree[fp[:2]].id])
-    shard.insert(fp, entry.write(), pygit2.enums.FileMode.TREE)
-    root = raw.TreeBuilder(raw[tip].tree)
-    root.insert(fp[:2], shard.write(), pygit2.enums.FileMode.TREE)
-    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
-    new = raw.create_commit(None, sig, sig, "genjob replay\n", root.write(), [tip])
-    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/replays")
+    tree = pygit2.enums.FileMode.TREE
+    _push_replay_entry(attacker, raw, fp, {"events": (events.write(), tree), "answers": (answers.write(), tree)})
 
     assert run_genjob("fetch", cwd=owner).code == 0
     code, _, out = ask(owner, stub.url, "write a haiku")
@@ -712,30 +726,20 @@ def test_two_chains_from_one_submit_commit_are_still_a_race_fetch_names(tmp_path
 
 
 def test_malformed_replay_events_from_a_remote_block_no_replay(tmp_path: Path, stub) -> None:  # type: ignore[no-untyped-def]
-    bare, owner = repo_with_remote(tmp_path, "owner")
-    setup_worker(owner)
-    stub.answer = "honest\n"
-    assert ask(owner, stub.url, "write a haiku")[0] == 0
-    assert run_genjob("push", cwd=owner).code == 0
-    attacker = _attacker(tmp_path, bare)
-    store = Store.open(str(attacker))
-    raw = raw_repo(store)
-    tip = raw.references["refs/genjob/replays"].target
-    (fp,) = Cache(store).fingerprints()
-    entry_tree = raw[tip].tree[f"{fp[:2]}/{fp}"]
+    owner, attacker, raw, fp = _honest_answer_then_attacker(tmp_path, stub)
+    entry_tree = raw[raw.references["refs/genjob/replays"].target].tree[f"{fp[:2]}/{fp}"]
     events = raw.TreeBuilder(raw[entry_tree.id]["events"])
     for junk in (b"{", b"[1]", b'{"payloadType": 1}', b"[" * 100_000):  # each named by its digest, as genjob names
         events.insert(sha256_hex(junk) + ".json", raw.create_blob(junk), pygit2.enums.FileMode.BLOB)
-    entry = raw.TreeBuilder(raw[entry_tree.id])
-    entry.insert("events", events.write(), pygit2.enums.FileMode.TREE)
-    entry.insert("request.json", raw.create_blob(b"not json"), pygit2.enums.FileMode.BLOB)
-    shard = raw.TreeBuilder(raw[raw[tip].tree[fp[:2]].id])
-    shard.insert(fp, entry.write(), pygit2.enums.FileMode.TREE)
-    root = raw.TreeBuilder(raw[tip].tree)
-    root.insert(fp[:2], shard.write(), pygit2.enums.FileMode.TREE)
-    sig = pygit2.Signature("Mallory", "m@example.com", 1700000000, 0)
-    new = raw.create_commit(None, sig, sig, "genjob replay\n", root.write(), [tip])
-    git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/replays")
+    _push_replay_entry(
+        attacker,
+        raw,
+        fp,
+        {
+            "events": (events.write(), pygit2.enums.FileMode.TREE),
+            "request.json": (b"not json", pygit2.enums.FileMode.BLOB),
+        },
+    )
 
     assert run_genjob("fetch", cwd=owner).code == 0
     code, text, out = ask(owner, stub.url, "write a haiku")

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,6 +160,22 @@ def _wait_for_state(repo: Path, key: str, state: str, timeout: float = 30) -> No
     raise AssertionError(f"{key} never reached {state}")
 
 
+def _worker_generating(repo: Path, key: Path, k: str, runs: Path, marker: str, **popen: Any) -> subprocess.Popen[Any]:
+    """A `work --once` process (2 s lease) whose generator logs a run to `runs`, then sleeps as
+    `marker`; returned once job `k` is `sending` and the generator is running."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "git_genjob", "work", "--generator", f"exec:echo run >> {runs}; exec sleep {marker}",
+         "--signing-key", str(key), "--lease", "2s", "--once", "--sandbox-rw", str(runs.parent)],
+        cwd=repo, stdout=subprocess.DEVNULL, **popen,
+    )  # fmt: skip
+    _wait_for_state(repo, k, "sending")
+    deadline = time.monotonic() + 20
+    while not running(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert running(marker)
+    return proc
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
 def test_cancelled_like_a_forge_cancels_then_recover_never_resends(
@@ -173,20 +190,8 @@ def test_cancelled_like_a_forge_cancels_then_recover_never_resends(
     runs = shared_dir(tmp_path) / "runs.log"
     rw = ("--sandbox-rw", str(runs.parent))
     marker = f"61.{os.getpid()}{int(sig)}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "git_genjob", "work", "--generator", f"exec:echo run >> {runs}; exec sleep {marker}",
-         "--signing-key", str(key), "--lease", "2s", "--once", *rw],
-        cwd=repo,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    proc = _worker_generating(repo, key, k, runs, marker, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for_state(repo, k, "sending")
-        deadline = time.monotonic() + 20
-        while not running(marker) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert running(marker)
         proc.send_signal(sig)  # the worker's pid only, as a runner's cancellation does
         _, err = proc.communicate(timeout=20)
     finally:
@@ -217,33 +222,7 @@ def test_sigkill_while_generating_then_recover_retry(ready: tuple[Path, Path], t
     runs = shared_dir(tmp_path) / "runs.log"
     rw = ("--sandbox-rw", str(runs.parent))
     marker = f"60.{os.getpid()}"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "git_genjob",
-            "work",
-            "--generator",
-            f"exec:echo run >> {runs}; exec sleep {marker}",
-            "--signing-key",
-            str(key),
-            "--lease",
-            "2s",
-            "--once",
-            *rw,
-        ],
-        cwd=repo,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _wait_for_state(repo, k, "sending")
-    deadline = time.monotonic() + 20
-    while not runs.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    while not running(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert running(marker)
+    proc = _worker_generating(repo, key, k, runs, marker, start_new_session=True, stderr=subprocess.DEVNULL)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     deadline = time.monotonic() + 5

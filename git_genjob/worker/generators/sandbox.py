@@ -890,7 +890,7 @@ def _landlock(
                 raise OSError(ctypes.get_errno(), "unshare")
             if flags & CLONE_NEWNET and opts.allow_hosts:
                 _loopback_up()
-            _become_thread(user, last_cap, setid)
+            _become(user, last_cap, setid)
             if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
                 raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
             if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
@@ -968,30 +968,6 @@ def _in_thread(confine_thread: Callable[[], None]) -> Callable[[Callable[[], obj
     return spawn
 
 
-def _become_thread(user: tuple[int, int], last_cap: int, setid: tuple[int, int, int]) -> None:
-    """`_become` for the calling thread only (raw setgroups/setresgid/setresuid)."""
-    libc = _libc()
-    for cap in range(last_cap + 1):
-        if cap != CAP_DAC_OVERRIDE:
-            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-    if libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_KEEPCAPS)")
-    nr_setgroups, nr_setresgid, nr_setresuid = setid
-    if libc.syscall(nr_setgroups, 0, None) != 0:
-        raise OSError(ctypes.get_errno(), "setgroups")
-    if libc.syscall(nr_setresgid, user[1], user[1], user[1]) != 0:
-        raise OSError(ctypes.get_errno(), "setresgid")
-    if libc.syscall(nr_setresuid, user[0], user[0], user[0]) != 0:
-        raise OSError(ctypes.get_errno(), "setresuid")
-    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
-    one = 1 << CAP_DAC_OVERRIDE
-    data = (_CapData * 2)(_CapData(one, one, one), _CapData(0, 0, 0))
-    if libc.capset(ctypes.byref(header), data) != 0:
-        raise OSError(ctypes.get_errno(), "capset")
-    if libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_OVERRIDE, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_CAP_AMBIENT_RAISE)")
-
-
 @functools.cache
 def _unshare() -> str | None:
     return shutil.which("unshare")
@@ -1029,20 +1005,31 @@ def _last_cap() -> int:
         return 40
 
 
-def _become(user: tuple[int, int], last_cap: int) -> None:
+def _become(user: tuple[int, int], last_cap: int, setid: tuple[int, int, int] | None = None) -> None:
     """Root's Landlock child becomes `nobody` with one capability, CAP_DAC_OVERRIDE (ambient, so
     it survives exec): the process limit binds (root's processes are exempt from it) and the
     paths Landlock allows stay reachable through root's 0700 directories (pyenv under /root, a
-    test's tmp_path). Landlock, not file modes, decides what it may touch."""
+    test's tmp_path). Landlock, not file modes, decides what it may touch. With `setid` (the
+    setgroups, setresgid, setresuid system call numbers) only the calling thread changes: glibc's
+    functions change every thread of the process (POSIX)."""
     libc = _libc()
     for cap in range(last_cap + 1):
         if cap != CAP_DAC_OVERRIDE:
             libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
     if libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_KEEPCAPS)")
-    os.setgroups([])
-    os.setresgid(user[1], user[1], user[1])
-    os.setresuid(user[0], user[0], user[0])
+    if setid is None:
+        os.setgroups([])
+        os.setresgid(user[1], user[1], user[1])
+        os.setresuid(user[0], user[0], user[0])
+    else:
+        nr_setgroups, nr_setresgid, nr_setresuid = setid
+        if libc.syscall(nr_setgroups, 0, None) != 0:
+            raise OSError(ctypes.get_errno(), "setgroups")
+        if libc.syscall(nr_setresgid, user[1], user[1], user[1]) != 0:
+            raise OSError(ctypes.get_errno(), "setresgid")
+        if libc.syscall(nr_setresuid, user[0], user[0], user[0]) != 0:
+            raise OSError(ctypes.get_errno(), "setresuid")
     header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
     one = 1 << CAP_DAC_OVERRIDE
     data = (_CapData * 2)(_CapData(one, one, one), _CapData(0, 0, 0))
