@@ -181,6 +181,65 @@ def row_round_trip(n: int) -> list[Row]:
     return rows
 
 
+FSYNC_CHILD = """
+import os, shutil, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+import suite
+from suite import PlainQueue
+from git_genjob.storage.store import Store
+n, marks = int(sys.argv[2]), sys.argv[3]
+repo = suite.make_repo(); store = Store.open(repo)
+opts = suite.worker_opts(suite.trusted_key(repo), suite.PyGen(suite.append_line))
+plain = tempfile.mkdtemp(prefix="genjob-bench-plain-")
+for i in range(20):
+    shutil.copy(os.path.join(repo, f"f{i}.py"), plain)
+q = PlainQueue(os.path.join(plain, ".queue"), plain, durable=True)
+for i in range(3):  # warm-up: first writes make directories, first reads fill caches
+    suite.genjob_one(store, opts, i, f"f{i % 20}.py"); suite.baseline_one(q, i, f"f{i % 20}.py")
+os.close(os.open(marks + ".genjob", os.O_CREAT | os.O_WRONLY, 0o600))
+for i in range(3, 3 + n):
+    suite.genjob_one(store, opts, i, f"f{i % 20}.py")
+os.close(os.open(marks + ".plain", os.O_CREAT | os.O_WRONLY, 0o600))
+for i in range(3, 3 + n):
+    suite.baseline_one(q, i, f"f{i % 20}.py")
+os.close(os.open(marks + ".end", os.O_CREAT | os.O_WRONLY, 0o600))
+shutil.rmtree(repo, ignore_errors=True); shutil.rmtree(plain, ignore_errors=True)
+"""
+
+
+def row_fsyncs(n: int) -> list[Row]:
+    """fsync-family system calls per round trip, counted with strace (counts do not move with
+    load), against the fsynced plain-file baseline doing the same jobs in the same process."""
+    strace = shutil.which("strace")
+    name = "round trip, fsync calls per job (fsync, fdatasync, syncfs)"
+    if strace is None:
+        return [Row(name, "≤ 25", "not counted (no strace on PATH)", "—", None, None)]
+    work = tempfile.mkdtemp(prefix="genjob-bench-fsync-")
+    log, marks = os.path.join(work, "strace.txt"), os.path.join(work, "mark")
+    subprocess.run(
+        [strace, "-f", "-qq", "-e", "trace=fsync,fdatasync,syncfs,openat", "-o", log,
+         sys.executable, "-c", FSYNC_CHILD, HERE, str(n), marks],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    phase, counts = "", {"genjob": {}, "plain": {}}  # type: ignore[var-annotated]
+    with open(log, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            call = line.split(None, 1)[1] if " " in line else ""
+            if call.startswith("openat(") and marks in call:
+                phase = call.split(marks, 1)[1].split('"', 1)[0].lstrip(".")
+            elif phase in counts and "resumed" not in call:
+                fn = call.split("(", 1)[0]
+                if fn in ("fsync", "fdatasync", "syncfs"):
+                    counts[phase][fn] = counts[phase].get(fn, 0) + 1
+    shutil.rmtree(work, ignore_errors=True)
+    g, b = sum(counts["genjob"].values()) / n, sum(counts["plain"].values()) / n
+    detail = ", ".join(f"{v / n:g} {k}" for k, v in sorted(counts["genjob"].items()))
+    return [
+        Row(name, "≤ 25", f"{g:g} ({detail})", f"{b:g} (fsynced plain files)", g / b if b else None, g <= 25,
+            {"jobs": n, "genjob": counts["genjob"], "plain": counts["plain"]})
+    ]  # fmt: skip
+
+
 # -- scale ------------------------------------------------------------------------------------
 def scale_repo(archived: int, queued: int) -> tuple[str, str]:
     import fixture
@@ -1083,12 +1142,13 @@ def main() -> None:
     ap.add_argument(
         "--only",
         help="comma-separated row groups: "
-        "trip,scale,queue,claims,fleet,remote,verify,merge,rss,startup,sandbox,cli,hooks,commands,ask",
+        "trip,fsync,scale,queue,claims,fleet,remote,verify,merge,rss,startup,sandbox,cli,hooks,commands,ask",
     )
     args = ap.parse_args()
     q = args.quick
     groups: dict[str, Callable[[], list[Row]]] = {
         "trip": lambda: row_round_trip(8 if q else 40),
+        "fsync": lambda: row_fsyncs(5 if q else 10),
         "scale": lambda: row_scale([1000, 3000] if q else [1000, 10000, 100000], 200 if q else 1000, 10 if q else 50),
         "queue": lambda: row_claim_next_queued([100, 1000] if q else [100, 1000, 10000]),
         "claims": lambda: [row_claims_per_second([1, 2, 4], 300 if q else 2000, 2 if q else 5)],

@@ -5,12 +5,13 @@ on disk (a `sending` event is durable before the first byte goes to a generator)
 switch, `enable_fsync_gitdir`, fsyncs every loose object file and its directory when it is on:
 an event of five objects costs ten fsyncs before its ref moves, and a round trip about 64.
 
-Where the kernel offers `syncfs(2)` (Linux), objects are written without fsync and each ref
-update first flushes the file system that holds them, once, then commits the ref with libgit2's
-fsync on (lock file and directory, as before). This is the order git's own
-`core.fsyncMethod=batch` keeps: every object a ref names is durable before the ref is. libgit2
-reads the switch for refs once per repository and for objects at each write, which is what
-`open_repository` uses. Elsewhere (no `syncfs`) libgit2 fsyncs everything, as before.
+Where the kernel offers `syncfs(2)` (Linux), libgit2 writes objects, refs and reflogs without
+fsync, and each ref update flushes the file system that holds them twice: once before the ref
+transaction commits (every object the new value names is on disk before the ref is: the order
+git's own `core.fsyncMethod=batch` keeps) and once after (the ref, its reflog and the directory
+entries are on disk before the update returns). Two flushes per update instead of one flush and
+the lock file, directory and reflog fsyncs libgit2 makes for each ref. Elsewhere (no `syncfs`)
+libgit2 fsyncs everything, as before.
 
 `GENJOB_FSYNC=each` keeps libgit2's per-object fsync everywhere (to compare, or on a file system
 where a flush of the whole file system is worse than many small ones).
@@ -45,18 +46,16 @@ def batched() -> bool:
 
 
 def open_repository(path: str) -> pygit2.Repository:
-    """`path` opened so that its refs are fsynced and, in batch mode, its objects are not.
+    """`path` opened so that libgit2 fsyncs everything it writes, or, in batch mode, nothing
+    (`before_ref_commit` and `after_ref_commit` flush instead).
 
     libgit2 decides a repository's ref fsync when it first reads a ref (the refs backend keeps
-    the switch's value then) and an object's at each write (the switch's value now). So the
-    switch is on while the refs backend is made, and off again after, under the process's lock."""
+    the switch's value then) and an object's at each write, so the switch is set while the refs
+    backend is made, under the process's lock."""
     with _LOCK:
-        pygit2.settings.enable_fsync_gitdir(True)
-        try:
-            repo = pygit2.Repository(path)
-            repo.references.get("HEAD")  # makes the refs backend now, with fsync on
-        finally:
-            pygit2.settings.enable_fsync_gitdir(not batched())
+        pygit2.settings.enable_fsync_gitdir(not batched())
+        repo = pygit2.Repository(path)
+        repo.references.get("HEAD")  # makes the refs backend now, with the switch as set
     return repo
 
 
@@ -76,5 +75,12 @@ def flush(objects_dir: str) -> None:
 
 def before_ref_commit(objects_dir: str) -> None:
     """The last step before a ref transaction commits: every object it may name is on disk."""
+    if batched():
+        flush(objects_dir)
+
+
+def after_ref_commit(objects_dir: str) -> None:
+    """The first step after a ref transaction committed: the refs, their reflogs and the
+    directory entries are on disk before the update returns (libgit2 did not fsync them)."""
     if batched():
         flush(objects_dir)
