@@ -264,7 +264,7 @@ def _taken(command: str, store: Store) -> tuple[str, str, dict[str, str], float]
     ):
         return None
     st = stamp(workdir, gitdir, trust=command == "verify")
-    if st != pending["stamp"] or _tips_digest(gitdir) != pending["tips"]:
+    if st is None or st != pending["stamp"] or _tips_digest(gitdir) != pending["tips"]:
         return None
     return workdir, gitdir, st, float(pending["t0"])
 
