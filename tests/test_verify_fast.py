@@ -162,3 +162,19 @@ def test_log_prints_the_slow_paths_listing_without_libgit2_until_head_notes_or_a
     assert got == 0 and "FAILS" in out and "pygit2" in mods
     assert probe(owner, "log")[1:] == (out, mods)  # a failing row is never kept
     del k2
+
+
+def test_a_git_config_that_includes_another_file_is_never_decided_from_files(repo: Path) -> None:
+    key = setup_worker(repo)
+    k = done(repo, key)
+    plain = slow_then_fast(repo, "verify", k)
+    listed = slow_then_fast(repo, "log")
+    (repo / ".git/extra.inc").write_text("[trailer]\n\tseparators = :#\n")
+    git(repo, "config", "include.path", "extra.inc")  # what it includes is not stamped: never kept
+    for _ in range(2):
+        for args in (["verify", k], ["log"]):
+            code, out, mods = probe(repo, *args)
+            assert code == 0 and "pygit2" in mods and out == (plain if args[0] == "verify" else listed)
+    git(repo, "config", "--unset", "include.path")  # the config as it was: the kept answers hold again
+    assert probe(repo, "verify", k) == (0, plain, set())
+    assert probe(repo, "log") == (0, listed, set())

@@ -18,7 +18,8 @@ outputs, the commits and trees of HEAD's history), and of what can change, which
   config and the time zone (HOME, XDG_CONFIG_HOME, TZ, every GIT_* variable) and
   `/etc/localtime` (a validity time without `Z` is local time);
 - time, for `verify`: the verdict holds until the next time a key of either trust store it read
-  (the work tree's, HEAD's) starts or stops being valid. `log` checks each signature at its
+  (the work tree's, HEAD's) starts or stops being valid (and not before the last such time,
+  should the clock go back). `log` checks each signature at its
   commit's time, so its answer does not age.
 
 What is kept: only a `verify` that exits 0 (applyable), whose check 8 found the inputs unchanged
@@ -241,12 +242,15 @@ def _verify_memo(gitdir: str, key: str, st: dict[str, str] | None, as_json: bool
         return None
     if memo.get("jobs") != _job_refs(gitdir, [key]):
         return None
-    until = memo.get("until")
-    if until is not None:
+    until, since = memo.get("until"), memo.get("since")
+    if until is not None or since is not None:
         import time
 
-        if not isinstance(until, (int, float)) or time.time() >= until:
+        now = time.time()
+        if until is not None and (not isinstance(until, (int, float)) or now >= until):
             return None
+        if since is not None and (not isinstance(since, (int, float)) or now < since):
+            return None  # the clock went back over a window's edge
     text = memo["json" if as_json else "text"]
     return text if isinstance(text, str) else None
 
@@ -298,7 +302,8 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
     if jobs is None or (jobs[key] and store.archive_entry(key) is not None):
         return
     signers = [*trust_from_worktree(store).signers, *trust_at_head(store).signers]
-    bounds = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None and t > t0]
+    edges = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None]
+    bounds, passed = [t for t in edges if t > t0], [t for t in edges if t <= t0]
     text = "".join(f"{line}\n" for line in verdict.lines(plain))
     as_json = terminal_json(json.dumps(verdict.to_json(), indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
     if not (_printable(text) and _printable(as_json)):
@@ -306,6 +311,7 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
     if stamp(taken[0], gitdir, trust=True) != st or _job_refs(gitdir, [key]) != jobs:
         return
     memo = {"v": 1, "key": key, "stamp": st, "jobs": jobs, "until": min(bounds, default=None)}
+    memo["since"] = max(passed, default=None)
     memo.update(text=text, json=as_json)
     write_derived(os.path.join(gitdir, "genjob", VERIFY_DIR, key), json.dumps(memo).encode("utf-8"))
 
