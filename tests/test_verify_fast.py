@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from tests.conftest import git, repo_with_remote, run_genjob, setup_worker, submit_key, work
+from tests.conftest import git, repo_with_remote, run_genjob, run_genjob_process, setup_worker, submit_key, work
 from tests.test_status_fast import probe
 
 GOOD = "echo 'def fetch_user(uid, timeout=1):\n    return uid' > src/user.py"
@@ -42,6 +42,9 @@ def test_verify_prints_the_slow_paths_verdict_without_libgit2_until_what_it_read
     k = done(repo, key)
     plain = slow_then_fast(repo, "verify", k)
     assert plain.endswith(f"{k}: applyable\n") and plain == run_genjob("verify", k, cwd=repo).out
+    (repo / ".git/genjob/verify-out" / k).unlink()
+    slow, fast = (run_genjob_process("verify", k, cwd=repo) for _ in range(2))  # stderr too: none either way
+    assert (slow.code, slow.out, slow.err) == (fast.code, fast.out, fast.err) == (0, plain, "")
     for args in ([k, "--json"], ["--json", k]):
         out = probe(repo, "verify", *args)
         assert out[::2] == (0, set()) and json.loads(out[1])["ok"] is True
@@ -178,3 +181,15 @@ def test_a_git_config_that_includes_another_file_is_never_decided_from_files(rep
     git(repo, "config", "--unset", "include.path")  # the config as it was: the kept answers hold again
     assert probe(repo, "verify", k) == (0, plain, set())
     assert probe(repo, "log") == (0, listed, set())
+
+
+def test_a_linked_worktree_takes_the_slow_path_and_keeps_nothing(repo: Path, tmp_path: Path) -> None:
+    key = setup_worker(repo)
+    k = done(repo, key)
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", str(linked))
+    for _ in range(2):
+        for args in (["verify", k], ["log"]):
+            code, _, mods = probe(linked, *args)
+            assert code == 0 and "pygit2" in mods, args
+    assert not (repo / ".git/genjob/verify-out").exists() and not (repo / ".git/genjob/log-out").exists()
