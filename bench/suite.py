@@ -1017,9 +1017,16 @@ def row_commands(runs: int) -> list[Row]:
         ("status", "≤ 2.5x", 2.5, _cli_ms(["status"], repo, runs)),
         ("status, first after a change", "—", None, _cli_ms(["status"], repo, runs, prep=forget("status-out"))),
         ("verify KEY", "≤ 2.5x", 2.5, _cli_ms(["verify", done[0]], repo, runs)),
+        (
+            "verify KEY, first after a change",
+            "—",
+            None,
+            _cli_ms(["verify", done[0]], repo, runs, prep=forget("verify-out")),
+        ),
         ("show KEY", "≤ 2.5x", 2.5, _cli_ms(["show", done[0]], repo, runs)),
         ("show KEY, first after a change", "—", None, _cli_ms(["show", done[0]], repo, runs, prep=forget("show-out"))),
         ("log", "≤ 2.5x", 2.5, _cli_ms(["log"], repo, runs)),
+        ("log, first after a change", "—", None, _cli_ms(["log"], repo, runs, prep=forget("log-out"))),
         ("submit", "≤ 4x", 4.0, _cli_ms(["submit", "-m"], repo, runs, lambda i: [f"cli {i}", f"f{i % 10}.py"])),
         ("apply KEY", "≤ 4x", 4.0, _cli_ms(["apply"], repo, runs, lambda i: [done[i + 2]])),
     ]

@@ -45,6 +45,13 @@ def _dispatch(args: list[str]) -> int:
         code = try_status(args) if args[0] == "status" else try_show(args)
         if code is not None:
             return code
+    if args[:1] in (["verify"], ["log"]):
+        from git_genjob.landing.fast import try_log, try_verify
+
+        # a verdict the slow path reached from the same refs, trust store, config and time
+        code = try_verify(args) if args[0] == "verify" else try_log(args)
+        if code is not None:
+            return code
     from git_genjob.cli import run
 
     return run(args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -30,7 +31,12 @@ def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
     """Every check of the receipt of KEY; exit 0 only if applyable."""
     from git_genjob.landing.verify import next_step, verify
 
-    verdict = verify(open_store(), key, branch, progress=progress_printer(False))
+    store = open_store()
+    verdict = verify(store, key, branch, progress=progress_printer(False))
+    if branch is None and verdict.ok:  # what `verify KEY` prints from here on without libgit2
+        from git_genjob.landing.fast import remember_verify
+
+        remember_verify(store, key, verdict)
 
     def human() -> None:
         echo_lines(verdict.lines(paint))
@@ -149,31 +155,40 @@ def log_cmd(range_: str | None, fmt: str, as_json: bool) -> None:
     from git_genjob.landing.audit import audit
 
     markdown = _markdown(fmt, as_json)
-    results = audit(open_store(), range_)
+    store = open_store()
+    results = audit(store, range_)
     if markdown:
         from git_genjob.landing.report import markdown_report
 
         emit(None, False, lambda: click.echo(markdown_report(f"git genjob log {range_ or 'HEAD'}", results)))
         return
     rows = [a.to_json() for a in results]
+    text = "".join(f"{line}\n" for line in log_lines(rows))
+    if range_ is None:  # what plain `log` prints from here on without libgit2
+        from git_genjob.documents.display import terminal_json
+        from git_genjob.landing.fast import remember_log
 
-    def human() -> None:
-        if not rows:
-            click.echo("no genjob commits")
-        for r in rows:
-            if r["ok"] or not r["problems"]:
-                mark = "; ".join([r["provenance"], *r["unchecked"]])
-            else:
-                mark = f"{r['provenance']}, FAILS: " + "; ".join(r["problems"])
-            click.echo(f"{r['commit'][:12]} {r['key']} worker={r['worker']} signer={r['signer']} {mark}")
-            for fact in r["facts"]:
-                click.echo(f"             {fact}")
-            for line in r["note"]:  # SPEC §11: the summary note (refs/notes/genjob), then where the envelope is
-                click.echo(f"             note: {line.strip()}")
-            if r["envelope_ref"]:
-                click.echo(f"             receipt: {r['receipt']} in {r['envelope_ref']}")
+        doc = terminal_json(json.dumps(rows, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
+        remember_log(store, results, text, doc)
+    emit(rows, as_json, lambda: click.echo(text, nl=False))
 
-    emit(rows, as_json, human)
+
+def log_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """`log`'s human lines, one commit each with its facts, note and where its receipt is."""
+    if not rows:
+        return ["no genjob commits"]
+    out = []
+    for r in rows:
+        if r["ok"] or not r["problems"]:
+            mark = "; ".join([r["provenance"], *r["unchecked"]])
+        else:
+            mark = f"{r['provenance']}, FAILS: " + "; ".join(r["problems"])
+        out.append(f"{r['commit'][:12]} {r['key']} worker={r['worker']} signer={r['signer']} {mark}")
+        out += [f"             {fact}" for fact in r["facts"]]
+        out += [f"             note: {line.strip()}" for line in r["note"]]  # SPEC §11: the summary note
+        if r["envelope_ref"]:  # then where the envelope is
+            out.append(f"             receipt: {r['receipt']} in {r['envelope_ref']}")
+    return out
 
 
 @main.command("audit", context_settings=CONTEXT)
