@@ -95,3 +95,23 @@ def test_show_prints_the_slow_paths_text_without_libgit2_until_its_job_moves(rep
     code, out, mods = probe(repo, "show", key)
     assert code == 0 and "archived" in out and "pygit2" in mods
     assert probe(repo, "show", "nosuchjob")[0] == 2
+
+
+def test_a_listing_is_not_served_outside_the_span_its_keys_were_judged_in(repo: Path) -> None:
+    """A kept listing holds between the validity edges around the moment the slow path started:
+    a clock set back before the last edge (here: the memo's span moved past now, as a clock set
+    back would see it) or an edge reached sends the next call the slow way."""
+    import json
+    import time
+
+    setup_worker(repo)
+    submit_key(repo, "-m", "job", "src/user.py")
+    expected = slow(repo)
+    memo_path = repo / ".git/genjob/status-out"
+    memo = json.loads(memo_path.read_text())
+    assert memo["until"] is None and memo["since"] is None  # setup_worker's keys have no validity window
+    for span in ({"since": time.time() + 3600}, {"until": time.time() - 1}):
+        memo_path.write_text(json.dumps({**memo, **span}))
+        code, out, mods = probe(repo, "status")
+        assert (code, out) == (0, expected) and "pygit2" in mods
+        assert probe(repo, "status") == (0, expected, set())  # the slow path kept a fresh span

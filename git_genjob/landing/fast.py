@@ -43,7 +43,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, write_derived
+from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, window, within, write_derived
 from git_genjob.storage.gitdir import JOBS_PREFIX, live_tips
 
 if TYPE_CHECKING:
@@ -242,15 +242,11 @@ def _verify_memo(gitdir: str, key: str, st: dict[str, str] | None, as_json: bool
         return None
     if memo.get("jobs") != _job_refs(gitdir, [key]):
         return None
-    until, since = memo.get("until"), memo.get("since")
-    if until is not None or since is not None:
+    if memo.get("until") is not None or memo.get("since") is not None:
         import time
 
-        now = time.time()
-        if until is not None and (not isinstance(until, (int, float)) or now >= until):
-            return None
-        if since is not None and (not isinstance(since, (int, float)) or now < since):
-            return None  # the clock went back over a window's edge
+        if not within(memo, time.time()):
+            return None  # a window's edge passed, or the clock went back over one
     text = memo["json" if as_json else "text"]
     return text if isinstance(text, str) else None
 
@@ -303,16 +299,13 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
         return
     signers = [*trust_from_worktree(store).signers, *trust_at_head(store).signers]
     edges = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None]
-    bounds, passed = [t for t in edges if t > t0], [t for t in edges if t <= t0]
     text = "".join(f"{line}\n" for line in verdict.lines(plain))
     as_json = terminal_json(json.dumps(verdict.to_json(), indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
     if not (_printable(text) and _printable(as_json)):
         return
     if stamp(taken[0], gitdir, trust=True) != st or _job_refs(gitdir, [key]) != jobs:
         return
-    memo = {"v": 1, "key": key, "stamp": st, "jobs": jobs, "until": min(bounds, default=None)}
-    memo["since"] = max(passed, default=None)
-    memo.update(text=text, json=as_json)
+    memo = {"v": 1, "key": key, "stamp": st, "jobs": jobs, **window(edges, t0), "text": text, "json": as_json}
     write_derived(os.path.join(gitdir, "genjob", VERIFY_DIR, key), json.dumps(memo).encode("utf-8"))
 
 

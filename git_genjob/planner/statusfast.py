@@ -23,7 +23,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, write_derived
+from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, window, within, write_derived
 from git_genjob.storage.gitdir import live_tips
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from git_genjob.storage.store import Store
 
     # (work tree, git directory, HEAD needed, stamp) as `before` took them
-    Taken = tuple[str, str, bool, dict[str, str]]
+    Taken = tuple[str, str, bool, dict[str, str], float]
 
 MEMO = "status-out"
 ARCHIVE_REF = "refs/genjob/archive"  # storage/store.py's, not imported: it loads libgit2
@@ -92,11 +92,10 @@ def try_status(args: list[str]) -> int | None:
         st = stamp(workdir, gitdir, bool(memo.get("with_head")))
         if st is None or memo.get("stamp") != st:
             return None
-        until = memo.get("until")
-        if until is not None:
+        if memo.get("until") is not None or memo.get("since") is not None:
             import time
 
-            if not isinstance(until, (int, float)) or time.time() >= until:
+            if not within(memo, time.time()):
                 return None
         text = memo["json" if as_json else "text"]
         if not isinstance(text, str):
@@ -110,7 +109,9 @@ def try_status(args: list[str]) -> int | None:
 
 def before(store: Store) -> Taken | None:
     """The stamp to take before a slow-path `status` reads anything, when `try_status` can serve
-    this repository at all."""
+    this repository at all, and the time it was taken."""
+    import time
+
     from git_genjob.planner.trust import trust_from_worktree
 
     try:
@@ -128,32 +129,29 @@ def before(store: Store) -> Taken | None:
     except Exception:  # noqa: BLE001 - the slow path reports it
         return None
     st = stamp(dirs[0], dirs[1], with_head)
-    return None if st is None else (dirs[0], dirs[1], with_head, st)
+    return None if st is None else (dirs[0], dirs[1], with_head, st, time.time())
 
 
 def remember(store: Store, taken: Taken, rows: list[StatusRow]) -> None:
     """After the slow path listed `rows` for plain `status`: keep its output, unless a job was
     damaged, skipped or moved, or anything stamped moved while it read."""
-    import time
-
     from git_genjob.documents.display import terminal_json
     from git_genjob.documents.errors import plain
     from git_genjob.planner.trust import worker_trust
 
-    workdir, gitdir, with_head, st = taken
+    workdir, gitdir, with_head, st, t0 = taken
     tips = live_tips(gitdir)
     if tips is None or len(rows) != len(tips) or any(r.state == "damaged" for r in rows):
         return
     if stamp(workdir, gitdir, with_head) != st:
         return
-    now = time.time()
     signers = worker_trust(store).signers
-    bounds = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None and t > now]
+    edges = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None]
     memo: dict[str, Any] = {
         "v": 1,
         "stamp": st,
         "with_head": with_head,
-        "until": min(bounds, default=None),
+        **window(edges, t0),  # from when the listing started: an edge passed since is not in it
         "text": "".join(r.text(plain) for r in rows) if rows else "no jobs\n",
         "json": "[\n" + terminal_json(",\n".join(r.json for r in rows)) + "\n]\n" if rows else "[]\n",
     }

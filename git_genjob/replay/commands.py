@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +51,7 @@ def ask(
     from git_genjob.replay.web import post_json
 
     dialect, base, model = parse_endpoint(endpoint, model)
+    started = time.time()
     taken = fast.before(store.workdir, store.gitdir) if mode != "refresh" else None  # before anything is read
     config = store.worktree_file(CONFIG_PATH)
     cfg = parse_config(config)
@@ -71,19 +73,17 @@ def ask(
         raise
     write_atomic(out_file, result.answer)
     if result.source == "replay" and taken is not None:  # what `ask` serves from here on without libgit2
-        fast.remember(taken, config, list(cfg.normalize_rules), result.fp, result.answer, _trust_until(cache))
+        fast.remember(taken, config, list(cfg.normalize_rules), result.fp, result.answer, _trust_span(cache, started))
     return {"fingerprint": result.fp, "source": result.source, "out_file": out_file}
 
 
-def _trust_until(cache: Cache) -> float | None:
-    """The earliest time after now at which a trusted key's validity window opens or closes:
-    which events count may change then, so a remembered answer holds only until it."""
-    import time
+def _trust_span(cache: Cache, started: float) -> dict[str, float | None]:
+    """The span around `started` in which no trusted key's validity window opens or closes:
+    which events count may change at its edges, so a remembered answer holds only inside it."""
+    from git_genjob.storage.fastrefs import window
 
-    now = time.time()
     signers, _ = cache.trust()
-    bounds = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None and t > now]
-    return min(bounds, default=None)
+    return window([t for k in signers for t in (k.valid_after, k.valid_before) if t is not None], started)
 
 
 def _request(dialect: str, base: str, model: str, prompt: str, key: str | None) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, write_derived
+from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, within, write_derived
 
 if TYPE_CHECKING:
     from typing import Any
@@ -181,11 +181,10 @@ def _plan(args: list[str]) -> tuple[str, str, str, bool, str, str] | None:
     meta = json.loads(head)
     if not sep or not isinstance(meta, dict) or meta.get("stamp") != st:
         return None
-    until = meta.get("until")
-    if until is not None:
+    if meta.get("until") is not None or meta.get("since") is not None:
         import time
 
-        if not isinstance(until, (int, float)) or time.time() >= until:
+        if not within(meta, time.time()):
             return None
     if hashlib.sha256(answer).hexdigest() != meta.get("answer"):
         return None
@@ -264,7 +263,7 @@ def remember(
     rules: list[tuple[str, str]],
     fp: str,
     answer: str,
-    until: float | None,
+    span: dict[str, float | None],
 ) -> None:
     """After the slow path served `answer` for `fp`: keep it for `try_ask`, unless anything it
     read moved while it decided (then the next hit decides again)."""
@@ -276,5 +275,5 @@ def remember(
         return  # the slow path read another config.toml than the one stamped
     served = os.path.join(gitdir, "genjob", SERVED_DIR)
     write_derived(os.path.join(served, "config"), json.dumps({"key": key, "rules": rules}).encode())
-    meta = {"stamp": st, "until": until, "answer": hashlib.sha256(data).hexdigest()}
+    meta = {"stamp": st, **span, "answer": hashlib.sha256(data).hexdigest()}
     write_derived(os.path.join(served, fp), json.dumps(meta, sort_keys=True).encode() + b"\n" + data)

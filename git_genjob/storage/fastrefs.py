@@ -118,3 +118,19 @@ def write_derived(path: str, data: bytes) -> None:
             os.unlink(tmp)
         except OSError:
             pass
+
+
+def window(edges: list[float], t0: float) -> dict[str, float | None]:
+    """The span around `t0` (when the slow path started deciding) in which no trusted key's
+    validity window opens or closes: {"until": the first edge after t0, "since": the last edge
+    at or before it}. A kept answer holds only inside it (`within`)."""
+    after, passed = [t for t in edges if t > t0], [t for t in edges if t <= t0]
+    return {"until": min(after, default=None), "since": max(passed, default=None)}
+
+
+def within(memo: dict[str, object], now: float) -> bool:
+    """Whether `now` lies in a kept answer's span (a clock set back past "since" leaves it)."""
+    until, since = memo.get("until"), memo.get("since")
+    if until is not None and (not isinstance(until, (int, float)) or now >= until):
+        return False
+    return since is None or (isinstance(since, (int, float)) and now >= since)
