@@ -1,0 +1,68 @@
+"""Red team of `verify KEY` and `log` from files (landing/fast.py): inputs that change the slow
+path's answer without moving anything the memo is stamped with. Each test shows the slow path's
+answer now (the memo removed) and asks the fast path for the same bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, run_genjob, setup_worker, submit_key, work
+from tests.test_status_fast import probe
+from tests.test_verify_fast import done, slow_then_fast
+
+BIG = "head -c 5000000 /dev/zero | tr '\\0' a > src/user.py"  # above Store.STREAM_ABOVE: read through git
+
+
+def slow_now(repo: Path, *args: str) -> tuple[int, str]:
+    """The slow path's answer for the inputs as they are now (every memo removed first)."""
+    (repo / ".git/genjob/log-out").unlink(missing_ok=True)
+    for memo in (repo / ".git/genjob/verify-out").glob("*"):
+        memo.unlink()
+    code, out, mods = probe(repo, *args)
+    assert "pygit2" in mods
+    return code, out
+
+
+@pytest.mark.xfail(strict=True, reason="refs/replace/* is not stamped: git log (trailers) follows it")
+def test_a_replace_ref_on_an_applied_commit_is_not_served_a_stale_log(repo: Path) -> None:
+    key = setup_worker(repo)
+    k = done(repo, key)
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    listed = slow_then_fast(repo, "log")
+    assert "FAILS" not in listed
+    applied = git(repo, "rev-parse", "HEAD").strip()
+    message = git(repo, "log", "-1", "--format=%B", applied)
+    assert "Genjob-Worker: w1" in message
+    fake = git(
+        repo,
+        "commit-tree",
+        git(repo, "rev-parse", "HEAD^{tree}").strip(),
+        "-p",
+        "HEAD~1",
+        input=message.replace("Genjob-Worker: w1", "Genjob-Worker: mallory"),
+    ).strip()
+    git(repo, "replace", applied, fake)  # only this clone's refs/replace/ moved
+    served = probe(repo, "log")
+    code, now = slow_now(repo, "log")
+    assert (code, now) != (0, listed), "the replace ref does not change the slow path's answer"
+    assert served[:2] == (code, now)
+
+
+@pytest.mark.xfail(strict=True, reason="refs/replace/* is not stamped: git cat-file (outputs > 4 MiB) follows it")
+def test_a_replace_ref_on_a_large_output_blob_is_not_served_as_applyable(repo: Path, tmp_path: Path) -> None:
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "a large file", "src/user.py")
+    res = work(repo, key, BIG, "--once")
+    assert res.code == 0, res.err
+    plain = slow_then_fast(repo, "verify", k)
+    assert plain.endswith(f"{k}: applyable\n")
+    blob = git(repo, "rev-parse", f"refs/genjob/jobs/{k}:outputs/src/user.py").strip()
+    (tmp_path / "same-size").write_bytes(b"b" * 5000000)  # check 6 then hashes other bytes
+    other = git(repo, "hash-object", "-w", str(tmp_path / "same-size")).strip()
+    git(repo, "replace", "-f", blob, other)
+    served = probe(repo, "verify", k)
+    code, now = slow_now(repo, "verify", k)
+    assert code == 1 and "NOT applyable" in now, now
+    assert served[:2] == (code, now)
