@@ -14,6 +14,9 @@ outputs, the commits and trees of HEAD's history), and of what can change, which
 - git config: `.git/config`'s digest and the user's and the system's config files' digests
   (trailer.* decides which trailers git reads); any `include` in one, and any variable that moves
   discovery or config (GIT_DIR, GIT_CONFIG_*, ...), sends every call the slow way;
+- any replace ref (`refs/replace/`, loose or packed) sends every call the slow way: the git it
+  runs for trailers (`git log`) and for an output above 4 MiB (`git cat-file`) reads a replaced
+  object in its place;
 - `.git/shallow` and `.git/info/grafts` (which parents exist), the environment that names the
   config and the time zone (HOME, XDG_CONFIG_HOME, TZ, every GIT_* variable) and
   `/etc/localtime` (a validity time without `Z` is local time);
@@ -126,6 +129,16 @@ def _global_configs() -> list[str]:
     return [os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"), "/etc/gitconfig"]
 
 
+def _no_replace(gitdir: str, refs: Refs) -> str | None:
+    """The stamp "-" when the repository has no replace ref, else None: the git the slow path
+    runs (`git log` for trailers, `git cat-file` for a large output) reads a replaced object in
+    its place, and libgit2 does not, so a replace ref is never decided here."""
+    for _, _, files in os.walk(os.path.join(gitdir, "refs", "replace")):
+        if files:
+            return None
+    return None if any(name.startswith("refs/replace/") for name in refs.packed()) else "-"
+
+
 def stamp(workdir: str, gitdir: str, trust: bool) -> dict[str, str] | None:
     """What `verify` (with `trust`: the work tree's trust store) or `log` reads besides objects
     and the job refs: None when it cannot be read from files."""
@@ -140,6 +153,7 @@ def stamp(workdir: str, gitdir: str, trust: bool) -> dict[str, str] | None:
         "grafts": file_stamp(os.path.join(gitdir, "info", "grafts")),
         "env": _env(),
         "zone": file_stamp("/etc/localtime"),
+        "replace": _no_replace(gitdir, refs),
     }
     for n, path in enumerate(_global_configs()):
         out[f"config{n}"] = _config(path)
