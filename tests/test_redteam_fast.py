@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import git, run_genjob, setup_worker, submit_key, work
+import pytest
+
+from tests.conftest import git, repo_with_remote, run_genjob, setup_worker, submit_key, work
 from tests.test_status_fast import probe
 from tests.test_verify_fast import done, slow_then_fast
 
@@ -67,4 +69,26 @@ def test_a_replace_ref_on_a_large_output_blob_is_not_served_as_applyable(repo: P
     served = probe(repo, "verify", k)
     code, now = slow_now(repo, "verify", k)
     assert code == 1 and "NOT applyable" in now, now
+    assert served[:2] == (code, now)
+
+
+@pytest.mark.xfail(strict=True, reason="objects/info/alternates is not stamped: objects it lent can be pruned away")
+def test_a_job_whose_objects_a_shared_clones_source_pruned_is_not_served_as_applyable(tmp_path: Path) -> None:
+    bare, owner = repo_with_remote(tmp_path, "owner")
+    key = setup_worker(owner)
+    git(owner, "push", "-q", "origin", "main")
+    k = done(owner, key)
+    assert run_genjob("push", cwd=owner).code == 0
+    shared = tmp_path / "shared"
+    git(tmp_path, "clone", "-q", "--shared", str(bare), str(shared))  # objects borrowed from the remote's store
+    assert run_genjob("fetch", cwd=shared).code == 0
+    plain = slow_then_fast(shared, "verify", k)
+    assert plain.endswith(f"{k}: applyable\n")
+    # whoever may write the source repository (not this clone) drops the job's ref there and prunes
+    git(bare, "update-ref", "-d", f"refs/genjob/jobs/{k}")
+    git(bare, "reflog", "expire", "--expire=now", "--all")
+    git(bare, "gc", "-q", "--prune=now")
+    served = probe(shared, "verify", k)
+    code, now = slow_now(shared, "verify", k)
+    assert code != 0, now  # the slow path cannot read the job any more
     assert served[:2] == (code, now)
