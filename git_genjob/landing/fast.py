@@ -17,6 +17,8 @@ outputs, the commits and trees of HEAD's history), and of what can change, which
 - any replace ref (`refs/replace/`, loose or packed) sends every call the slow way: the git it
   runs for trailers (`git log`) and for an output above 4 MiB (`git cat-file`) reads a replaced
   object in its place;
+- a repository that borrows objects (`objects/info/alternates`, as `clone --shared` or
+  `--reference` leave it) sends every call the slow way: the lender may prune them;
 - `.git/shallow` and `.git/info/grafts` (which parents exist), the environment that names the
   config and the time zone (HOME, XDG_CONFIG_HOME, TZ, every GIT_* variable) and
   `/etc/localtime` (a validity time without `Z` is local time);
@@ -154,6 +156,8 @@ def stamp(workdir: str, gitdir: str, trust: bool) -> dict[str, str] | None:
         "env": _env(),
         "zone": file_stamp("/etc/localtime"),
         "replace": _no_replace(gitdir, refs),
+        # objects borrowed from another repository can be pruned there: never decided here
+        "alternates": "-" if file_stamp(os.path.join(gitdir, "objects", "info", "alternates")) == "-" else None,
     }
     for n, path in enumerate(_global_configs()):
         out[f"config{n}"] = _config(path)
