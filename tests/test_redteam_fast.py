@@ -143,7 +143,6 @@ def ref_writes(lines: list[str], gitdir: Path) -> list[int]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="after_ref_commit flushes the objects' file system, not the refs'")
 def test_every_ref_write_is_followed_by_a_flush_of_the_file_system_holding_the_refs(repo: Path) -> None:
     """.git/objects on another file system (a symlink, as a shared object store is kept): the
     flush after the ref transaction must reach the refs, not only the objects."""

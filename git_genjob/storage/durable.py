@@ -59,16 +59,16 @@ def open_repository(path: str) -> pygit2.Repository:
     return repo
 
 
-def flush(objects_dir: str) -> None:
-    """Everything written to the file system holding `objects_dir` reaches the disk (syncfs)."""
+def flush(directory: str) -> None:
+    """Everything written to the file system holding `directory` reaches the disk (syncfs)."""
     fn = _syncfs()
     if fn is None:
         return
-    fd = os.open(objects_dir, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         if fn(fd) != 0:  # type: ignore[operator]
             err = ctypes.get_errno()
-            raise OSError(err, f"syncfs {objects_dir}: {os.strerror(err)}")
+            raise OSError(err, f"syncfs {directory}: {os.strerror(err)}")
     finally:
         os.close(fd)
 
@@ -79,8 +79,10 @@ def before_ref_commit(objects_dir: str) -> None:
         flush(objects_dir)
 
 
-def after_ref_commit(objects_dir: str) -> None:
+def after_ref_commit(common_dir: str) -> None:
     """The first step after a ref transaction committed: the refs, their reflogs and the
-    directory entries are on disk before the update returns (libgit2 did not fsync them)."""
+    directory entries are on disk before the update returns (libgit2 did not fsync them).
+    `common_dir` holds them; the objects may live on another file system (a symlinked
+    `objects/`), which `before_ref_commit` flushed."""
     if batched():
-        flush(objects_dir)
+        flush(common_dir)

@@ -871,7 +871,7 @@ class Store:
                             txn.set_target(u.name, u.new, message=message)
                     if any(u.new is not None for u in updates):  # objects on disk before the refs naming them
                         durable.before_ref_commit(self._objects_dir())
-                durable.after_ref_commit(self._objects_dir())  # the refs on disk before the update returns
+                durable.after_ref_commit(self.common_dir)  # the refs (not the objects) on disk before it returns
                 self._keep([u for u in updates if u.name in LEDGER_REFS and u.new is not None])
                 return
             except _BuildFailed as failed:
