@@ -179,3 +179,28 @@ def test_genjob_fsync_each_fsyncs_every_ref_lock_and_never_calls_syncfs(repo: Pa
     assert not any(SYNCFS.match(line) for line in lines)
     assert run_genjob("verify", k, cwd=repo).code == 0
     git(repo, "fsck", "--strict", "--no-progress", "--no-dangling")  # exits non-zero on a broken ref or object
+
+
+def test_what_held_branch_switch_detached_head_packed_refs_time_zone_and_policy(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inputs that keep or change the slow path's verdict: the fast path answers as it would."""
+    key = setup_worker(repo)
+    k = done(repo, key)
+    plain = slow_then_fast(repo, "verify", k)
+    git(repo, "switch", "-q", "-c", "other")  # another branch, the same commit: the same verdict
+    assert probe(repo, "verify", k) == (0, plain, set())
+    assert slow_now(repo, "verify", k) == (0, plain)
+    git(repo, "switch", "-q", "--detach")  # detached at the same commit
+    assert probe(repo, "verify", k) == (0, plain, set())
+    git(repo, "pack-refs", "--all")  # every ref packed: read from packed-refs, the same values
+    assert not (repo / f".git/refs/genjob/jobs/{k}").exists()
+    assert probe(repo, "verify", k) == (0, plain, set())
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # a validity time without Z is local time: decided again
+    assert slow_then_fast(repo, "verify", k) == plain
+    git(repo, "switch", "-q", "main")
+    config = repo / ".genjob/config.toml"  # [policy] require_sandbox committed on HEAD
+    config.write_text(config.read_text() + "\n[policy]\nrequire_sandbox = true\n")
+    git(repo, "commit", "-q", "-am", "require a sandbox")
+    served = probe(repo, "verify", k)
+    assert "pygit2" in served[2] and served[:2] == slow_now(repo, "verify", k)
