@@ -14,9 +14,9 @@ outputs, the commits and trees of HEAD's history), and of what can change, which
 - git config: `.git/config`'s digest and the user's and the system's config files' digests
   (trailer.* decides which trailers git reads); any `include` in one, and any variable that moves
   discovery or config (GIT_DIR, GIT_CONFIG_*, ...), sends every call the slow way;
-- any replace ref (`refs/replace/`, loose or packed) sends every call the slow way: the git it
-  runs for trailers (`git log`) and for an output above 4 MiB (`git cat-file`) reads a replaced
-  object in its place;
+- any replace ref (`refs/replace/`, loose or packed) sends every call the slow way: genjob reads
+  objects by id (libgit2, and every git it runs has GIT_NO_REPLACE_OBJECTS), so a replace ref
+  changes no verdict today, but a kept answer should not rest on that alone;
 - a repository that borrows objects (`objects/info/alternates`, as `clone --shared` or
   `--reference` leave it) sends every call the slow way: the lender may prune them;
 - `.git/shallow` and `.git/info/grafts` (which parents exist), the environment that names the
@@ -132,9 +132,8 @@ def _global_configs() -> list[str]:
 
 
 def _no_replace(gitdir: str, refs: Refs) -> str | None:
-    """The stamp "-" when the repository has no replace ref, else None: the git the slow path
-    runs (`git log` for trailers, `git cat-file` for a large output) reads a replaced object in
-    its place, and libgit2 does not, so a replace ref is never decided here."""
+    """The stamp "-" when the repository has no replace ref, else None (never decided here: a
+    belt to GIT_NO_REPLACE_OBJECTS, which keeps the git the slow path runs off replacements)."""
     for _, _, files in os.walk(os.path.join(gitdir, "refs", "replace")):
         if files:
             return None

@@ -57,6 +57,10 @@ def clean_env() -> dict[str, str]:
         if not k.startswith("GIT_") or k in GIT_ENV_KEEP or k.startswith(GIT_ENV_KEEP_PREFIXES)
     }
     env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    # Objects by their id, as libgit2 reads them and as `git fsck` checks them: a local
+    # refs/replace/ ref must not swap the bytes a receipt names (or a trailer's commit) for
+    # others in the reads that go through git (trailers, outputs above 4 MiB, apply's index).
+    env["GIT_NO_REPLACE_OBJECTS"] = "1"
     return env
 
 
