@@ -462,11 +462,18 @@ n = lost = 0
 print("ready", flush=True)
 sys.stdin.readline()
 end = time.monotonic() + seconds
+fetched_at = float("-inf")
 while time.monotonic() < end:
-    pub.refresh()  # what work does before each claim: fetch refs/genjob/* from the remote
+    fresh = time.monotonic() - fetched_at > opts.refresh_s
+    if fresh:  # as work does: fetch refs/genjob/* when the view is old, after a lost race, when empty
+        pub.refresh()
+        fetched_at = time.monotonic()
     report = WorkReport()
     lease = _claim_next(pub, opts, report, lambda _: None, picker)
     if lease is None:
+        if not fresh:
+            fetched_at = float("-inf")
+            continue
         break
     lost += sum(1 for o in report.outcomes if o.result == "lost")
     try:  # as work does: the claim goes out with its `sending`, in one leased push
@@ -475,14 +482,15 @@ while time.monotonic() < end:
     except Conflict:
         lost += 1
         picker.lost = True
+        fetched_at = float("-inf")
 print(n, lost)
 """
 
 
 def row_fleet_claims(runners: list[int], queued: int, seconds: float, repeats: int) -> Row:
     """Claims/s through one bare remote: each runner a process in its own fresh clone, claiming
-    as `work --remote origin` does (fetch, pick, leased push), with no generator behind it; the
-    median of `repeats` runs per runner count."""
+    as `work --remote origin` does (fetch when its view is old or it lost a race, pick, leased
+    push), with no generator behind it; the median of `repeats` runs per runner count."""
     rates, doubles, losses = [], [], []
     for n in runners:
         runs = [_fleet_claims_once(n, queued, seconds) for _ in range(repeats)]

@@ -121,25 +121,43 @@ class WorkerOptions:
     allow_secrets: bool = False
     strict: bool = False
     trust_file: str | None = None  # allowed_signers for planners, when the clone has no .genjob/
+    refresh_s: float = 1.0  # through a remote: how old a view a claim may be picked from (s)
 
 
 def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None) -> WorkReport:
-    """Claim queued jobs oldest first until none is claimable (or max_jobs / forever with wait)."""
+    """Claim queued jobs oldest first until none is claimable (or max_jobs / forever with wait).
+
+    Through a remote a worker fetches before a claim only when its last fetch is older than
+    `opts.refresh_s`, it lost a race or was fenced, or its view holds no claimable job (it fetches
+    before it says the queue is empty). Skipping a fetch weakens nothing: the claim goes out in a
+    push leased on the job's tip this worker fetched and vetted, so a job another worker took,
+    requeued or archived since is a rejected push, after which the worker fetches; every check
+    before a claim (Gate) runs on the job it claims either way."""
     clean_stale_scratch()
     pub = publisher(store, opts.remote)
     report = WorkReport(strict=opts.strict)
     picker = Picker(store)
     done = 0
+    fetched_at = float("-inf")  # when this worker last fetched from where events are published
     while opts.max_jobs is None or done < opts.max_jobs:
-        pub.refresh()
+        fresh = pub.remote is None or time.monotonic() - fetched_at > opts.refresh_s
+        if fresh:
+            pub.refresh()
+            fetched_at = time.monotonic()
         lease = _claim_next(pub, opts, report, progress, picker)
         if lease is None:
+            if not fresh:  # the queue looks empty from a view up to refresh_s old: fetch, then decide
+                fetched_at = float("-inf")
+                continue
             if opts.wait:
                 time.sleep(opts.poll_s)
+                fetched_at = float("-inf")
                 continue
             break
         outcome = run_claimed(pub, lease, opts, progress)
         report.outcomes.append(outcome)
+        if outcome.result in ("lost", "fenced"):
+            fetched_at = float("-inf")  # the remote moved under this worker: fetch before the next claim
         if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
             picker.lost = True
             continue

@@ -1,0 +1,143 @@
+"""A remote worker claims from the view of its last fetch (issue 24): it fetches again only when
+that view is older than `refresh_s`, after a lost race, or before it says the queue is empty.
+
+What never changes: the claim goes out in a push leased on the tip the worker fetched and
+vetted, so a job another worker took since is a rejected push (a lost race), never a second
+claim. Real bare remote, real git, a second worker as its own process.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+from git_genjob.documents.keys import read_signing_key
+from git_genjob.storage.store import Store
+from git_genjob.worker.generators import GenContext, GenResult
+from git_genjob.worker.run import WorkerOptions, work
+from tests.conftest import git, repo_with_remote, run_genjob, run_genjob_process, setup_worker
+
+
+class _Meanwhile:
+    """A generator that writes its answer and, during its first job only, runs `during()`: what
+    other machines do on the remote while this worker generates."""
+
+    kind = "exec"
+    endpoint: str | None = None
+    model: str | None = None
+    command: str | None = "meanwhile"
+
+    def __init__(self, during):  # type: ignore[no-untyped-def]
+        self.during, self.calls = during, 0
+
+    def describe(self) -> dict[str, str | None]:
+        return {"kind": self.kind, "endpoint": None, "model": None, "command": self.command}
+
+    def generate(self, ctx: GenContext) -> GenResult:
+        self.calls += 1
+        if self.calls == 1:
+            self.during()
+        (Path(ctx.scratch) / "src" / "user.py").write_text(f"by {ctx.job.key}\n")
+        return GenResult("ok")
+
+
+def _fleet(tmp_path: Path, n_jobs: int) -> tuple[Path, Path, Path, list[Path]]:
+    """(bare remote, planner, worker key, two worker clones) with `n_jobs` queued jobs pushed."""
+    from git_genjob.planner.queue import submit
+
+    bare, planner = repo_with_remote(tmp_path, "planner")
+    key = setup_worker(planner)
+    store = Store.open(str(planner))
+    for i in range(n_jobs):
+        submit(store, f"job {i}", ["src/user.py"], key=f"r{i}")
+    assert run_genjob("push", cwd=planner).code == 0
+    clones = []
+    for name in ("wa", "wb"):
+        clone = tmp_path / name
+        git(tmp_path, "init", "-q", str(clone))
+        git(clone, "remote", "add", "origin", str(bare))
+        clones.append(clone)
+    return bare, planner, key, clones
+
+
+def _attempts(planner: Path, key: str) -> list[dict]:  # type: ignore[type-arg]
+    doc = json.loads(run_genjob("show", key, "--json", cwd=planner).out)
+    return [e for e in doc["events"] if e["event"] == "claimed"]
+
+
+def _other_worker(clone: Path, planner: Path, key: Path) -> None:
+    res = run_genjob_process(
+        "work",
+        "--remote",
+        "origin",
+        "--max-jobs",
+        "1",
+        "--worker-id",
+        "wb",
+        "--generator",
+        "exec:echo wb > src/user.py",
+        "--signing-key",
+        str(key),
+        "--allowed-signers",
+        str(planner / ".genjob" / "allowed_signers"),
+        "--json",
+        cwd=clone,
+    )
+    assert res.code == 0, res.err
+    assert [o["key"] for o in json.loads(res.out)["jobs"]] == ["r1"]  # r0 is this worker's, sending
+
+
+def test_a_claim_from_an_old_view_loses_at_the_remote_then_the_worker_fetches(tmp_path: Path) -> None:
+    bare, planner, key, (wa, wb) = _fleet(tmp_path, 3)
+    gen = _Meanwhile(lambda: _other_worker(wb, planner, key))
+    opts = WorkerOptions(
+        gen,  # type: ignore[arg-type]
+        read_signing_key(str(key)),
+        "wa",
+        remote="origin",
+        trust_file=str(planner / ".genjob" / "allowed_signers"),
+        refresh_s=600,  # no fetch for age: only the lost race makes this worker fetch
+    )
+    report = work(Store.open(str(wa)), opts)
+    got = [(o.key, o.result) for o in report.outcomes]
+    # r1 was queued in this worker's view, taken by wb since: the leased push lost, then a fetch
+    assert got == [("r0", "ok"), ("r1", "lost"), ("r2", "ok")], got
+    assert run_genjob("fetch", cwd=planner).code == 0
+    for k, worker in (("r0", "wa"), ("r1", "wb"), ("r2", "wa")):
+        claims = _attempts(planner, k)
+        assert len(claims) == 1, (k, claims)  # claimed once: no double claim
+        doc = json.loads(run_genjob("show", k, "--json", cwd=planner).out)
+        assert doc["state"] == "done", doc
+        assert run_genjob("verify", k, cwd=planner).code == 0
+        envelope = json.loads(git(planner, "show", f"refs/genjob/jobs/{k}:receipt.json"))
+        assert json.loads(base64.b64decode(envelope["payload"]))["predicate"]["worker_id"] == worker
+    # what the loser built for r1 stayed local objects: the remote holds wb's chain, and the
+    # loser's own ref for r1 follows the remote's
+    assert git(bare, "rev-parse", "refs/genjob/jobs/r1") == git(planner, "rev-parse", "refs/genjob/jobs/r1")
+    assert git(wa, "rev-parse", "refs/genjob/jobs/r1") == git(bare, "rev-parse", "refs/genjob/jobs/r1")
+
+
+def test_a_worker_fetches_before_it_says_the_queue_is_empty(tmp_path: Path) -> None:
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 1)
+
+    def submit_another() -> None:  # the planner queues r1 while wa generates r0
+        from git_genjob.planner.queue import submit
+
+        submit(Store.open(str(planner)), "job 1", ["src/user.py"], key="r1")
+        assert run_genjob_process("push", cwd=planner).code == 0
+
+    opts = WorkerOptions(
+        _Meanwhile(submit_another),  # type: ignore[arg-type]
+        read_signing_key(str(key)),
+        "wa",
+        remote="origin",
+        trust_file=str(planner / ".genjob" / "allowed_signers"),
+        refresh_s=600,
+    )
+    report = work(Store.open(str(wa)), opts)
+    assert [(o.key, o.result) for o in report.outcomes] == [("r0", "ok"), ("r1", "ok")]
+    assert run_genjob("fetch", cwd=planner).code == 0
+    for k in ("r0", "r1"):
+        assert len(_attempts(planner, k)) == 1
+        assert json.loads(run_genjob("show", k, "--json", cwd=planner).out)["state"] == "done"
