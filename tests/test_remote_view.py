@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from pathlib import Path
 
 from git_genjob.documents.keys import read_signing_key
@@ -21,21 +22,26 @@ from tests.conftest import git, repo_with_remote, run_genjob, run_genjob_process
 
 class _Meanwhile:
     """A generator that writes its answer and, during its first job only, runs `during()`: what
-    other machines do on the remote while this worker generates."""
+    other machines do on the remote while this worker generates. `seen` keeps, per job, the
+    state the remote held for it when the generator started."""
 
     kind = "exec"
     endpoint: str | None = None
     model: str | None = None
     command: str | None = "meanwhile"
 
-    def __init__(self, during):  # type: ignore[no-untyped-def]
-        self.during, self.calls = during, 0
+    def __init__(self, during, bare: Path | None = None):  # type: ignore[no-untyped-def]
+        self.during, self.calls, self.bare = during, 0, bare
+        self.seen: dict[str, str] = {}
 
     def describe(self) -> dict[str, str | None]:
         return {"kind": self.kind, "endpoint": None, "model": None, "command": self.command}
 
     def generate(self, ctx: GenContext) -> GenResult:
         self.calls += 1
+        if self.bare is not None:
+            doc = json.loads(git(self.bare, "show", f"refs/genjob/jobs/{ctx.job.key}:attempts.json"))
+            self.seen[ctx.job.key] = doc["state"]
         if self.calls == 1:
             self.during()
         (Path(ctx.scratch) / "src" / "user.py").write_text(f"by {ctx.job.key}\n")
@@ -141,3 +147,84 @@ def test_a_worker_fetches_before_it_says_the_queue_is_empty(tmp_path: Path) -> N
     for k in ("r0", "r1"):
         assert len(_attempts(planner, k)) == 1
         assert json.loads(run_genjob("show", k, "--json", cwd=planner).out)["state"] == "done"
+
+
+def _log_pushes(bare: Path) -> Path:
+    """A post-receive hook on the remote: one line per push, the refs it moved."""
+    log = bare / "pushes.log"
+    hook = bare / "hooks" / "post-receive"
+    hook.write_text(f"#!/bin/sh\nawk '{{print $3}}' | sort | tr '\\n' ' ' >> {log}\necho >> {log}\n")
+    hook.chmod(0o755)
+    return log
+
+
+def _worker(gen: _Meanwhile, planner: Path, key: Path, **kw) -> WorkerOptions:  # type: ignore[no-untyped-def]
+    trust = str(planner / ".genjob" / "allowed_signers")
+    return WorkerOptions(gen, read_signing_key(str(key)), "wa", remote="origin", trust_file=trust, **kw)  # type: ignore[arg-type]
+
+
+def test_each_receipt_goes_out_in_the_next_claims_push_and_sending_before_the_generator(tmp_path: Path) -> None:
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 3)
+    log = _log_pushes(bare)
+    gen = _Meanwhile(lambda: None, bare)
+    report = work(Store.open(str(wa)), _worker(gen, planner, key))
+    assert [(o.key, o.result) for o in report.outcomes] == [("r0", "ok"), ("r1", "ok"), ("r2", "ok")]
+    # the remote held each job as `sending` before its generator started (SPEC: durable, published)
+    assert gen.seen == {"r0": "sending", "r1": "sending", "r2": "sending"}
+    j = "refs/genjob/jobs/"
+    assert log.read_text().split("\n")[:-1] == [
+        f"{j}r0 ",  # the claim with its sending
+        f"{j}r0 {j}r1 ",  # r0's receipt, r1's claim with its sending: one push, a lease each
+        f"{j}r1 {j}r2 ",
+        f"{j}r2 ",  # the last receipt: no next claim, so on its own before the worker exits
+    ]
+    assert run_genjob("fetch", cwd=planner).code == 0
+    for k in ("r0", "r1", "r2"):
+        assert json.loads(run_genjob("show", k, "--json", cwd=planner).out)["state"] == "done"
+        assert run_genjob("verify", k, cwd=planner).code == 0
+        assert git(wa, "rev-parse", f"{j}{k}") == git(bare, "rev-parse", f"{j}{k}")
+
+
+def test_a_receipt_the_remote_refuses_is_fenced_and_the_claim_beside_it_stands(tmp_path: Path) -> None:
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 2)
+
+    def lapse_and_recover() -> None:  # r0's lease lapses while wa generates it; the owner recovers it
+        time.sleep(1.5)
+        res = run_genjob_process("recover", "--remote", "origin", "--json", cwd=planner)
+        assert res.code == 0 and json.loads(res.out)["unknown"] == ["r0"], res.out + res.err
+
+    log = _log_pushes(bare)
+    # a 1 s lease, no renewal past the 0.3 s --timeout: r0's lease lapses during its generation;
+    # no fetch for age, so r0's receipt goes out in r1's claim push
+    opts = _worker(_Meanwhile(lapse_and_recover), planner, key, lease_s=1.0, timeout_s=0.3, refresh_s=600)
+    report = work(Store.open(str(wa)), opts)
+    pushes = log.read_text().split("\n")[:-1]
+    j = "refs/genjob/jobs/"
+    assert pushes[0] == f"{j}r0 " and pushes[-2:] == [f"{j}r1 ", f"{j}r1 "], pushes  # r0's receipt: refused
+    got = {o.key: o.result for o in report.outcomes}
+    assert got == {"r0": "fenced", "r1": "ok"}, report.outcomes  # one push: r0's receipt refused, r1's claim in
+    assert report.exit_code == 4
+    assert run_genjob("fetch", cwd=planner).code == 0
+    shown = json.loads(run_genjob("show", "r0", "--json", cwd=planner).out)
+    assert shown["state"] == "unknown" and shown["events"][-1]["event"] != "receipt"  # recover's word stands
+    assert json.loads(run_genjob("show", "r1", "--json", cwd=planner).out)["state"] == "done"
+    assert run_genjob("verify", "r1", cwd=planner).code == 0
+
+
+def test_an_interrupted_worker_still_publishes_the_receipt_it_holds(tmp_path: Path) -> None:
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 2)
+
+    def progress(line: str) -> None:  # SIGINT/SIGTERM (KeyboardInterrupt) once r1 is claimed, not yet pushed
+        if line.startswith("claimed r1"):
+            raise KeyboardInterrupt
+
+    try:
+        work(Store.open(str(wa)), _worker(_Meanwhile(lambda: None), planner, key), progress)
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("not interrupted")
+    assert run_genjob("fetch", cwd=planner).code == 0
+    assert json.loads(run_genjob("show", "r0", "--json", cwd=planner).out)["state"] == "done"
+    assert run_genjob("verify", "r0", cwd=planner).code == 0
+    assert json.loads(run_genjob("show", "r1", "--json", cwd=planner).out)["state"] == "queued"  # its claim never left

@@ -116,6 +116,21 @@ def push_leases(store: Store, remote: str, updates: list[RefUpdate]) -> None:
     raise RemoteUnavailable(f"git push to {remote} failed: {proc.stderr.strip()}", "check the remote")
 
 
+def push_each(store: Store, remote: str, updates: list[RefUpdate]) -> set[str]:
+    """One `git push` (not atomic) with a lease per ref: the remote decides each ref on its own
+    lease, so one ref's lost race never holds back another's update. The names it refused."""
+    args = ["push", "--porcelain", "--no-verify"]
+    specs = []
+    for u in updates:
+        args.append(f"--force-with-lease={u.name}:{u.expected or ''}")
+        specs.append(f"{u.new}:{u.name}" if u.new is not None else f":{u.name}")
+    proc = git(store, *args, remote, *specs, check=False)
+    rejected = {line.split("\t")[1].split(":")[-1] for line in proc.stdout.splitlines() if line.startswith("!\t")}
+    if proc.returncode != 0 and not rejected:
+        raise RemoteUnavailable(f"git push to {remote} failed: {proc.stderr.strip()}", "check the remote")
+    return rejected
+
+
 @dataclass
 class SyncReport:
     updated: list[str] = field(default_factory=list)

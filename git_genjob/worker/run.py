@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import random
@@ -139,29 +140,37 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
     picker = Picker(store)
     done = 0
     fetched_at = float("-inf")  # when this worker last fetched from where events are published
-    while opts.max_jobs is None or done < opts.max_jobs:
-        fresh = pub.remote is None or time.monotonic() - fetched_at > opts.refresh_s
-        if fresh:
-            pub.refresh()
-            fetched_at = time.monotonic()
-        lease = _claim_next(pub, opts, report, progress, picker)
-        if lease is None:
-            if not fresh:  # the queue looks empty from a view up to refresh_s old: fetch, then decide
-                fetched_at = float("-inf")
+    try:
+        while opts.max_jobs is None or done < opts.max_jobs:
+            fresh = pub.remote is None or time.monotonic() - fetched_at > opts.refresh_s
+            if fresh:
+                pub.flush()  # a receipt held for the next claim's push goes out first
+                pub.refresh()
+                fetched_at = time.monotonic()
+            lease = _claim_next(pub, opts, report, progress, picker)
+            if lease is None:
+                pub.flush()  # no next claim to carry a held receipt: it goes out on its own
+                if not fresh:  # the queue looks empty from a view up to refresh_s old: fetch, then decide
+                    fetched_at = float("-inf")
+                    continue
+                if opts.wait:
+                    time.sleep(opts.poll_s)
+                    fetched_at = float("-inf")
+                    continue
+                break
+            outcome = run_claimed(pub, lease, opts, progress, ride=True)
+            report.outcomes.append(outcome)
+            if outcome.result in ("lost", "fenced"):
+                fetched_at = float("-inf")  # the remote moved under this worker: fetch before the next claim
+            if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
+                picker.lost = True
                 continue
-            if opts.wait:
-                time.sleep(opts.poll_s)
-                fetched_at = float("-inf")
-                continue
-            break
-        outcome = run_claimed(pub, lease, opts, progress)
-        report.outcomes.append(outcome)
-        if outcome.result in ("lost", "fenced"):
-            fetched_at = float("-inf")  # the remote moved under this worker: fetch before the next claim
-        if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
-            picker.lost = True
-            continue
-        done += 1
+            done += 1
+    except BaseException:  # an error, SIGINT or SIGTERM: a receipt held for the next push still goes out
+        with contextlib.suppress(GenjobError):
+            pub.flush()
+        raise
+    pub.flush()  # the last receipt, before the report
     return report
 
 
@@ -308,7 +317,12 @@ class _Renewer(threading.Thread):
                     return
 
 
-def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Progress) -> JobOutcome:
+def run_claimed(
+    pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Progress, ride: bool = False
+) -> JobOutcome:
+    """Record `sending`, generate, judge, sign and store the receipt. With `ride`, a remote
+    publisher may hold the receipt for its next push (the next claim's): the caller flushes it,
+    and the outcome returned is settled when the receipt is published (fenced if refused)."""
     store, record = pub.store, lease.record
     key = record.key
     crash_point("after-claim")
@@ -353,7 +367,7 @@ def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pro
                 return JobOutcome(key, "fenced", exc.message, lease.n)
             progress(f"{state} {key}: {result.message}")
             return JobOutcome(key, state, result.message, lease.n)
-        outcome = _finish(pub, lease, record, result, scratch, ctx, cfg, opts, progress)
+        outcome = _finish(pub, lease, record, result, scratch, ctx, cfg, opts, progress, ride)
         outcome.replayed = [fp for fp, source in getattr(ctx.cache, "sources", []) if source == "replay"]
         return outcome
     finally:
@@ -528,17 +542,29 @@ def _finish(
     cfg: Config,
     opts: WorkerOptions,
     progress: Progress,
+    ride: bool = False,
 ) -> JobOutcome:
-    """Judge, sign, and store the receipt on top of the claim that made it."""
+    """Judge, sign, and store the receipt on top of the claim that made it (with `ride`, maybe
+    in the publisher's next push: the outcome is settled then)."""
     verdict = judge(result, scratch, record, ctx, cfg, opts.allow_secrets)
     envelope = sign_statement(build_statement(predicate_for(record, lease, verdict, ctx, opts)), opts.signing_key)
+    outcome = JobOutcome(record.key, verdict.status, verdict.reason, lease.n)
+
+    def settled(refused: str | None) -> None:
+        if refused is None:
+            progress(f"receipt {record.key} {verdict.status}" + (f": {verdict.reason}" if verdict.reason else ""))
+        else:
+            progress(f"fenced  {record.key}: {refused}")
+            outcome.result, outcome.reason = "fenced", refused
+
     try:
-        store_receipt(pub, lease, envelope, verdict.outputs, list(ctx.replays))
+        store_receipt(pub, lease, envelope, verdict.outputs, list(ctx.replays), ride=settled if ride else None)
     except Conflict as exc:
-        progress(f"fenced  {record.key}: {exc.message}")
-        return JobOutcome(record.key, "fenced", exc.message, lease.n)
-    progress(f"receipt {record.key} {verdict.status}" + (f": {verdict.reason}" if verdict.reason else ""))
-    return JobOutcome(record.key, verdict.status, verdict.reason, lease.n)
+        settled(exc.message)
+        return outcome
+    if not ride:
+        settled(None)
+    return outcome
 
 
 class OutOfBand:
