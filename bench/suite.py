@@ -449,7 +449,7 @@ REMOTE_CLAIMER = """
 import sys, time
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.store import Store
-from git_genjob.worker.run import Picker, WorkReport, WorkerOptions, _claim_next
+from git_genjob.worker.run import CONTENDED, Picker, WorkReport, WorkerOptions, _claim_next
 from git_genjob.planner.ledger import record_sending
 from git_genjob.documents.errors import Conflict
 from git_genjob.documents.keys import generate
@@ -462,10 +462,11 @@ n = lost = 0
 print("ready", flush=True)
 sys.stdin.readline()
 end = time.monotonic() + seconds
-fetched_at = float("-inf")
+fetched_at = contended_until = float("-inf")
 while time.monotonic() < end:
-    fresh = time.monotonic() - fetched_at > opts.refresh_s
-    if fresh:  # as work does: fetch refs/genjob/* when the view is old, after a lost race, when empty
+    now = time.monotonic()
+    fresh = now - fetched_at > opts.refresh_s or now < contended_until
+    if fresh:  # as work does: fetch when the view is old, lately after a lost race, when empty
         pub.refresh()
         fetched_at = time.monotonic()
     report = WorkReport()
@@ -483,14 +484,15 @@ while time.monotonic() < end:
         lost += 1
         picker.lost = True
         fetched_at = float("-inf")
+        contended_until = time.monotonic() + CONTENDED * opts.refresh_s
 print(n, lost)
 """
 
 
 def row_fleet_claims(runners: list[int], queued: int, seconds: float, repeats: int) -> Row:
     """Claims/s through one bare remote: each runner a process in its own fresh clone, claiming
-    as `work --remote origin` does (fetch when its view is old or it lost a race, pick, leased
-    push), with no generator behind it; the median of `repeats` runs per runner count."""
+    as `work --remote origin` does (fetch when its view is old or lately after a lost race, pick,
+    leased push), with no generator behind it; the median of `repeats` runs per runner count."""
     rates, doubles, losses = [], [], []
     for n in runners:
         runs = [_fleet_claims_once(n, queued, seconds) for _ in range(repeats)]

@@ -21,8 +21,8 @@ from tests.conftest import git, repo_with_remote, run_genjob, run_genjob_process
 
 
 class _Meanwhile:
-    """A generator that writes its answer and, during its first job only, runs `during()`: what
-    other machines do on the remote while this worker generates. `seen` keeps, per job, the
+    """A generator that writes its answer and, during its i-th job, runs `during[i]()` (if any):
+    what other machines do on the remote while this worker generates. `seen` keeps, per job, the
     state the remote held for it when the generator started."""
 
     kind = "exec"
@@ -42,8 +42,8 @@ class _Meanwhile:
         if self.bare is not None:
             doc = json.loads(git(self.bare, "show", f"refs/genjob/jobs/{ctx.job.key}:attempts.json"))
             self.seen[ctx.job.key] = doc["state"]
-        if self.calls == 1:
-            self.during()
+        if self.calls <= len(self.during):
+            self.during[self.calls - 1]()
         (Path(ctx.scratch) / "src" / "user.py").write_text(f"by {ctx.job.key}\n")
         return GenResult("ok")
 
@@ -72,7 +72,7 @@ def _attempts(planner: Path, key: str) -> list[dict]:  # type: ignore[type-arg]
     return [e for e in doc["events"] if e["event"] == "claimed"]
 
 
-def _other_worker(clone: Path, planner: Path, key: Path) -> None:
+def _other_worker(clone: Path, planner: Path, key: Path, takes: str) -> None:
     res = run_genjob_process(
         "work",
         "--remote",
@@ -91,12 +91,12 @@ def _other_worker(clone: Path, planner: Path, key: Path) -> None:
         cwd=clone,
     )
     assert res.code == 0, res.err
-    assert [o["key"] for o in json.loads(res.out)["jobs"]] == ["r1"]  # r0 is this worker's, sending
+    assert [o["key"] for o in json.loads(res.out)["jobs"]] == [takes]  # the oldest queued: not the one being generated
 
 
 def test_a_claim_from_an_old_view_loses_at_the_remote_then_the_worker_fetches(tmp_path: Path) -> None:
     bare, planner, key, (wa, wb) = _fleet(tmp_path, 3)
-    gen = _Meanwhile(lambda: _other_worker(wb, planner, key))
+    gen = _Meanwhile([lambda: _other_worker(wb, planner, key, "r1")])
     opts = WorkerOptions(
         gen,  # type: ignore[arg-type]
         read_signing_key(str(key)),
@@ -107,7 +107,8 @@ def test_a_claim_from_an_old_view_loses_at_the_remote_then_the_worker_fetches(tm
     )
     report = work(Store.open(str(wa)), opts)
     got = [(o.key, o.result) for o in report.outcomes]
-    # r1 was queued in this worker's view, taken by wb since: the leased push lost, then a fetch
+    # r1 was queued in this worker's view, taken by wb since: the leased push lost, then a fetch;
+    # r0's receipt went out in that same push, and stands
     assert got == [("r0", "ok"), ("r1", "lost"), ("r2", "ok")], got
     assert run_genjob("fetch", cwd=planner).code == 0
     for k, worker in (("r0", "wa"), ("r1", "wb"), ("r2", "wa")):
@@ -134,7 +135,7 @@ def test_a_worker_fetches_before_it_says_the_queue_is_empty(tmp_path: Path) -> N
         assert run_genjob_process("push", cwd=planner).code == 0
 
     opts = WorkerOptions(
-        _Meanwhile(submit_another),  # type: ignore[arg-type]
+        _Meanwhile([submit_another]),  # type: ignore[arg-type]
         read_signing_key(str(key)),
         "wa",
         remote="origin",
@@ -166,7 +167,7 @@ def _worker(gen: _Meanwhile, planner: Path, key: Path, **kw) -> WorkerOptions:  
 def test_each_receipt_goes_out_in_the_next_claims_push_and_sending_before_the_generator(tmp_path: Path) -> None:
     bare, planner, key, (wa, _) = _fleet(tmp_path, 3)
     log = _log_pushes(bare)
-    gen = _Meanwhile(lambda: None, bare)
+    gen = _Meanwhile([], bare)
     report = work(Store.open(str(wa)), _worker(gen, planner, key))
     assert [(o.key, o.result) for o in report.outcomes] == [("r0", "ok"), ("r1", "ok"), ("r2", "ok")]
     # the remote held each job as `sending` before its generator started (SPEC: durable, published)
@@ -196,7 +197,7 @@ def test_a_receipt_the_remote_refuses_is_fenced_and_the_claim_beside_it_stands(t
     log = _log_pushes(bare)
     # a 1 s lease, no renewal past the 0.3 s --timeout: r0's lease lapses during its generation;
     # no fetch for age, so r0's receipt goes out in r1's claim push
-    opts = _worker(_Meanwhile(lapse_and_recover), planner, key, lease_s=1.0, timeout_s=0.3, refresh_s=600)
+    opts = _worker(_Meanwhile([lapse_and_recover]), planner, key, lease_s=1.0, timeout_s=0.3, refresh_s=600)
     report = work(Store.open(str(wa)), opts)
     pushes = log.read_text().split("\n")[:-1]
     j = "refs/genjob/jobs/"
@@ -219,7 +220,7 @@ def test_an_interrupted_worker_still_publishes_the_receipt_it_holds(tmp_path: Pa
             raise KeyboardInterrupt
 
     try:
-        work(Store.open(str(wa)), _worker(_Meanwhile(lambda: None), planner, key), progress)
+        work(Store.open(str(wa)), _worker(_Meanwhile([]), planner, key), progress)
     except KeyboardInterrupt:
         pass
     else:
@@ -228,3 +229,17 @@ def test_an_interrupted_worker_still_publishes_the_receipt_it_holds(tmp_path: Pa
     assert json.loads(run_genjob("show", "r0", "--json", cwd=planner).out)["state"] == "done"
     assert run_genjob("verify", "r0", cwd=planner).code == 0
     assert json.loads(run_genjob("show", "r1", "--json", cwd=planner).out)["state"] == "queued"  # its claim never left
+
+
+def test_after_a_lost_race_a_worker_fetches_before_each_claim(tmp_path: Path) -> None:
+    bare, planner, key, (wa, wb) = _fleet(tmp_path, 4)
+    # wb takes r1 while wa generates r0, and r3 while wa generates r2
+    gen = _Meanwhile([lambda: _other_worker(wb, planner, key, "r1"), lambda: _other_worker(wb, planner, key, "r3")])
+    report = work(Store.open(str(wa)), _worker(gen, planner, key, refresh_s=600))
+    got = [(o.key, o.result) for o in report.outcomes]
+    # having lost r1, wa fetched before claiming again: it saw r3 taken and never pushed for it
+    assert got == [("r0", "ok"), ("r1", "lost"), ("r2", "ok")], got
+    assert run_genjob("fetch", cwd=planner).code == 0
+    for k in ("r0", "r1", "r2", "r3"):
+        assert len(_attempts(planner, k)) == 1, k
+        assert json.loads(run_genjob("show", k, "--json", cwd=planner).out)["state"] == "done"

@@ -129,22 +129,27 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
     """Claim queued jobs oldest first until none is claimable (or max_jobs / forever with wait).
 
     Through a remote a worker fetches before a claim only when its last fetch is older than
-    `opts.refresh_s`, it lost a race or was fenced, or its view holds no claimable job (it fetches
-    before it says the queue is empty). Skipping a fetch weakens nothing: the claim goes out in a
-    push leased on the job's tip this worker fetched and vetted, so a job another worker took,
-    requeued or archived since is a rejected push, after which the worker fetches; every check
-    before a claim (Gate) runs on the job it claims either way."""
+    `opts.refresh_s`, it was fenced, or its view holds no claimable job (it fetches before it
+    says the queue is empty), and before every claim for CONTENDED × refresh_s after it lost a
+    race (other workers claim from this remote: an old view would lose again). Skipping a fetch
+    weakens nothing: the claim goes out in a push leased on the job's tip this worker fetched
+    and vetted, so a job another worker took, requeued or archived since is a rejected push,
+    after which the worker fetches; every check before a claim (Gate) runs on the job it claims
+    either way. A job's receipt goes out in the next claim's push (run_claimed with ride), or
+    on its own when no claim follows: before the queue is called empty, at the end, on an error
+    and on SIGINT/SIGTERM."""
     clean_stale_scratch()
     pub = publisher(store, opts.remote)
     report = WorkReport(strict=opts.strict)
     picker = Picker(store)
     done = 0
     fetched_at = float("-inf")  # when this worker last fetched from where events are published
+    contended_until = float("-inf")  # until when this worker fetches before each claim (it lost a race)
     try:
         while opts.max_jobs is None or done < opts.max_jobs:
-            fresh = pub.remote is None or time.monotonic() - fetched_at > opts.refresh_s
-            if fresh:
-                pub.flush()  # a receipt held for the next claim's push goes out first
+            now = time.monotonic()
+            fresh = pub.remote is None or now - fetched_at > opts.refresh_s or now < contended_until
+            if fresh:  # a receipt held for the next claim's push stays held: its lease is its own
                 pub.refresh()
                 fetched_at = time.monotonic()
             lease = _claim_next(pub, opts, report, progress, picker)
@@ -164,6 +169,7 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
                 fetched_at = float("-inf")  # the remote moved under this worker: fetch before the next claim
             if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
                 picker.lost = True
+                contended_until = time.monotonic() + CONTENDED * opts.refresh_s
                 continue
             done += 1
     except BaseException:  # an error, SIGINT or SIGTERM: a receipt held for the next push still goes out
@@ -173,6 +179,8 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
     pub.flush()  # the last receipt, before the report
     return report
 
+
+CONTENDED = 10  # after a lost race a worker fetches before each claim for this many refresh_s
 
 PICK_WINDOW = 16
 
