@@ -200,6 +200,7 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
     ):
         if name in remote_refs:
             _reconcile_mergeable(store, name, remote_refs[name], merge, report)
+    forward: list[RefUpdate] = []  # job refs the remote advanced: one transaction, one sync
     for name, oid in sorted(remote_refs.items()):
         if not name.startswith(JOBS_PREFIX):
             continue
@@ -209,7 +210,7 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
             continue
         rel = _relation(store, local, oid)
         if rel in ("absent", "behind"):
-            store.update_refs([RefUpdate(name, local, oid)], message="genjob: fetch")
+            forward.append(RefUpdate(name, local, oid))
             (report.created if rel == "absent" else report.updated).append(key)
         elif rel == "diverged":
             assert local is not None
@@ -218,6 +219,8 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
                 report.diverged.append(key)
             else:  # not this job's history: ours stands, and `push` puts it back (with a lease)
                 report.kept.append(f"{key} ({foreign})")
+    if forward:  # each checked against the value read: a local writer since is a conflict (exit 4)
+        store.update_refs(forward, message="genjob: fetch")
     _drop_archived_live(store, report)
 
 
