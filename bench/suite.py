@@ -562,7 +562,8 @@ def _fleet_claims_once(n: int, queued: int, seconds: float) -> tuple[float, int,
 def row_remote_workers(workers: list[int], jobs: int) -> Row:
     """Jobs/s of `git genjob work --remote origin` processes, each in its own fresh clone of one
     bare remote over file://, running every job of the queue end to end (claim with its
-    `sending` in one push, an exec:true generator in the sandbox, the signed receipt pushed)."""
+    `sending` in one push, an exec:true generator in the sandbox, the signed receipt pushed with
+    the next claim)."""
     rates = [_remote_workers_once(n, jobs) for n in workers]
     return Row(
         f"remote workers, jobs/s over file:// with {' / '.join(map(str, workers))} workers ({jobs} jobs)",
