@@ -512,7 +512,7 @@ REMOTE_CLAIMER = """
 import sys, time
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.store import Store
-from git_genjob.worker.run import Picker, WorkReport, WorkerOptions, _claim_next
+from git_genjob.worker.run import CONTENDED, Picker, WorkReport, WorkerOptions, _claim_next
 from git_genjob.planner.ledger import record_sending
 from git_genjob.documents.errors import Conflict
 from git_genjob.documents.keys import generate
@@ -525,11 +525,19 @@ n = lost = 0
 print("ready", flush=True)
 sys.stdin.readline()
 end = time.monotonic() + seconds
+fetched_at = contended_until = float("-inf")
 while time.monotonic() < end:
-    pub.refresh()  # what work does before each claim: fetch refs/genjob/* from the remote
+    now = time.monotonic()
+    fresh = now - fetched_at > opts.refresh_s or now < contended_until
+    if fresh:  # as work does: fetch when the view is old, lately after a lost race, when empty
+        pub.refresh()
+        fetched_at = time.monotonic()
     report = WorkReport()
     lease = _claim_next(pub, opts, report, lambda _: None, picker)
     if lease is None:
+        if not fresh:
+            fetched_at = float("-inf")
+            continue
         break
     lost += sum(1 for o in report.outcomes if o.result == "lost")
     try:  # as work does: the claim goes out with its `sending`, in one leased push
@@ -538,14 +546,16 @@ while time.monotonic() < end:
     except Conflict:
         lost += 1
         picker.lost = True
+        fetched_at = float("-inf")
+        contended_until = time.monotonic() + CONTENDED * opts.refresh_s
 print(n, lost)
 """
 
 
 def row_fleet_claims(runners: list[int], queued: int, seconds: float, repeats: int) -> Row:
     """Claims/s through one bare remote: each runner a process in its own fresh clone, claiming
-    as `work --remote origin` does (fetch, pick, leased push), with no generator behind it; the
-    median of `repeats` runs per runner count."""
+    as `work --remote origin` does (fetch when its view is old or lately after a lost race, pick,
+    leased push), with no generator behind it; the median of `repeats` runs per runner count."""
     rates, doubles, losses = [], [], []
     for n in runners:
         runs = [_fleet_claims_once(n, queued, seconds) for _ in range(repeats)]
@@ -615,7 +625,8 @@ def _fleet_claims_once(n: int, queued: int, seconds: float) -> tuple[float, int,
 def row_remote_workers(workers: list[int], jobs: int) -> Row:
     """Jobs/s of `git genjob work --remote origin` processes, each in its own fresh clone of one
     bare remote over file://, running every job of the queue end to end (claim with its
-    `sending` in one push, an exec:true generator in the sandbox, the signed receipt pushed)."""
+    `sending` in one push, an exec:true generator in the sandbox, the signed receipt pushed with
+    the next claim)."""
     rates = [_remote_workers_once(n, jobs) for n in workers]
     return Row(
         f"remote workers, jobs/s over file:// with {' / '.join(map(str, workers))} workers ({jobs} jobs)",

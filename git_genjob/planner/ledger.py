@@ -23,7 +23,7 @@ from git_genjob.documents.canonical import canonical_bytes, format_time, parse_t
 from git_genjob.documents.errors import BadInput, Conflict, Refused
 from git_genjob.documents.signing import DROP_TYPE, EVENT_TYPE, seal
 from git_genjob.documents.states import MAX_LEASE_S, Event, JobState, transition
-from git_genjob.storage.publish import Publisher
+from git_genjob.storage.publish import Publisher, Settled
 from git_genjob.storage.records import (
     DROP_ENVELOPE,
     EVENT_ENVELOPE,
@@ -70,11 +70,12 @@ def _advance(
     extra: dict[str, str] | None = None,
     sign: Any = None,
     defer: bool = False,
+    ride: Settled | None = None,
 ) -> JobRecord:
     """Write one event on top of record.tip and move the ref by compare-and-swap; with `sign`,
     the event carries its writer's signature over (event, key, the commit it follows, its
     attempts.json: the lease it sets). With `defer` a remote publisher holds the event for the
-    next one (see Publisher.advance)."""
+    next one on this ref, with `ride` for its next push (see Publisher.advance)."""
     store = pub.store
     files = files if files is not None else _files(record)
     state = transition(record.state, event)  # the one table decides where the event leads
@@ -90,6 +91,7 @@ def _advance(
         message,
         wait=event != "claimed",  # a claim that meets another worker's lock picks another job
         defer=defer,
+        ride=ride,
     )
     return load_tree(store, record.key, store.get_commit(tip).tree, tip, archived=False)
 
@@ -157,9 +159,15 @@ def renew(pub: Publisher, lease: Lease) -> None:
 
 
 def store_receipt(
-    pub: Publisher, lease: Lease, envelope: bytes, outputs: dict[str, bytes | None], replays: list[str]
+    pub: Publisher,
+    lease: Lease,
+    envelope: bytes,
+    outputs: dict[str, bytes | None],
+    replays: list[str],
+    ride: Settled | None = None,
 ) -> JobRecord:
-    """The signed receipt, committed on top of the claim that made it (else: fenced, exit 4)."""
+    """The signed receipt, committed on top of the claim that made it (else: fenced, exit 4).
+    With `ride`, a remote publisher may send it with its next push (see Publisher.advance)."""
     store = pub.store
     doc = _attempts(lease.record)
     attempt = _current(lease, doc)
@@ -170,7 +178,8 @@ def store_receipt(
     for path, data in outputs.items():
         if data is not None:
             files[f"outputs/{path}"] = store.blob(data)
-    lease.record = _advance(pub, lease.record, "receipt", doc, files, extra={"Genjob-Attempt": str(lease.n)})
+    extra = {"Genjob-Attempt": str(lease.n)}
+    lease.record = _advance(pub, lease.record, "receipt", doc, files, extra=extra, ride=ride)
     return lease.record
 
 

@@ -9,12 +9,24 @@ decided. The ledger only sees `Publisher`: it never asks which one it holds.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pygit2
 
 from git_genjob.documents.errors import Conflict
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.store import ARCHIVE_REF, RefUpdate, Store, job_ref
+
+Settled = Callable[[str | None], None]  # told None once a held event is published, else why it was refused
+
+
+@dataclass
+class _Riding:
+    """An event held to go out with this publisher's next push (see Publisher.advance)."""
+
+    update: RefUpdate
+    message: str
+    settled: Settled
 
 
 class Publisher:
@@ -53,16 +65,25 @@ class Publisher:
         message: str,
         wait: bool = True,
         defer: bool = False,
+        ride: Settled | None = None,
     ) -> pygit2.Oid:
         """Move `name` from `expected` to the commit `build()` writes (an event), and return it.
         With wait=False (a claim) a lock another worker holds is a conflict at once, where the
         implementation can tell. With defer, a publisher that pays per publication (a remote)
         may hold the event back and publish it with the next event on `name`, in one push: the
         remote then decides both at once (a claim and its `sending`), and nothing before that
-        push is shared or durable."""
+        push is shared or durable. With `ride` (a receipt, the last event of an attempt) such a
+        publisher may hold the event until its next push of another ref, which carries it under
+        its own lease, or until `flush()`; `ride(None)` once it is published, `ride(why)` if the
+        remote refused it (fenced). Elsewhere the event is published now and `ride(None)` called."""
         new = build()
         self.move([RefUpdate(name, expected, new)], message)
+        if ride is not None:
+            ride(None)
         return new
+
+    def flush(self) -> None:
+        """Publish every event held to ride with a later push (see advance)."""
 
     def archive(self, key: str, job_tip: pygit2.Oid, tree: pygit2.Oid, message: str, row: str) -> None:
         """Move a live job into refs/genjob/archive: the archive first, then the live ref."""
@@ -91,9 +112,13 @@ class LocalRefs(Publisher):
         message: str,
         wait: bool = True,
         defer: bool = False,
+        ride: Settled | None = None,
     ) -> pygit2.Oid:
         # The ref is locked before the event's objects are written: a loser writes none.
-        return self.store.update_ref_built(name, expected, build, message, wait)
+        new = self.store.update_ref_built(name, expected, build, message, wait)
+        if ride is not None:
+            ride(None)
+        return new
 
     def archive(self, key: str, job_tip: pygit2.Oid, tree: pygit2.Oid, message: str, row: str) -> None:
         self.store.archive_move(key, job_tip, tree, message, row)
@@ -107,6 +132,7 @@ class LeasedRemote(Publisher):
         self.remote: str = remote
         self.remote_values: dict[str, pygit2.Oid] = {}
         self.held: dict[str, tuple[pygit2.Oid | None, pygit2.Oid]] = {}  # name -> (remote value, held event)
+        self.riding: list[_Riding] = []  # events for the next push of another ref (receipts)
 
     def advance(
         self,
@@ -116,6 +142,7 @@ class LeasedRemote(Publisher):
         message: str,
         wait: bool = True,
         defer: bool = False,
+        ride: Settled | None = None,
     ) -> pygit2.Oid:
         held = self.held.pop(name, None)
         base = expected
@@ -125,8 +152,17 @@ class LeasedRemote(Publisher):
         if defer:
             self.held[name] = (base, new)
             return new
+        if ride is not None and base == self.remote_values.get(name):
+            self.riding.append(_Riding(RefUpdate(name, base, new), message, ride))
+            return new
         self.move([RefUpdate(name, base, new)], message)
+        if ride is not None:
+            ride(None)
         return new
+
+    def flush(self) -> None:
+        if self.riding:
+            self.move([], "")
 
     def refresh(self) -> None:
         from git_genjob.storage.remote import SyncReport, fetch_raw, reconcile
@@ -147,21 +183,49 @@ class LeasedRemote(Publisher):
             self.remote_values.update(twin.remote_values)
 
     def move(self, updates: list[RefUpdate], message: str) -> None:
-        from git_genjob.storage.remote import push_leases
+        from git_genjob.storage.remote import push_each, push_leases
 
         for u in updates:
             if u.expected != self.remote_values.get(u.name):
                 raise Conflict(f"{u.name} has local events the remote lacks", "run git genjob push first")
-        push_leases(self.store, self.remote, updates)
-        for u in updates:
+        riding, self.riding = self.riding, []
+        if riding and (len(updates) > 1 or any(r.update.name == u.name for r in riding for u in updates)):
+            self.riding = riding  # refs that move together (--atomic) go out on their own, after these
+            self.flush()
+            riding = []
+        if riding:  # one push, not atomic: each ref decided by its own lease
+            try:
+                refused = push_each(self.store, self.remote, [r.update for r in riding] + updates)
+            except BaseException:
+                self.riding = riding + self.riding  # not decided: flush() tries them again
+                raise
+        else:
+            push_leases(self.store, self.remote, updates)
+            refused = set()
+        lost = [u for u in updates if u.name in refused]
+        published = [r.update for r in riding if r.update.name not in refused] + [u for u in updates if not lost]
+        for u in published:
             if u.new is None:
                 self.remote_values.pop(u.name, None)
             else:
                 self.remote_values[u.name] = u.new
         crash_point("after-push")
         # Locally one ref at a time, in the order given, whatever the local value: the remote decided.
+        for r in riding:
+            if r.update.name not in refused:
+                self._set_local(r.update, r.message)
+        for r in riding:
+            r.settled(None if r.update.name not in refused else f"the remote moved: {r.update.name}")
+        if lost:
+            raise Conflict(
+                "the remote moved: " + ", ".join(u.name for u in lost),
+                "another machine wrote first; git genjob fetch, then try again",
+            )
         for u in updates:
-            self.store.update_refs([RefUpdate(u.name, self.store.ref_target(u.name), u.new)], message=message)
+            self._set_local(u, message)
+
+    def _set_local(self, u: RefUpdate, message: str) -> None:
+        self.store.update_refs([RefUpdate(u.name, self.store.ref_target(u.name), u.new)], message=message)
 
 
 def publisher(store: Store, remote: str | None = None) -> Publisher:

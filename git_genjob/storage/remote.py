@@ -116,6 +116,21 @@ def push_leases(store: Store, remote: str, updates: list[RefUpdate]) -> None:
     raise RemoteUnavailable(f"git push to {remote} failed: {proc.stderr.strip()}", "check the remote")
 
 
+def push_each(store: Store, remote: str, updates: list[RefUpdate]) -> set[str]:
+    """One `git push` (not atomic) with a lease per ref: the remote decides each ref on its own
+    lease, so one ref's lost race never holds back another's update. The names it refused."""
+    args = ["push", "--porcelain", "--no-verify"]
+    specs = []
+    for u in updates:
+        args.append(f"--force-with-lease={u.name}:{u.expected or ''}")
+        specs.append(f"{u.new}:{u.name}" if u.new is not None else f":{u.name}")
+    proc = git(store, *args, remote, *specs, check=False)
+    rejected = {line.split("\t")[1].split(":")[-1] for line in proc.stdout.splitlines() if line.startswith("!\t")}
+    if proc.returncode != 0 and not rejected:
+        raise RemoteUnavailable(f"git push to {remote} failed: {proc.stderr.strip()}", "check the remote")
+    return rejected
+
+
 @dataclass
 class SyncReport:
     updated: list[str] = field(default_factory=list)
@@ -185,6 +200,7 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
     ):
         if name in remote_refs:
             _reconcile_mergeable(store, name, remote_refs[name], merge, report)
+    forward: list[RefUpdate] = []  # job refs the remote advanced: one transaction, one sync
     for name, oid in sorted(remote_refs.items()):
         if not name.startswith(JOBS_PREFIX):
             continue
@@ -194,7 +210,7 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
             continue
         rel = _relation(store, local, oid)
         if rel in ("absent", "behind"):
-            store.update_refs([RefUpdate(name, local, oid)], message="genjob: fetch")
+            forward.append(RefUpdate(name, local, oid))
             (report.created if rel == "absent" else report.updated).append(key)
         elif rel == "diverged":
             assert local is not None
@@ -203,6 +219,8 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
                 report.diverged.append(key)
             else:  # not this job's history: ours stands, and `push` puts it back (with a lease)
                 report.kept.append(f"{key} ({foreign})")
+    if forward:  # each checked against the value read: a local writer since is a conflict (exit 4)
+        store.update_refs(forward, message="genjob: fetch")
     _drop_archived_live(store, report)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import random
@@ -121,31 +122,65 @@ class WorkerOptions:
     allow_secrets: bool = False
     strict: bool = False
     trust_file: str | None = None  # allowed_signers for planners, when the clone has no .genjob/
+    refresh_s: float = 1.0  # through a remote: how old a view a claim may be picked from (s)
 
 
 def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None) -> WorkReport:
-    """Claim queued jobs oldest first until none is claimable (or max_jobs / forever with wait)."""
+    """Claim queued jobs oldest first until none is claimable (or max_jobs / forever with wait).
+
+    Through a remote a worker fetches before a claim only when its last fetch is older than
+    `opts.refresh_s`, it was fenced, or its view holds no claimable job (it fetches before it
+    says the queue is empty), and before every claim for CONTENDED × refresh_s after it lost a
+    race (other workers claim from this remote: an old view would lose again). Skipping a fetch
+    weakens nothing: the claim goes out in a push leased on the job's tip this worker fetched
+    and vetted, so a job another worker took, requeued or archived since is a rejected push,
+    after which the worker fetches; every check before a claim (Gate) runs on the job it claims
+    either way. A job's receipt goes out in the next claim's push (run_claimed with ride), or
+    on its own when no claim follows: before the queue is called empty, at the end, on an error
+    and on SIGINT/SIGTERM."""
     clean_stale_scratch()
     pub = publisher(store, opts.remote)
     report = WorkReport(strict=opts.strict)
     picker = Picker(store)
     done = 0
-    while opts.max_jobs is None or done < opts.max_jobs:
-        pub.refresh()
-        lease = _claim_next(pub, opts, report, progress, picker)
-        if lease is None:
-            if opts.wait:
-                time.sleep(opts.poll_s)
+    fetched_at = float("-inf")  # when this worker last fetched from where events are published
+    contended_until = float("-inf")  # until when this worker fetches before each claim (it lost a race)
+    try:
+        while opts.max_jobs is None or done < opts.max_jobs:
+            now = time.monotonic()
+            fresh = pub.remote is None or now - fetched_at > opts.refresh_s or now < contended_until
+            if fresh:  # a receipt held for the next claim's push stays held: its lease is its own
+                pub.refresh()
+                fetched_at = time.monotonic()
+            lease = _claim_next(pub, opts, report, progress, picker)
+            if lease is None:
+                pub.flush()  # no next claim to carry a held receipt: it goes out on its own
+                if not fresh:  # the queue looks empty from a view up to refresh_s old: fetch, then decide
+                    fetched_at = float("-inf")
+                    continue
+                if opts.wait:
+                    time.sleep(opts.poll_s)
+                    fetched_at = float("-inf")
+                    continue
+                break
+            outcome = run_claimed(pub, lease, opts, progress, ride=True)
+            report.outcomes.append(outcome)
+            if outcome.result in ("lost", "fenced"):
+                fetched_at = float("-inf")  # the remote moved under this worker: fetch before the next claim
+            if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
+                picker.lost = True
+                contended_until = time.monotonic() + CONTENDED * opts.refresh_s
                 continue
-            break
-        outcome = run_claimed(pub, lease, opts, progress)
-        report.outcomes.append(outcome)
-        if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
-            picker.lost = True
-            continue
-        done += 1
+            done += 1
+    except BaseException:  # an error, SIGINT or SIGTERM: a receipt held for the next push still goes out
+        with contextlib.suppress(GenjobError):
+            pub.flush()
+        raise
+    pub.flush()  # the last receipt, before the report
     return report
 
+
+CONTENDED = 10  # after a lost race a worker fetches before each claim for this many refresh_s
 
 PICK_WINDOW = 16
 
@@ -290,7 +325,12 @@ class _Renewer(threading.Thread):
                     return
 
 
-def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Progress) -> JobOutcome:
+def run_claimed(
+    pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Progress, ride: bool = False
+) -> JobOutcome:
+    """Record `sending`, generate, judge, sign and store the receipt. With `ride`, a remote
+    publisher may hold the receipt for its next push (the next claim's): the caller flushes it,
+    and the outcome returned is settled when the receipt is published (fenced if refused)."""
     store, record = pub.store, lease.record
     key = record.key
     crash_point("after-claim")
@@ -335,7 +375,7 @@ def run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pro
                 return JobOutcome(key, "fenced", exc.message, lease.n)
             progress(f"{state} {key}: {result.message}")
             return JobOutcome(key, state, result.message, lease.n)
-        outcome = _finish(pub, lease, record, result, scratch, ctx, cfg, opts, progress)
+        outcome = _finish(pub, lease, record, result, scratch, ctx, cfg, opts, progress, ride)
         outcome.replayed = [fp for fp, source in getattr(ctx.cache, "sources", []) if source == "replay"]
         return outcome
     finally:
@@ -510,17 +550,29 @@ def _finish(
     cfg: Config,
     opts: WorkerOptions,
     progress: Progress,
+    ride: bool = False,
 ) -> JobOutcome:
-    """Judge, sign, and store the receipt on top of the claim that made it."""
+    """Judge, sign, and store the receipt on top of the claim that made it (with `ride`, maybe
+    in the publisher's next push: the outcome is settled then)."""
     verdict = judge(result, scratch, record, ctx, cfg, opts.allow_secrets)
     envelope = sign_statement(build_statement(predicate_for(record, lease, verdict, ctx, opts)), opts.signing_key)
+    outcome = JobOutcome(record.key, verdict.status, verdict.reason, lease.n)
+
+    def settled(refused: str | None) -> None:
+        if refused is None:
+            progress(f"receipt {record.key} {verdict.status}" + (f": {verdict.reason}" if verdict.reason else ""))
+        else:
+            progress(f"fenced  {record.key}: {refused}")
+            outcome.result, outcome.reason = "fenced", refused
+
     try:
-        store_receipt(pub, lease, envelope, verdict.outputs, list(ctx.replays))
+        store_receipt(pub, lease, envelope, verdict.outputs, list(ctx.replays), ride=settled if ride else None)
     except Conflict as exc:
-        progress(f"fenced  {record.key}: {exc.message}")
-        return JobOutcome(record.key, "fenced", exc.message, lease.n)
-    progress(f"receipt {record.key} {verdict.status}" + (f": {verdict.reason}" if verdict.reason else ""))
-    return JobOutcome(record.key, verdict.status, verdict.reason, lease.n)
+        settled(exc.message)
+        return outcome
+    if not ride:
+        settled(None)
+    return outcome
 
 
 class OutOfBand:
