@@ -173,9 +173,11 @@ def test_child_git_gets_only_allowed_git_variables(monkeypatch) -> None:  # type
     assert sorted(k for k in env if k.startswith("GIT_") and k != "GIT_TERMINAL_PROMPT") == [
         "GIT_CONFIG_KEY_0",
         "GIT_CONFIG_PARAMETERS",
+        "GIT_NO_REPLACE_OBJECTS",  # set, not passed through: objects by id (a replace ref swaps none)
         "GIT_SSH_COMMAND",
         "GIT_TRACE_PACKET",
     ]
+    assert env["GIT_NO_REPLACE_OBJECTS"] == "1"
 
 
 def test_a_remote_genjob_ref_that_names_no_commit_is_refused_and_the_rest_is_fetched(tmp_path: Path) -> None:
