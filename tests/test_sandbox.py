@@ -417,21 +417,26 @@ def test_an_escaped_child_racing_symlinks_and_fifos_never_gets_a_host_file_signe
     time.sleep(0.5)  # the racers end by themselves once their scratch tree is gone
 
 
-def test_the_generators_exit_is_noticed_at_once() -> None:
-    """The exit is waited on (a pidfd), not polled: median notice well under a 50 ms poll."""
-    import statistics
-
+def test_wait_ends_at_the_generators_exit_its_deadline_or_a_stop() -> None:
+    """`_wait` (a pidfd where the kernel has one) says True for an exit and False for a deadline
+    or a fencing stop. How soon it notices an exit is measured, not asserted: `bench/run --only
+    exit` (0.5 ms against a blocking waitpid's 0.4 ms; 24 ms when polled)."""
     from git_genjob.worker.generators import GenContext
     from git_genjob.worker.generators.exec import _wait
 
     ctx = GenContext(None, "", "", "", {}, 10, threading.Event())  # type: ignore[arg-type]
-    delays = []
-    for _ in range(15):
-        proc = subprocess.Popen(["true"])
-        start = time.monotonic()
-        assert _wait(proc, time.monotonic() + 10, ctx)
-        delays.append(time.monotonic() - start)
-    assert statistics.median(delays) < 0.02, delays
+    proc = subprocess.Popen(["true"])
+    assert _wait(proc, time.monotonic() + 60, ctx) and proc.returncode == 0
+    for stop in (False, True):
+        proc = subprocess.Popen(["sleep", "60"])
+        try:
+            if stop:
+                ctx.stop.set()
+            assert not _wait(proc, time.monotonic() + (60 if stop else 0.2), ctx)
+            assert proc.poll() is None  # still running: the caller kills it
+        finally:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.mark.parametrize("launcher", ["thread", "forked child"])
