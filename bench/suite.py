@@ -622,35 +622,75 @@ def _fleet_claims_once(n: int, queued: int, seconds: float) -> tuple[float, int,
     return claimed / elapsed, sum(1 for r in records if len(r.attempts) > 1), sum(int(o[1]) for o in outs)
 
 
-def row_remote_workers(workers: list[int], jobs: int) -> Row:
+def row_remote_workers(workers: list[int], jobs: int) -> list[Row]:
     """Jobs/s of `git genjob work --remote origin` processes, each in its own fresh clone of one
-    bare remote over file://, running every job of the queue end to end (claim with its
-    `sending` in one push, an exec:true generator in the sandbox, the signed receipt pushed with
-    the next claim)."""
-    rates = [_remote_workers_once(n, jobs) for n in workers]
-    return Row(
-        f"remote workers, jobs/s over file:// with {' / '.join(map(str, workers))} workers ({jobs} jobs)",
-        "≥ 10 / ≥ 25 (issue 24)",
-        " / ".join(f"{r:.1f}" for r in rates) + " jobs/s",
-        "—",
-        None,
-        None,
-        {"workers": workers, "jobs": jobs, "jobs_per_s": rates},
-    )
+    bare remote, over file:// and over git:// (`git daemon` on 127.0.0.1, receive-pack on),
+    running every job of the queue end to end (claim with its `sending` in one push, an
+    exec:true generator in the sandbox, the signed receipt pushed with the next claim)."""
+    rows = []
+    for transport, target in (("file://", "≥ 10 / ≥ 25 (issue 24)"), ("git://", "≥ 5 / ≥ 15 (issue 24)")):
+        rates = [_remote_workers_once(n, jobs, transport == "git://") for n in workers]
+        rows.append(
+            Row(
+                f"remote workers, jobs/s over {transport} with {' / '.join(map(str, workers))} workers ({jobs} jobs)",
+                target,
+                " / ".join(f"{r:.1f}" for r in rates) + " jobs/s",
+                "—",
+                None,
+                None,
+                {"workers": workers, "jobs": jobs, "jobs_per_s": rates, "transport": transport},
+            )
+        )
+    return rows
 
 
-def _remote_workers_once(n: int, jobs: int) -> float:
+def _git_daemon(base: str) -> tuple[subprocess.Popen[bytes], int]:
+    """`git daemon` serving every repository under `base` on 127.0.0.1, pushes allowed."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    daemon = subprocess.Popen(
+        ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}", f"--base-path={base}",
+         "--export-all", "--enable=receive-pack", base],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return daemon, port
+        except OSError:
+            if time.monotonic() > deadline:
+                daemon.kill()
+                raise
+            time.sleep(0.05)
+
+
+def _remote_workers_once(n: int, jobs: int, daemon: bool = False) -> float:
     repo, keypath = scale_repo(0, jobs)
     bare, clones = _shared_remote(repo, n)
+    server = None
+    if daemon:
+        server, port = _git_daemon(os.path.dirname(bare))
+        for c in clones:
+            url = f"git://127.0.0.1:{port}/{os.path.basename(bare)}"
+            subprocess.run(["git", "-C", c, "remote", "set-url", "origin", url], check=True)
     argv = ["work", "--remote", "origin", "--generator", "exec:true", "--signing-key", keypath, "--json"]
-    t = time.perf_counter()
-    procs = [
-        subprocess.Popen([sys.executable, "-m", "git_genjob", *argv, "--worker-id", f"w{i}"], cwd=c,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        for i, c in enumerate(clones)
-    ]  # fmt: skip
-    outs = [p.communicate()[0] for p in procs]
-    elapsed = time.perf_counter() - t
+    try:
+        t = time.perf_counter()
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "git_genjob", *argv, "--worker-id", f"w{i}"], cwd=c,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            for i, c in enumerate(clones)
+        ]  # fmt: skip
+        outs = [p.communicate()[0] for p in procs]
+        elapsed = time.perf_counter() - t
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
     finished = sum(
         1 for out in outs for o in (json.loads(out)["jobs"] if out.strip() else []) if o["result"] not in ("lost",)
     )
@@ -1217,7 +1257,7 @@ def main() -> None:
         "queue": lambda: row_claim_next_queued([100, 1000] if q else [100, 1000, 10000]),
         "claims": lambda: [row_claims_per_second([1, 2, 4], 300 if q else 2000, 2 if q else 5)],
         "fleet": lambda: [row_fleet_claims([1, 4, 16], 60 if q else 400, 2 if q else 8, 1 if q else 3)],
-        "remote": lambda: [row_remote_workers([1, 4], 8 if q else 60)],
+        "remote": lambda: row_remote_workers([1, 4], 8 if q else 60),
         "verify": lambda: row_verify_throughput(24 if q else 100),  # an output over the 16 MiB document limit
         "merge": lambda: row_merged_apply(3 if q else 9),
         "rss": lambda: row_peak_rss([(2, 8 * MiB)] if q else [(16, 16 * MiB), (1, 256 * MiB)]),
