@@ -1,0 +1,114 @@
+"""Red team of `work --remote` after issue 24 (a fetch only when the view is old or contended,
+a receipt riding in the next claim's push, one transaction per fetch).
+
+Real bare remotes, real clones, real keys, `git genjob` as separate processes where a process
+boundary matters. A finding is a test marked xfail(strict=True) until it is fixed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, run_genjob
+from tests.test_remote_view import _fleet
+
+# `git genjob` as its own process (RT_OLD=DIR runs the code in DIR instead: how a finding was
+# checked against the code before the change)
+GENJOB = [
+    sys.executable,
+    "-c",
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); from git_genjob.entry import main; sys.exit(main())",
+    os.environ.get("RT_OLD", str(Path(__file__).resolve().parent.parent)),
+]
+
+
+def _work_process(
+    clone: Path, planner: Path, key: Path, *extra: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *GENJOB,
+            "work",
+            "--remote",
+            "origin",
+            "--worker-id",
+            "wa",
+            "--signing-key",
+            str(key),
+            "--allowed-signers",
+            str(planner / ".genjob" / "allowed_signers"),
+            "--no-sandbox",
+            *extra,
+        ],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _decline(bare: Path, message: str) -> None:
+    """A pre-receive hook on the remote that refuses every push (a forge's policy, a quota)."""
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho '{message}' >&2\nexit 1\n")
+    hook.chmod(0o755)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a claim a remote hook refuses is reported `lost` and the worker claims the next job, for ever "
+    "(before issue 24 too: the claim and its sending already went out in one push)",
+)
+def test_a_remote_whose_hook_refuses_every_push_ends_the_worker(tmp_path: Path) -> None:
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 2)
+    _decline(bare, "refs/genjob is read-only here")
+    before = git(bare, "for-each-ref", "refs/genjob/")
+    proc = _work_process(wa, planner, key, "--generator", "exec:echo x > src/user.py", "--json", timeout=15)
+    # the remote said no: no race was lost, so the worker stops and says what the remote said
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "refs/genjob is read-only here" in proc.stdout + proc.stderr
+    assert git(bare, "for-each-ref", "refs/genjob/") == before
+
+
+def _fd_limit(n: int):  # type: ignore[no-untyped-def]
+    """A preexec_fn: a soft limit of `n` open files (macOS's default is 256, many Linux hosts 1024)."""
+    import resource
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    return apply
+
+
+@pytest.mark.xfail(strict=True, reason="one ref transaction per fetch: one open lock file per job ref it moves")
+def test_a_fresh_clone_fetches_more_jobs_than_it_may_open_files(tmp_path: Path) -> None:
+    """One ref transaction per fetch locks every job ref the remote advanced at once, and libgit2
+    holds a lock file open per locked ref: a fresh worker clone of a remote with more live jobs
+    than its open-file limit could not fetch at all (SPEC §3: 100,000 jobs in one repository)."""
+    from git_genjob.planner.queue import submit
+    from git_genjob.storage.store import Store
+
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 0)
+    store = Store.open(str(planner))
+    for i in range(300):
+        submit(store, f"job {i}", ["src/user.py"], key=f"r{i}")
+    assert run_genjob("push", cwd=planner).code == 0
+    proc = subprocess.run(
+        [*GENJOB, "fetch", "origin", "--json"],
+        cwd=wa,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_fd_limit(256),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(json.loads(proc.stdout)["created"]) == 300
+    assert git(wa, "for-each-ref", "--count=400", "refs/genjob/jobs/").count("\n") == 300
