@@ -87,7 +87,6 @@ def _fd_limit(n: int):  # type: ignore[no-untyped-def]
     return apply
 
 
-@pytest.mark.xfail(strict=True, reason="one ref transaction per fetch: one open lock file per job ref it moves")
 def test_a_fresh_clone_fetches_more_jobs_than_it_may_open_files(tmp_path: Path) -> None:
     """One ref transaction per fetch locks every job ref the remote advanced at once, and libgit2
     holds a lock file open per locked ref: a fresh worker clone of a remote with more live jobs

@@ -219,9 +219,14 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
                 report.diverged.append(key)
             else:  # not this job's history: ours stands, and `push` puts it back (with a lease)
                 report.kept.append(f"{key} ({foreign})")
-    if forward:  # each checked against the value read: a local writer since is a conflict (exit 4)
-        store.update_refs(forward, message="genjob: fetch")
+    # each checked against the value read: a local writer since is a conflict (exit 4); a
+    # transaction holds a lock file open per ref, so at most REFS_PER_TRANSACTION at a time
+    for i in range(0, len(forward), REFS_PER_TRANSACTION):
+        store.update_refs(forward[i : i + REFS_PER_TRANSACTION], message="genjob: fetch")
     _drop_archived_live(store, report)
+
+
+REFS_PER_TRANSACTION = 128  # open files a fetch's ref transaction may hold (macOS allows 256 by default)
 
 
 def _foreign_chain(store: Store, key: str, local: pygit2.Oid, remote: pygit2.Oid) -> str | None:
