@@ -111,3 +111,25 @@ def test_a_fresh_clone_fetches_more_jobs_than_it_may_open_files(tmp_path: Path) 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert len(json.loads(proc.stdout)["created"]) == 300
     assert git(wa, "for-each-ref", "--count=400", "refs/genjob/jobs/").count("\n") == 300
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="fetch maps refs/genjob/notes/genjob and refs/notes/genjob to one tracking ref: git refuses the fetch",
+)
+def test_a_keyless_ref_under_refs_genjob_notes_stops_no_worker(tmp_path: Path) -> None:
+    """A keyless clone with push access adds refs/genjob/notes/genjob beside the remote's real
+    refs/notes/genjob: both mapped to one tracking ref, so every fetch failed (exit 3, 'check that
+    the remote exists and is reachable') and no worker, recover or fetch could run."""
+    bare, planner, key, (wa, attacker) = _fleet(tmp_path, 1)
+    git(planner, "notes", "--ref=genjob", "add", "-m", "a reviewer's note", "HEAD")
+    git(planner, "push", "-q", "origin", "refs/notes/genjob")
+    git(attacker, "commit", "-q", "--allow-empty", "-m", "anything")
+    git(attacker, "push", "-q", "origin", "HEAD:refs/genjob/notes/genjob")
+    proc = _work_process(wa, planner, key, "--generator", "exec:echo x > src/user.py", "--json", timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [(o["key"], o["result"]) for o in json.loads(proc.stdout)["jobs"]] == [("r0", "ok")]
+    assert json.loads(git(bare, "show", "refs/genjob/jobs/r0:attempts.json"))["state"] == "done"
+    assert git(wa, "rev-parse", "refs/genjob/jobs/r0") == git(bare, "rev-parse", "refs/genjob/jobs/r0")
+    # the remote's notes are the planner's; the ref the keyless clone added is nobody's notes here
+    assert git(wa, "rev-parse", "refs/notes/genjob") == git(planner, "rev-parse", "refs/notes/genjob")
