@@ -130,3 +130,24 @@ def test_a_keyless_ref_under_refs_genjob_notes_stops_no_worker(tmp_path: Path) -
     git(planner, "fetch", "-q", "origin")  # plain git fetch too, with the refspecs init added
     # the remote's notes are the planner's; the ref the keyless clone added is nobody's notes here
     assert git(wa, "rev-parse", "refs/notes/genjob") == git(planner, "rev-parse", "refs/notes/genjob")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="fetch moves a remote ref refs/genjob/jobs/KEY/x into a clone that holds refs/genjob/jobs/KEY: "
+    "NotADirectoryError, exit 70, on every fetch (pre-existing)",
+)
+def test_a_keyless_ref_below_a_job_ref_this_clone_holds_stops_no_worker(tmp_path: Path) -> None:
+    """A keyless clone with push access deletes live job r0 on the remote and pushes a ref
+    below its name: every clone that still held r0 crashed on every fetch, so no worker ran."""
+    bare, planner, key, (wa, attacker) = _fleet(tmp_path, 2)
+    assert run_genjob("fetch", "origin", cwd=wa).code == 0  # wa knows r0 and r1
+    git(attacker, "commit", "-q", "--allow-empty", "-m", "anything")
+    git(attacker, "push", "-q", "origin", ":refs/genjob/jobs/r0")
+    git(attacker, "push", "-q", "origin", "HEAD:refs/genjob/jobs/r0/x")
+    proc = _work_process(wa, planner, key, "--generator", "exec:echo x > src/user.py", "--json", timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # r0 is gone from the remote: never claimed from this clone's old view of it
+    assert [(o["key"], o["result"]) for o in json.loads(proc.stdout)["jobs"]] == [("r1", "ok")]
+    assert json.loads(git(bare, "show", "refs/genjob/jobs/r1:attempts.json"))["state"] == "done"
+    assert git(wa, "for-each-ref", "refs/genjob/jobs/r0/") == ""  # the keyless ref was not imported
