@@ -132,11 +132,6 @@ def test_a_keyless_ref_under_refs_genjob_notes_stops_no_worker(tmp_path: Path) -
     assert git(wa, "rev-parse", "refs/notes/genjob") == git(planner, "rev-parse", "refs/notes/genjob")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fetch moves a remote ref refs/genjob/jobs/KEY/x into a clone that holds refs/genjob/jobs/KEY: "
-    "NotADirectoryError, exit 70, on every fetch (pre-existing)",
-)
 def test_a_keyless_ref_below_a_job_ref_this_clone_holds_stops_no_worker(tmp_path: Path) -> None:
     """A keyless clone with push access deletes live job r0 on the remote and pushes a ref
     below its name: every clone that still held r0 crashed on every fetch, so no worker ran."""

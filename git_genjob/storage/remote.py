@@ -147,7 +147,7 @@ class SyncReport:
     merged: list[str] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
     pushed: list[str] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)  # remote refs that name no commit: left alone
+    refused: list[str] = field(default_factory=list)  # remote refs that name no commit or no job: left alone
     kept: list[str] = field(default_factory=list)  # live jobs an archive entry this clone cannot vouch for did not end
     recovered: list[str] = field(default_factory=list)  # ledger refs moved backwards outside genjob, merged back
 
@@ -191,11 +191,18 @@ def merge_union(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> pygit2.O
 
 def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncReport) -> None:
     """Bring local refs up to what the remote holds, without losing local work."""
+    from git_genjob.documents.job import is_key
     from git_genjob.storage.notes import merge_notes
 
     recover_kept(store, report)
     remote_refs = dict(remote_refs)
     for name, oid in sorted(remote_refs.items()):
+        if name.startswith(JOBS_PREFIX) and not is_key(name[len(JOBS_PREFIX) :]):
+            # not a job genjob could have written (a ref below a job's name, say): never imported,
+            # where it would clash with a live job ref this clone holds
+            report.refused.append(f"{name} (no job key)")
+            del remote_refs[name]
+            continue
         kind = store.object_type(oid)  # from the header: a hostile ref may name a huge blob
         if kind != "commit":  # genjob writes only commits there: never ours to import
             report.refused.append(f"{name} ({kind or 'missing'} {str(oid)[:12]})")
@@ -355,11 +362,11 @@ def fetch(store: Store, remote: str) -> SyncReport:
 
 
 def _refuse_non_commits(report: SyncReport, remote: str) -> None:
-    """A remote genjob ref that names no commit was not imported (and is never pushed over):
+    """A remote genjob ref that names no commit (or no job key) was not imported (and is never pushed over):
     the rest of the fetch stands, and the user decides what to do with that ref."""
     if report.refused:
         raise Refused(
-            f"{remote} holds genjob refs that name no commit; they were not fetched",
+            f"{remote} holds genjob refs that name no commit or no job; they were not fetched",
             f"look with: git ls-remote {remote} 'refs/genjob/*' 'refs/notes/genjob*'; if nothing there is "
             f"yours, delete them (git push {remote} --delete REF) and run this again",
             details=report.refused,
