@@ -77,6 +77,25 @@ def test_a_remote_whose_hook_refuses_every_push_ends_the_worker(tmp_path: Path) 
     assert git(bare, "for-each-ref", "refs/genjob/") == before
 
 
+@pytest.mark.xfail(strict=True, reason="a hook's refusal of a riding receipt is reported fenced; the worker spins")
+def test_a_held_receipt_a_remote_hook_refuses_is_not_called_fenced(tmp_path: Path) -> None:
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 2)
+    """A receipt the remote's hook refused was reported `fenced` ('the remote moved'), and the worker
+    went on claiming, each claim `lost`, for ever: no lease decided either."""
+    policy = tmp_path / "policy"
+    policy.write_text("#!/bin/sh\necho quota exceeded >&2\nexit 1\n")
+    policy.chmod(0o755)
+    # r0's generator answers, then the remote starts refusing every push (its admin's new policy)
+    gen = f"exec:sh -c 'echo x > src/user.py; cp {policy} {bare}/hooks/pre-receive'"
+    proc = _work_process(wa, planner, key, "--generator", gen, "--json", timeout=15)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = json.loads(proc.stderr)  # --json: the error document
+    assert "quota exceeded" in err["error"] and "fenced" not in proc.stdout + proc.stderr
+    # r0's receipt never reached the remote: it stays sending (recover holds it unknown), r1 queued
+    assert json.loads(git(bare, "show", "refs/genjob/jobs/r0:attempts.json"))["state"] == "sending"
+    assert git(bare, "rev-parse", "refs/genjob/jobs/r1") == git(planner, "rev-parse", "refs/genjob/jobs/r1")
+
+
 def _fd_limit(n: int):  # type: ignore[no-untyped-def]
     """A preexec_fn: a soft limit of `n` open files (macOS's default is 256, many Linux hosts 1024)."""
     import resource
