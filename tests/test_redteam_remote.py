@@ -13,8 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import git, run_genjob
 from tests.test_remote_view import _fleet
 
@@ -61,11 +59,6 @@ def _decline(bare: Path, message: str) -> None:
     hook.chmod(0o755)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a claim a remote hook refuses is reported `lost` and the worker claims the next job, for ever "
-    "(before issue 24 too: the claim and its sending already went out in one push)",
-)
 def test_a_remote_whose_hook_refuses_every_push_ends_the_worker(tmp_path: Path) -> None:
     bare, planner, key, (wa, _) = _fleet(tmp_path, 2)
     _decline(bare, "refs/genjob is read-only here")
@@ -77,7 +70,6 @@ def test_a_remote_whose_hook_refuses_every_push_ends_the_worker(tmp_path: Path) 
     assert git(bare, "for-each-ref", "refs/genjob/") == before
 
 
-@pytest.mark.xfail(strict=True, reason="a hook's refusal of a riding receipt is reported fenced; the worker spins")
 def test_a_held_receipt_a_remote_hook_refuses_is_not_called_fenced(tmp_path: Path) -> None:
     bare, planner, key, (wa, _) = _fleet(tmp_path, 2)
     """A receipt the remote's hook refused was reported `fenced` ('the remote moved'), and the worker

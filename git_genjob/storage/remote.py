@@ -115,6 +115,7 @@ def push_leases(store: Store, remote: str, updates: list[RefUpdate]) -> None:
     proc = git(store, *args, remote, *specs, check=False)
     if proc.returncode == 0:
         return
+    _raise_if_declined(proc, remote)
     rejected = [line.split("\t")[1].split(":")[-1] for line in proc.stdout.splitlines() if line.startswith("!\t")]
     if rejected or "stale info" in proc.stderr or "rejected" in proc.stdout + proc.stderr:
         raise Conflict(
@@ -133,10 +134,25 @@ def push_each(store: Store, remote: str, updates: list[RefUpdate]) -> set[str]:
         args.append(f"--force-with-lease={u.name}:{u.expected or ''}")
         specs.append(f"{u.new}:{u.name}" if u.new is not None else f":{u.name}")
     proc = git(store, *args, remote, *specs, check=False)
+    _raise_if_declined(proc, remote)
     rejected = {line.split("\t")[1].split(":")[-1] for line in proc.stdout.splitlines() if line.startswith("!\t")}
     if proc.returncode != 0 and not rejected:
         raise RemoteUnavailable(f"git push to {remote} failed: {proc.stderr.strip()}", "check the remote")
     return rejected
+
+
+def _raise_if_declined(proc: subprocess.CompletedProcess[str], remote: str) -> None:
+    """A push the remote's own hook declined lost no race: no lease decided it, and pushing again
+    (another job, the same receipt) meets the same hook. Refused (exit 1), in the remote's words."""
+    declined = [line for line in proc.stdout.splitlines() if line.startswith("!\t") and "hook declined" in line]
+    if declined:
+        said = [line[len("remote: ") :] for line in proc.stderr.splitlines() if line.startswith("remote: ")]
+        raise Refused(
+            f"{remote} refused the push: its hook declined it" + (f" ({said[0].strip()})" if said else ""),
+            "the remote's hooks decide what it takes (ask its admin); nothing was lost here: the jobs are as "
+            "the remote holds them, a job whose receipt was refused stays sending until git genjob recover",
+            details=[line.split("\t", 1)[1] for line in declined] + said,
+        )
 
 
 @dataclass
