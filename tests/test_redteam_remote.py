@@ -157,3 +157,30 @@ def test_a_keyless_ref_below_a_job_ref_this_clone_holds_stops_no_worker(tmp_path
     assert [(o["key"], o["result"]) for o in json.loads(proc.stdout)["jobs"]] == [("r1", "ok")]
     assert json.loads(git(bare, "show", "refs/genjob/jobs/r1:attempts.json"))["state"] == "done"
     assert git(wa, "for-each-ref", "refs/genjob/jobs/r0/") == ""  # the keyless ref was not imported
+
+
+def test_a_riding_receipt_the_remote_took_before_the_connection_died_is_published_not_lost(tmp_path: Path) -> None:
+    """What held: the remote's receive-pack dies after it moved r0's receipt (the push that
+    carries it with r1's claim), before it reports. The worker cannot tell, puts the receipt
+    back, and its flush on the way out finds the remote holding it (`=` up to date): published,
+    and the worker's own ref for r0 agrees with the remote's; the worker says the remote failed
+    (exit 3) and r1 was claimed at most once."""
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 2)
+    count = tmp_path / "committed"
+    count.write_text("")
+    hook = bare / "hooks" / "reference-transaction"  # per ref: a push that is not --atomic
+    hook.write_text(
+        f'#!/bin/sh\n[ "$1" = committed ] || exit 0\necho x >> {count}\n'
+        f"[ $(wc -l < {count}) = 2 ] && kill -9 $PPID\nexit 0\n"  # the second ref the remote moved
+    )
+    hook.chmod(0o755)
+    proc = _work_process(wa, planner, key, "--generator", "exec:echo x > src/user.py", "--json", timeout=60)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert json.loads(git(bare, "show", "refs/genjob/jobs/r0:attempts.json"))["state"] == "done"
+    assert git(wa, "rev-parse", "refs/genjob/jobs/r0") == git(bare, "rev-parse", "refs/genjob/jobs/r0")
+    assert run_genjob("fetch", cwd=planner).code == 0
+    assert run_genjob("verify", "r0", cwd=planner).code == 0
+    claims = [
+        e for e in json.loads(run_genjob("show", "r1", "--json", cwd=planner).out)["events"] if e["event"] == "claimed"
+    ]
+    assert len(claims) <= 1
