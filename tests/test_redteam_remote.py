@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import git, run_genjob
 from tests.test_remote_view import _fleet
 
@@ -184,3 +186,19 @@ def test_a_riding_receipt_the_remote_took_before_the_connection_died_is_publishe
         e for e in json.loads(run_genjob("show", "r1", "--json", cwd=planner).out)["events"] if e["event"] == "claimed"
     ]
     assert len(claims) <= 1
+
+
+@pytest.mark.xfail(strict=True, reason="the error names the push that failed, not the receipt it carried")
+def test_a_receipt_held_when_the_remote_goes_away_is_named_in_the_error(tmp_path: Path) -> None:
+    """r0's receipt waits for r1's claim push; the remote is gone by then (a network cut). The
+    receipt is not published (r0 stays sending, for recover), and the worker must say so: the
+    error named only the failed push, so nothing told its user that r0's receipt was lost."""
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 2)
+    gone = tmp_path / "remote.gone"
+    gen = f"exec:sh -c 'echo x > src/user.py; mv {bare} {gone}'"  # r0's generator answers, then the cut
+    proc = _work_process(wa, planner, key, "--generator", gen, "--json", timeout=60)
+    gone.rename(bare)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert json.loads(git(bare, "show", "refs/genjob/jobs/r0:attempts.json"))["state"] == "sending"
+    err = json.loads(proc.stderr)
+    assert any("r0" in line and "not published" in line for line in err["details"]), err
