@@ -13,8 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from git_genjob.storage.store import Store
+from git_genjob.worker.run import work
 from tests.conftest import git, run_genjob
-from tests.test_remote_view import _fleet
+from tests.test_remote_view import _fleet, _Meanwhile, _worker
 
 # `git genjob` as its own process (RT_OLD=DIR runs the code in DIR instead: how a finding was
 # checked against the code before the change)
@@ -199,3 +201,34 @@ def test_a_receipt_held_when_the_remote_goes_away_is_named_in_the_error(tmp_path
     assert json.loads(git(bare, "show", "refs/genjob/jobs/r0:attempts.json"))["state"] == "sending"
     err = json.loads(proc.stderr)
     assert any("r0" in line and "not published" in line for line in err["details"]), err
+
+
+def _swap_input(attacker: Path, bare: Path, key: str) -> str:
+    """A keyless clone appends a commit to job `key` on the remote with other bytes for its input."""
+    git(attacker, "fetch", "-q", str(bare), f"+refs/genjob/jobs/{key}:refs/x/{key}")
+    index = {**os.environ, "GIT_INDEX_FILE": str(attacker / ".git" / "forge.index")}
+    subprocess.run(["git", "read-tree", f"refs/x/{key}"], cwd=attacker, env=index, check=True)
+    blob = git(attacker, "hash-object", "-w", "--stdin", input="print('pwned')\n").strip()
+    info = f"100644,{blob},inputs/src/user.py"
+    subprocess.run(["git", "update-index", "--cacheinfo", info], cwd=attacker, env=index, check=True)
+    tree = subprocess.run(["git", "write-tree"], cwd=attacker, env=index, check=True, capture_output=True, text=True)
+    forged = git(attacker, "commit-tree", "-p", f"refs/x/{key}", "-m", f"genjob: submitted {key}", tree.stdout.strip())
+    git(attacker, "push", "-q", str(bare), f"{forged.strip()}:refs/genjob/jobs/{key}")
+    return forged.strip()
+
+
+def test_a_job_a_keyless_clone_rewrites_after_the_workers_fetch_is_never_claimed(tmp_path: Path) -> None:
+    """What held: r1 is queued in the worker's view (no fetch for age); while it generates r0, a
+    keyless clone appends swapped input bytes to r1 on the remote. The claim of r1 is leased on
+    the tip the worker vetted, so it loses; the worker fetches, finds r1 damaged and never claims it."""
+    bare, planner, key, (wa, attacker) = _fleet(tmp_path, 3)
+    forged: list[str] = []
+    gen = _Meanwhile([lambda: forged.append(_swap_input(attacker, bare, "r1"))])
+    report = work(Store.open(str(wa)), _worker(gen, planner, key, refresh_s=600))
+    got = [(o.key, o.result) for o in report.outcomes]
+    assert got[:2] == [("r0", "ok"), ("r1", "lost")] and ("r2", "ok") in got, got
+    assert {r for k, r in got if k == "r1"} <= {"lost", "damaged"}, got
+    assert git(bare, "rev-parse", "refs/genjob/jobs/r1").strip() == forged[0]  # nothing claimed on top of it
+    assert git(wa, "rev-parse", "refs/genjob/jobs/r1").strip() == forged[0]
+    for k in ("r0", "r2"):
+        assert json.loads(git(bare, "show", f"refs/genjob/jobs/{k}:attempts.json"))["state"] == "done"
