@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from git_genjob.storage.store import Store
 from git_genjob.worker.run import work
 from tests.conftest import git, run_genjob
@@ -29,7 +31,7 @@ GENJOB = [
 
 
 def _work_process(
-    clone: Path, planner: Path, key: Path, *extra: str, timeout: float = 60
+    clone: Path, planner: Path, key: Path, *extra: str, timeout: float = 60, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
@@ -51,6 +53,7 @@ def _work_process(
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -232,3 +235,37 @@ def test_a_job_a_keyless_clone_rewrites_after_the_workers_fetch_is_never_claimed
     assert git(wa, "rev-parse", "refs/genjob/jobs/r1").strip() == forged[0]
     for k in ("r0", "r2"):
         assert json.loads(git(bare, "show", f"refs/genjob/jobs/{k}:attempts.json"))["state"] == "done"
+
+
+@pytest.mark.parametrize(
+    ("fault", "after"),
+    [
+        ("after-claim@2", {"r0": "unknown", "r1": "done"}),  # r0's receipt held, r1's claim not out: both lost
+        ("after-push@2", {"r0": "done", "r1": "unknown"}),  # the push with both acknowledged, no local ref moved
+        ("after-sending@2", {"r0": "done", "r1": "unknown"}),  # r1 sending published: its outcome is uncertain
+    ],
+)
+def test_a_worker_killed_with_a_receipt_held_leaves_each_job_for_recover(
+    tmp_path: Path, fault: str, after: dict[str, str]
+) -> None:
+    """What held: kill -9 at each step around the push that carries r0's receipt with r1's
+    claim. A receipt never published leaves its job `sending`, which recover holds `unknown`
+    (never resent); nothing is claimed twice, and the same clone's next run agrees with the remote."""
+    import time
+
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 2)
+    args = ("--generator", "exec:echo x > src/user.py", "--lease", "1s")
+    killed = _work_process(wa, planner, key, *args, env={"GENJOB_FAULT": fault})
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    time.sleep(1.5)  # the lease lapses
+    assert run_genjob("recover", "--remote", "origin", cwd=planner).code == 0
+    again = _work_process(wa, planner, key, *args, "--json")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert run_genjob("fetch", cwd=planner).code == 0
+    for k, state in after.items():
+        shown = json.loads(run_genjob("show", k, "--json", cwd=planner).out)
+        assert shown["state"] == state, (k, shown["state"])
+        assert len([e for e in shown["events"] if e["event"] == "claimed"]) == 1, k
+        assert git(wa, "rev-parse", f"refs/genjob/jobs/{k}") == git(bare, "rev-parse", f"refs/genjob/jobs/{k}")
+        if state == "done":
+            assert run_genjob("verify", k, cwd=planner).code == 0
