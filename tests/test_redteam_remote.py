@@ -269,3 +269,34 @@ def test_a_worker_killed_with_a_receipt_held_leaves_each_job_for_recover(
         assert git(wa, "rev-parse", f"refs/genjob/jobs/{k}") == git(bare, "rev-parse", f"refs/genjob/jobs/{k}")
         if state == "done":
             assert run_genjob("verify", k, cwd=planner).code == 0
+
+
+def test_a_waiting_worker_publishes_its_last_receipt_before_it_waits(tmp_path: Path) -> None:
+    """What held: `work --wait` holds no receipt while it polls an empty queue: r0's receipt is on
+    the remote while the worker waits, and a SIGTERM then is exit 130 with nothing held."""
+    import signal
+    import time
+
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 1)
+    cmd = [*GENJOB, "work", "--remote", "origin", "--wait", "--signing-key", str(key), "--no-sandbox"]
+    cmd += [
+        "--allowed-signers",
+        str(planner / ".genjob" / "allowed_signers"),
+        "--generator",
+        "exec:echo x > src/user.py",
+    ]
+    proc = subprocess.Popen(cmd, cwd=wa, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        state = None
+        while time.monotonic() < deadline and state != "done":
+            shown = git(bare, "show", "refs/genjob/jobs/r0:attempts.json", check=False)
+            state = json.loads(shown)["state"] if shown else None
+            time.sleep(0.2)
+        assert state == "done"  # published while the worker lives on, waiting for work
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert git(wa, "rev-parse", "refs/genjob/jobs/r0") == git(bare, "rev-parse", "refs/genjob/jobs/r0")
