@@ -26,18 +26,11 @@ TRACK = "refs/genjob-remotes/"
 
 
 def fetch_refspecs(remote: str) -> list[str]:
-    """Refspecs that never make a plain `git fetch` fail (globs tolerate missing refs; genjob
-    keeps no ref under refs/genjob/notes/, whose tracking names would collide with the notes')."""
+    """Refspecs that never make a plain `git fetch` fail (globs tolerate missing refs)."""
     return [
         f"+refs/genjob/*:{TRACK}{remote}/*",
-        FOREIGN_NOTES,
         f"+refs/notes/genjob*:{TRACK}{remote}/notes/genjob*",
     ]
-
-
-# A ref a remote holds under refs/genjob/notes/ would track where the remote's refs/notes/genjob*
-# do, and git refuses a fetch that maps two refs to one: genjob writes none there, so none is fetched.
-FOREIGN_NOTES = "^refs/genjob/notes/*"
 
 
 def git(store: Store, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -92,8 +85,12 @@ def fetch_raw(store: Store, remote: str) -> dict[str, pygit2.Oid]:
         "--prune",
         "--quiet",
         remote,
-        f"+refs/genjob/*:{prefix}*",
-        FOREIGN_NOTES,
+        # only the refs genjob writes (globs: a missing one is no error); a remote's ref elsewhere
+        # under refs/genjob/ is never fetched: one under refs/genjob/notes/ would track where
+        # refs/notes/genjob* do, and git refuses a fetch that maps two refs to one
+        f"+{JOBS_PREFIX}*:{prefix}jobs/*",
+        f"+{ARCHIVE_REF}*:{prefix}archive*",
+        f"+{REPLAYS_REF}*:{prefix}replays*",
         f"+refs/notes/genjob*:{prefix}notes/genjob*",
     )
     out: dict[str, pygit2.Oid] = {}
