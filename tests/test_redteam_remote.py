@@ -314,3 +314,16 @@ def test_a_waiting_worker_publishes_its_last_receipt_before_it_waits(tmp_path: P
         proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert git(wa, "rev-parse", "refs/genjob/jobs/r0") == git(bare, "rev-parse", "refs/genjob/jobs/r0")
+
+
+def test_a_held_receipt_whose_job_ref_a_keyless_clone_deleted_is_fenced_not_ok(tmp_path: Path) -> None:
+    """What held: while r0 generates, a keyless clone deletes r0's ref on the remote. Its receipt,
+    riding in r1's claim push, meets no ref under its lease (`stale info`): reported fenced (exit
+    4), never ok, and nothing re-creates r0 there; r1's claim beside it stands."""
+    bare, planner, key, (wa, attacker) = _fleet(tmp_path, 2)
+    gen = _Meanwhile([lambda: git(attacker, "push", "-q", str(bare), ":refs/genjob/jobs/r0")])
+    report = work(Store.open(str(wa)), _worker(gen, planner, key, refresh_s=600))
+    assert {o.key: o.result for o in report.outcomes} == {"r0": "fenced", "r1": "ok"}, report.outcomes
+    assert report.exit_code == 4
+    assert git(bare, "for-each-ref", "refs/genjob/jobs/r0") == ""
+    assert json.loads(git(bare, "show", "refs/genjob/jobs/r1:attempts.json"))["state"] == "done"
