@@ -85,6 +85,10 @@ class Publisher:
     def flush(self) -> None:
         """Publish every event held to ride with a later push (see advance)."""
 
+    def unpublished(self) -> list[str]:
+        """The refs whose held events (see advance) are not published yet."""
+        return []
+
     def archive(self, key: str, job_tip: pygit2.Oid, tree: pygit2.Oid, message: str, row: str) -> None:
         """Move a live job into refs/genjob/archive: the archive first, then the live ref."""
         new_tip = self.store.archive_commit(key, job_tip, tree, message, row)
@@ -163,6 +167,9 @@ class LeasedRemote(Publisher):
     def flush(self) -> None:
         if self.riding:
             self.move([], "")
+
+    def unpublished(self) -> list[str]:
+        return [r.update.name for r in self.riding]
 
     def refresh(self) -> None:
         from git_genjob.storage.remote import SyncReport, fetch_raw, reconcile

@@ -85,7 +85,12 @@ def fetch_raw(store: Store, remote: str) -> dict[str, pygit2.Oid]:
         "--prune",
         "--quiet",
         remote,
-        f"+refs/genjob/*:{prefix}*",
+        # only the refs genjob writes (globs: a missing one is no error); a remote's ref elsewhere
+        # under refs/genjob/ is never fetched: one under refs/genjob/notes/ would track where
+        # refs/notes/genjob* do, and git refuses a fetch that maps two refs to one
+        f"+{JOBS_PREFIX}*:{prefix}jobs/*",
+        f"+{ARCHIVE_REF}*:{prefix}archive*",
+        f"+{REPLAYS_REF}*:{prefix}replays*",
         f"+refs/notes/genjob*:{prefix}notes/genjob*",
     )
     out: dict[str, pygit2.Oid] = {}
@@ -107,6 +112,7 @@ def push_leases(store: Store, remote: str, updates: list[RefUpdate]) -> None:
     proc = git(store, *args, remote, *specs, check=False)
     if proc.returncode == 0:
         return
+    _raise_if_declined(proc, remote)
     rejected = [line.split("\t")[1].split(":")[-1] for line in proc.stdout.splitlines() if line.startswith("!\t")]
     if rejected or "stale info" in proc.stderr or "rejected" in proc.stdout + proc.stderr:
         raise Conflict(
@@ -125,10 +131,25 @@ def push_each(store: Store, remote: str, updates: list[RefUpdate]) -> set[str]:
         args.append(f"--force-with-lease={u.name}:{u.expected or ''}")
         specs.append(f"{u.new}:{u.name}" if u.new is not None else f":{u.name}")
     proc = git(store, *args, remote, *specs, check=False)
+    _raise_if_declined(proc, remote)
     rejected = {line.split("\t")[1].split(":")[-1] for line in proc.stdout.splitlines() if line.startswith("!\t")}
     if proc.returncode != 0 and not rejected:
         raise RemoteUnavailable(f"git push to {remote} failed: {proc.stderr.strip()}", "check the remote")
     return rejected
+
+
+def _raise_if_declined(proc: subprocess.CompletedProcess[str], remote: str) -> None:
+    """A push the remote's own hook declined lost no race: no lease decided it, and pushing again
+    (another job, the same receipt) meets the same hook. Refused (exit 1), in the remote's words."""
+    declined = [line for line in proc.stdout.splitlines() if line.startswith("!\t") and "hook declined" in line]
+    if declined:
+        said = [line[len("remote: ") :] for line in proc.stderr.splitlines() if line.startswith("remote: ")]
+        raise Refused(
+            f"{remote} refused the push: its hook declined it" + (f" ({said[0].strip()})" if said else ""),
+            "the remote's hooks decide what it takes (ask its admin); nothing was lost here: the jobs are as "
+            "the remote holds them, a job whose receipt was refused stays sending until git genjob recover",
+            details=[line.split("\t", 1)[1] for line in declined] + said,
+        )
 
 
 @dataclass
@@ -139,7 +160,7 @@ class SyncReport:
     merged: list[str] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
     pushed: list[str] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)  # remote refs that name no commit: left alone
+    refused: list[str] = field(default_factory=list)  # remote refs that name no commit or no job: left alone
     kept: list[str] = field(default_factory=list)  # live jobs an archive entry this clone cannot vouch for did not end
     recovered: list[str] = field(default_factory=list)  # ledger refs moved backwards outside genjob, merged back
 
@@ -183,11 +204,18 @@ def merge_union(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> pygit2.O
 
 def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncReport) -> None:
     """Bring local refs up to what the remote holds, without losing local work."""
+    from git_genjob.documents.job import is_key
     from git_genjob.storage.notes import merge_notes
 
     recover_kept(store, report)
     remote_refs = dict(remote_refs)
     for name, oid in sorted(remote_refs.items()):
+        if name.startswith(JOBS_PREFIX) and not is_key(name[len(JOBS_PREFIX) :]):
+            # not a job genjob could have written (a ref below a job's name, say): never imported,
+            # where it would clash with a live job ref this clone holds
+            report.refused.append(f"{name} (no job key)")
+            del remote_refs[name]
+            continue
         kind = store.object_type(oid)  # from the header: a hostile ref may name a huge blob
         if kind != "commit":  # genjob writes only commits there: never ours to import
             report.refused.append(f"{name} ({kind or 'missing'} {str(oid)[:12]})")
@@ -219,9 +247,14 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
                 report.diverged.append(key)
             else:  # not this job's history: ours stands, and `push` puts it back (with a lease)
                 report.kept.append(f"{key} ({foreign})")
-    if forward:  # each checked against the value read: a local writer since is a conflict (exit 4)
-        store.update_refs(forward, message="genjob: fetch")
+    # each checked against the value read: a local writer since is a conflict (exit 4); a
+    # transaction holds a lock file open per ref, so at most REFS_PER_TRANSACTION at a time
+    for i in range(0, len(forward), REFS_PER_TRANSACTION):
+        store.update_refs(forward[i : i + REFS_PER_TRANSACTION], message="genjob: fetch")
     _drop_archived_live(store, report)
+
+
+REFS_PER_TRANSACTION = 128  # open files a fetch's ref transaction may hold (macOS allows 256 by default)
 
 
 def _foreign_chain(store: Store, key: str, local: pygit2.Oid, remote: pygit2.Oid) -> str | None:
@@ -342,11 +375,11 @@ def fetch(store: Store, remote: str) -> SyncReport:
 
 
 def _refuse_non_commits(report: SyncReport, remote: str) -> None:
-    """A remote genjob ref that names no commit was not imported (and is never pushed over):
+    """A remote genjob ref that names no commit (or no job key) was not imported (and is never pushed over):
     the rest of the fetch stands, and the user decides what to do with that ref."""
     if report.refused:
         raise Refused(
-            f"{remote} holds genjob refs that name no commit; they were not fetched",
+            f"{remote} holds genjob refs that name no commit or no job; they were not fetched",
             f"look with: git ls-remote {remote} 'refs/genjob/*' 'refs/notes/genjob*'; if nothing there is "
             f"yours, delete them (git push {remote} --delete REF) and run this again",
             details=report.refused,

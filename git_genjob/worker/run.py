@@ -172,11 +172,17 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
                 contended_until = time.monotonic() + CONTENDED * opts.refresh_s
                 continue
             done += 1
-    except BaseException:  # an error, SIGINT or SIGTERM: a receipt held for the next push still goes out
+        pub.flush()  # the last receipt, before the report
+    except BaseException as exc:  # an error, SIGINT or SIGTERM: a receipt held for the next push still goes out
         with contextlib.suppress(GenjobError):
             pub.flush()
+        if isinstance(exc, GenjobError):  # never lost unsaid: each receipt still held is named
+            exc.details += [
+                f"job {name.rsplit('/', 1)[-1]}: its receipt was not published; the job stays sending on "
+                f"{pub.remote} until git genjob recover holds it unknown (then retry or drop it)"
+                for name in pub.unpublished()
+            ]
         raise
-    pub.flush()  # the last receipt, before the report
     return report
 
 
