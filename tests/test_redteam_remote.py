@@ -147,19 +147,28 @@ def test_a_keyless_ref_under_refs_genjob_notes_stops_no_worker(tmp_path: Path) -
     assert git(wa, "rev-parse", "refs/notes/genjob") == git(planner, "rev-parse", "refs/notes/genjob")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="init's refspec +refs/genjob/*:refs/genjob-remotes/R/* tracks refs/genjob/notes/genjob where "
-    "+refs/notes/genjob* does; a negative refspec (^refs/genjob/notes/*) needs git 2.29, left alone",
-)
 def test_a_keyless_ref_under_refs_genjob_notes_leaves_plain_git_fetch_working(tmp_path: Path) -> None:
-    """SPEC §3: the refspecs init adds never make a plain `git fetch` fail."""
+    """SPEC §3: the refspecs init adds never make a plain `git fetch` fail. They name the refs
+    genjob writes (a broad +refs/genjob/* tracked refs/genjob/notes/genjob where
+    +refs/notes/genjob* does, and git refused the fetch); init replaces an earlier broad one."""
     bare, planner, key, (wa, attacker) = _fleet(tmp_path, 1)
+    specs = git(planner, "config", "--get-all", "remote.origin.fetch").split()
+    assert "+refs/genjob/*:refs/genjob-remotes/origin/*" not in specs
+    assert "+refs/genjob/jobs/*:refs/genjob-remotes/origin/jobs/*" in specs
+    git(planner, "config", "--add", "remote.origin.fetch", "+refs/genjob/*:refs/genjob-remotes/origin/*")
+    assert run_genjob("init", cwd=planner).code == 0  # an earlier init's broad spec: replaced
+    broad = "+refs/genjob/*:refs/genjob-remotes/origin/*"
+    assert broad not in git(planner, "config", "--get-all", "remote.origin.fetch").split()
     git(planner, "notes", "--ref=genjob", "add", "-m", "a reviewer's note", "HEAD")
     git(planner, "push", "-q", "origin", "refs/notes/genjob")
     git(attacker, "commit", "-q", "--allow-empty", "-m", "anything")
     git(attacker, "push", "-q", "origin", "HEAD:refs/genjob/notes/genjob")
-    git(planner, "fetch", "-q", "origin")
+    git(planner, "fetch", "-q", "origin")  # exits non-zero (and fails the test) if git refuses it
+    assert (
+        git(planner, "rev-parse", "refs/genjob-remotes/origin/notes/genjob").strip()
+        == git(planner, "rev-parse", "refs/notes/genjob").strip()
+    )  # the real notes, not the attacker's commit
+    assert run_genjob("fetch", cwd=planner).code == 0
 
 
 def test_a_keyless_ref_below_a_job_ref_this_clone_holds_stops_no_worker(tmp_path: Path) -> None:

@@ -44,7 +44,8 @@ def test_init_keeps_plain_fetch_and_push_working(tmp_path: Path) -> None:
     bare, repo = repo_with_remote(tmp_path, "a")
     assert run_genjob("init", cwd=repo).code == 0
     specs = git(repo, "config", "--get-all", "remote.origin.fetch")
-    assert "+refs/genjob/*:refs/genjob-remotes/origin/*" in specs
+    assert "+refs/genjob/jobs/*:refs/genjob-remotes/origin/jobs/*" in specs  # the refs genjob writes, by name
+    assert "+refs/genjob/*:" not in specs
     git(repo, "fetch", "-q", "origin")  # the remote has no genjob refs: must not fail
     (repo / "README.md").write_text("more\n")
     git(repo, "commit", "-qam", "more")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from git_genjob.documents.config import TEMPLATE
 from git_genjob.documents.errors import BadInput
-from git_genjob.storage.remote import fetch_refspecs
+from git_genjob.storage.remote import broad_refspec, fetch_refspecs
 from git_genjob.storage.store import NOTES_REF, NOTES_REFS, Store
 
 SIGNERS_HEADER = """\
@@ -78,6 +79,10 @@ def init(store: Store, planner: bool = True) -> InitReport:
             store.config_set(name, "cat_sort_uniq")
             report.config.append(f"{name}=cat_sort_uniq")
     for remote in store.remote_names():
+        old = broad_refspec(remote)  # an earlier init's: a stray remote ref could make it fail a fetch
+        if old in store.config_values(f"remote.{remote}.fetch"):
+            store.config_delete(f"remote.{remote}.fetch", "^" + re.escape(old) + "$")
+            report.config.append(f"remote.{remote}.fetch: removed {old}")
         for spec in fetch_refspecs(remote):
             if store.config_add(f"remote.{remote}.fetch", spec):
                 report.config.append(f"remote.{remote}.fetch={spec}")

@@ -25,12 +25,24 @@ from git_genjob.storage.store import (
 TRACK = "refs/genjob-remotes/"
 
 
-def fetch_refspecs(remote: str) -> list[str]:
-    """Refspecs that never make a plain `git fetch` fail (globs tolerate missing refs)."""
+def fetch_refspecs(remote: str, prefix: str | None = None) -> list[str]:
+    """Refspecs that never make a plain `git fetch` fail (globs tolerate missing refs): only the
+    refs genjob writes. A remote ref elsewhere under refs/genjob/ (refs/genjob/notes/genjob, say,
+    pushed by anyone with push access) would track where refs/notes/genjob* do under a broad
+    `refs/genjob/*` spec, and git refuses a fetch that maps two refs to one. `prefix`: where they
+    track (init's config: refs/genjob-remotes/REMOTE/; a fetch: `tracking_prefix`)."""
+    prefix = prefix or f"{TRACK}{remote}/"
     return [
-        f"+refs/genjob/*:{TRACK}{remote}/*",
-        f"+refs/notes/genjob*:{TRACK}{remote}/notes/genjob*",
+        f"+{JOBS_PREFIX}*:{prefix}jobs/*",
+        f"+{ARCHIVE_REF}*:{prefix}archive*",
+        f"+{REPLAYS_REF}*:{prefix}replays*",
+        f"+refs/notes/genjob*:{prefix}notes/genjob*",
     ]
+
+
+def broad_refspec(remote: str) -> str:
+    """The refspec `init` added before it named the refs genjob writes (replaced by `init`)."""
+    return f"+refs/genjob/*:{TRACK}{remote}/*"
 
 
 def git(store: Store, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -85,13 +97,7 @@ def fetch_raw(store: Store, remote: str) -> dict[str, pygit2.Oid]:
         "--prune",
         "--quiet",
         remote,
-        # only the refs genjob writes (globs: a missing one is no error); a remote's ref elsewhere
-        # under refs/genjob/ is never fetched: one under refs/genjob/notes/ would track where
-        # refs/notes/genjob* do, and git refuses a fetch that maps two refs to one
-        f"+{JOBS_PREFIX}*:{prefix}jobs/*",
-        f"+{ARCHIVE_REF}*:{prefix}archive*",
-        f"+{REPLAYS_REF}*:{prefix}replays*",
-        f"+refs/notes/genjob*:{prefix}notes/genjob*",
+        *fetch_refspecs(remote, prefix),  # only the refs genjob writes
     )
     out: dict[str, pygit2.Oid] = {}
     for name, oid in store.iter_refs(prefix):
