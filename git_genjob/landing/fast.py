@@ -48,7 +48,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, window, within, write_derived
+from git_genjob.storage.fastrefs import Refs, file_stamp, key_args, repo_dirs, window, within, write_derived
 from git_genjob.storage.gitdir import JOBS_PREFIX, live_tips
 
 if TYPE_CHECKING:
@@ -222,15 +222,10 @@ def try_verify(args: list[str]) -> int | None:
     for the slow path."""
     global PENDING
     PENDING = None
-    if len(args) not in (2, 3) or args[0] != "verify":
+    parsed = key_args(args, "verify")
+    if parsed is None or not _safe_key(parsed[0]):
         return None
-    rest = args[1:]
-    as_json = "--json" in rest
-    if as_json:
-        rest.remove("--json")
-    if len(rest) != 1 or not _safe_key(rest[0]):
-        return None
-    key = rest[0]
+    key, as_json = parsed
     try:
         if not as_json and _plain_on_terminal():
             return None  # coloured: the slow path paints

@@ -23,7 +23,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, window, within, write_derived
+from git_genjob.storage.fastrefs import Refs, file_stamp, key_args, repo_dirs, window, within, write_derived
 from git_genjob.storage.gitdir import live_tips
 
 if TYPE_CHECKING:
@@ -182,21 +182,17 @@ def show_stamp(gitdir: str) -> dict[str, str] | None:
 
 def try_show(args: list[str]) -> int | None:
     """Print `show KEY` (or with --json) from its memo: exit 0, or None for the slow path."""
-    if len(args) not in (2, 3) or args[0] != "show":
+    parsed = key_args(args, "show")
+    if parsed is None or not _show_name(parsed[0]):
         return None
-    rest = args[1:]
-    as_json = "--json" in rest
-    if as_json:
-        rest.remove("--json")
-    if len(rest) != 1 or not _show_name(rest[0]):
-        return None
+    name, as_json = parsed
     try:
         dirs = repo_dirs()
         if dirs is None:
             return None
-        with open(os.path.join(dirs[1], "genjob", SHOW_DIR, rest[0]), "rb") as fh:
+        with open(os.path.join(dirs[1], "genjob", SHOW_DIR, name), "rb") as fh:
             memo = json.loads(fh.read())
-        if not isinstance(memo, dict) or memo.get("v") != 1 or memo.get("key") != rest[0]:
+        if not isinstance(memo, dict) or memo.get("v") != 1 or memo.get("key") != name:
             return None
         st = show_stamp(dirs[1])
         if st is None or memo.get("stamp") != st:

@@ -134,3 +134,14 @@ def within(memo: dict[str, object], now: float) -> bool:
     if until is not None and (not isinstance(until, (int, float)) or now >= until):
         return False
     return since is None or (isinstance(since, (int, float)) and now >= since)
+
+
+def key_args(args: list[str], command: str) -> tuple[str, bool] | None:
+    """(KEY, --json given) for `COMMAND KEY [--json]` in any order, else None (the slow path)."""
+    if len(args) not in (2, 3) or args[0] != command:
+        return None
+    rest = args[1:]
+    as_json = "--json" in rest
+    if as_json:
+        rest.remove("--json")
+    return (rest[0], as_json) if len(rest) == 1 else None
