@@ -76,10 +76,17 @@ class Publisher:
         publisher may hold the event until its next push of another ref, which carries it under
         its own lease, or until `flush()`; `ride(None)` once it is published, `ride(why)` if the
         remote refused it (fenced). Elsewhere the event is published now and `ride(None)` called."""
-        new = build()
-        self.move([RefUpdate(name, expected, new)], message)
+        new = self._move_built(name, expected, build, message, wait)
         if ride is not None:
             ride(None)
+        return new
+
+    def _move_built(
+        self, name: str, expected: pygit2.Oid | None, build: Callable[[], pygit2.Oid], message: str, wait: bool
+    ) -> pygit2.Oid:
+        """Publish the event `build()` writes on `name` now (advance without holding it)."""
+        new = build()
+        self.move([RefUpdate(name, expected, new)], message)
         return new
 
     def flush(self) -> None:
@@ -108,21 +115,11 @@ class LocalRefs(Publisher):
         for u in updates:
             self.store.update_refs([u], message=message)
 
-    def advance(
-        self,
-        name: str,
-        expected: pygit2.Oid | None,
-        build: Callable[[], pygit2.Oid],
-        message: str,
-        wait: bool = True,
-        defer: bool = False,
-        ride: Settled | None = None,
+    def _move_built(
+        self, name: str, expected: pygit2.Oid | None, build: Callable[[], pygit2.Oid], message: str, wait: bool
     ) -> pygit2.Oid:
         # The ref is locked before the event's objects are written: a loser writes none.
-        new = self.store.update_ref_built(name, expected, build, message, wait)
-        if ride is not None:
-            ride(None)
-        return new
+        return self.store.update_ref_built(name, expected, build, message, wait)
 
     def archive(self, key: str, job_tip: pygit2.Oid, tree: pygit2.Oid, message: str, row: str) -> None:
         self.store.archive_move(key, job_tip, tree, message, row)
