@@ -20,34 +20,18 @@ import statistics
 import subprocess
 import sys
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 CHILD = r"""
 import json, os, shutil, subprocess, sys, tempfile, time
 heap = bytearray(int(sys.argv[2]) << 20)
 for i in range(0, len(heap), 4096):
     heap[i] = 1
-from git_genjob.worker.generators.sandbox import Attempt, SandboxOptions, bwrap_problem, confine, landlock_problem
+sys.path.insert(0, sys.argv[3])  # this checkout's bench/: the attempt bench/run's sandbox row times
+from suite import sandbox_attempt_s
+from git_genjob.worker.generators.sandbox import bwrap_problem, landlock_problem
 
 def once(mechanism):
-    d = tempfile.mkdtemp(prefix="genjob-scratch-bench-")
-    try:
-        for sub in ("work", "meta"):
-            os.makedirs(os.path.join(d, sub))
-        files = [os.path.join(d, "meta", n) for n in ("job.json", "instruction.txt", "generator.log")]
-        for f in files:
-            open(f, "w").close()
-        attempt = Attempt(os.path.join(d, "work"), files[:2], files[2], os.path.join(d, "home"), os.path.join(d, "tmp"))
-        t = time.perf_counter()
-        launch = confine(mechanism, SandboxOptions(), "true", attempt, os.environ.get("PATH", os.defpath))
-        start = getattr(launch, "start", lambda popen: popen())
-        proc = start(lambda: subprocess.Popen(
-            launch.argv, cwd=attempt.scratch, env={**os.environ, **launch.env}, preexec_fn=launch.preexec,
-            pass_fds=getattr(launch, "fds", ()), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        ))
-        launch.close()
-        assert proc.wait() == 0, mechanism
-        return (time.perf_counter() - t) * 1e3
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    return sandbox_attempt_s(mechanism) * 1e3
 
 usable = [m for m, why in (("bwrap", bwrap_problem()), ("landlock", landlock_problem(False))) if why is None]
 out = {m: [] for m in ["none", *usable]}
@@ -74,7 +58,7 @@ def main() -> None:
         for r in range(args.rounds):
             for name, path in trees if r % 2 == 0 else trees[::-1]:
                 env = {**os.environ, "PYTHONPATH": path}
-                argv = [sys.executable, "-c", CHILD, str(args.attempts), str(heap)]
+                argv = [sys.executable, "-c", CHILD, str(args.attempts), str(heap), HERE]
                 done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd="/", check=True, timeout=600)
                 for mech, times in json.loads(done.stdout).items():
                     res[name].setdefault(mech, []).extend(times)

@@ -451,6 +451,7 @@ opts = WorkerOptions(None, generate("c"), wid, lease_s=600)
 pub = publisher(store)
 picker = Picker(store)
 n = lost = 0
+print("ready", flush=True)
 sys.stdin.readline()
 end = time.monotonic() + seconds
 while time.monotonic() < end:
@@ -463,6 +464,22 @@ print(n, lost)
 """
 
 
+def _race(argvs: list[list[str]]) -> tuple[list[list[str]], float]:
+    """Start one claimer per argv, wait until each has imported and opened its repository
+    (it prints "ready"), start them all at once ("go"), and return each one's output words
+    and the seconds until the last one finished."""
+    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for argv in argvs]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    t = time.perf_counter()
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    outs = [p.communicate()[0].split() for p in procs]
+    return outs, time.perf_counter() - t
+
+
 def row_claims_per_second(workers: list[int], queued: int, seconds: float) -> Row:
     from git_genjob.planner.queue import live_jobs
     from git_genjob.storage.store import Store
@@ -470,23 +487,7 @@ def row_claims_per_second(workers: list[int], queued: int, seconds: float) -> Ro
     rates, doubles, losses = [], [], []
     for w in workers:
         repo, _ = scale_repo(0, queued)
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", CLAIMER, repo, f"w{i}", str(seconds)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            for i in range(w)
-        ]
-        time.sleep(1.5)  # let every process import before the start signal
-        t = time.perf_counter()
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        outs = [p.communicate()[0].split() for p in procs]
-        elapsed = time.perf_counter() - t
+        outs, elapsed = _race([[sys.executable, "-c", CLAIMER, repo, f"w{i}", str(seconds)] for i in range(w)])
         claimed = sum(int(o[0]) for o in outs)
         losses.append(sum(int(o[1]) for o in outs))
         rates.append(claimed / elapsed)
@@ -595,24 +596,9 @@ def _fleet_claims_once(n: int, queued: int, seconds: float) -> tuple[float, int,
 
     repo, _ = scale_repo(0, queued)
     bare, clones = _shared_remote(repo, n)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", REMOTE_CLAIMER, c, f"r{i}", str(seconds)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for i, c in enumerate(clones)
-    ]
-    for p in procs:  # every process has imported and opened its clone before the start signal
-        assert p.stdout is not None and p.stdout.readline() == "ready\n"
-    t = time.perf_counter()
-    for p in procs:
-        assert p.stdin is not None
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    outs = [p.communicate()[0].split() for p in procs]
-    elapsed = time.perf_counter() - t
+    outs, elapsed = _race(
+        [[sys.executable, "-c", REMOTE_CLAIMER, c, f"r{i}", str(seconds)] for i, c in enumerate(clones)]
+    )
     claimed = sum(int(o[0]) for o in outs)
     subprocess.run(["git", "-C", repo, "fetch", "-q", bare, "+refs/genjob/*:refs/genjob/*"], check=True)
     records = live_jobs(Store.open(repo))
@@ -894,35 +880,41 @@ def row_startup(runs: int) -> list[Row]:
     ]
 
 
+def sandbox_attempt_s(mechanism: str) -> float:
+    """Seconds for one exec attempt's sandbox under `mechanism` ("none": unconfined): confine()
+    + Popen + wait of `sh -c true` in a fresh scratch. bench_sandbox.py runs it against older
+    checkouts too, whose launch may lack `start` and `fds`."""
+    from git_genjob.worker.generators.sandbox import Attempt, SandboxOptions, confine
+
+    d = tempfile.mkdtemp(prefix="genjob-scratch-bench-")
+    try:
+        for sub in ("work", "meta"):
+            os.makedirs(os.path.join(d, sub))
+        files = [os.path.join(d, "meta", n) for n in ("job.json", "instruction.txt", "generator.log")]
+        for f in files:
+            open(f, "w").close()
+        attempt = Attempt(os.path.join(d, "work"), files[:2], files[2], os.path.join(d, "home"), os.path.join(d, "tmp"))
+        t = time.perf_counter()
+        launch = confine(mechanism, SandboxOptions(), "true", attempt, os.environ.get("PATH", os.defpath))
+        start = getattr(launch, "start", lambda popen: popen())
+        proc = start(lambda: subprocess.Popen(
+            launch.argv, cwd=attempt.scratch, env={**os.environ, **launch.env}, preexec_fn=launch.preexec,
+            pass_fds=getattr(launch, "fds", ()), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ))  # fmt: skip
+        launch.close()
+        assert proc.wait() == 0, mechanism
+        return time.perf_counter() - t
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def row_sandbox(runs: int) -> list[Row]:
     """What the exec generator's sandbox adds to each attempt: set-up (bind list or Landlock
     ruleset, process-limit count) plus start and exit of `sh -c true` inside it, against the
     same without a sandbox."""
-    from git_genjob.worker.generators.sandbox import Attempt, SandboxOptions, bwrap_problem, confine, landlock_problem
+    from git_genjob.worker.generators.sandbox import bwrap_problem, landlock_problem
 
-    def once(mechanism: str) -> float:
-        d = tempfile.mkdtemp(prefix="genjob-scratch-bench-")
-        try:
-            for sub in ("work", "meta"):
-                os.makedirs(os.path.join(d, sub))
-            files = [os.path.join(d, "meta", n) for n in ("job.json", "instruction.txt", "generator.log")]
-            for f in files:
-                open(f, "w").close()
-            attempt = Attempt(
-                os.path.join(d, "work"), files[:2], files[2], os.path.join(d, "home"), os.path.join(d, "tmp")
-            )
-            t = time.perf_counter()
-            launch = confine(mechanism, SandboxOptions(), "true", attempt, os.environ.get("PATH", os.defpath))
-            proc = launch.start(lambda: subprocess.Popen(
-                launch.argv, cwd=attempt.scratch, env={**os.environ, **launch.env}, preexec_fn=launch.preexec,
-                pass_fds=launch.fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            ))  # fmt: skip
-            launch.close()
-            proc.wait()
-            return time.perf_counter() - t
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
-
+    once = sandbox_attempt_s
     # A launch that needs Python in the child forks this process, at a cost that grows with its
     # memory (what earlier groups left): recorded with the figure.
     try:
