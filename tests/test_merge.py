@@ -497,3 +497,59 @@ def test_a_merged_apply_onto_a_branch_not_checked_out_leaves_the_work_tree(ready
     assert snapshot(repo)[:3] == before[:3]  # HEAD, index and work tree of main untouched
     code, rows = audit_rows(repo, "main..release")
     assert code == 0 and [r["provenance"] for r in rows] == ["verified (merged)"]
+
+
+def _superseded_pair(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A repository with an origin, holding a job whose outputs no longer merge, everything pushed."""
+    from tests.conftest import repo_with_remote
+
+    bare, repo = repo_with_remote(tmp_path)
+    (repo / "src/a.py").write_text(A_PY)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a.py")
+    key = setup_worker(repo)
+    one = job(repo, key, "Make f return 42", EDIT_F)
+    two = job(repo, key, "Make f return 7", F_TO_7)
+    assert run_genjob("apply", one, cwd=repo).code == 0
+    git(repo, "push", "-q", "origin", "main")
+    res = run_genjob("push", "origin", cwd=repo)
+    assert res.code == 0, res.err
+    return bare, repo, two
+
+
+def test_resubmit_remote_publishes_the_new_job_and_the_superseded_old_one_in_one_push(tmp_path: Path) -> None:
+    """Issue 35 item 1, SPEC §12.4: right after `git genjob push`, `resubmit --remote` lands both on the remote."""
+    bare, repo, two = _superseded_pair(tmp_path)
+    res = run_genjob("resubmit", two, "--remote", "origin", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    new = json.loads(res.out)["new"]
+    on_remote = refs(bare)
+    assert f"refs/genjob/jobs/{new}" in on_remote and f"refs/genjob/jobs/{two}" not in on_remote
+    mine = refs(repo)
+    for name in (f"refs/genjob/jobs/{new}", "refs/genjob/archive"):
+        assert mine[name] == on_remote[name], name
+    assert f"refs/genjob/jobs/{two}" not in mine
+    # a teammate's clone sees the old job superseded and the new one queued
+    git(tmp_path, "clone", "-q", str(bare), "b")
+    b = tmp_path / "b"
+    assert run_genjob("fetch", "origin", cwd=b).code == 0
+    assert json.loads(run_genjob("status", two, "--json", cwd=b).out)["state"] == "superseded"
+    assert json.loads(run_genjob("status", new, "--json", cwd=b).out)["state"] == "queued"
+
+
+def test_resubmit_remote_that_the_remote_refuses_leaves_both_sides_as_they_were(tmp_path: Path) -> None:
+    """Issue 35 item 1: a pre-receive hook declines the push; no new job here or there, the old one stays done."""
+    bare, repo, two = _superseded_pair(tmp_path)
+    hook = bare / "hooks/pre-receive"
+    hook.write_text("#!/bin/sh\necho 'no genjob writes today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    before_remote, before = refs(bare), snapshot(repo)
+    res = run_genjob("resubmit", two, "--remote", "origin", cwd=repo)
+    assert res.code == 1, res.err
+    assert "origin refused the push: its hook declined it (no genjob writes today)" in res.err
+    assert refs(bare) == before_remote and snapshot(repo) == before
+    assert json.loads(run_genjob("status", two, "--json", cwd=repo).out)["state"] == "done"
+    hook.unlink()  # once the remote takes it, the same command finishes
+    res = run_genjob("resubmit", two, "--remote", "origin", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    assert f"refs/genjob/jobs/{json.loads(res.out)['new']}" in refs(bare)

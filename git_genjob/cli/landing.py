@@ -107,7 +107,10 @@ def _apply_all(branch: str | None, as_json: bool) -> None:
 
 @main.command("resubmit", context_settings=CONTEXT)
 @click.argument("key", callback=key_arg)
-@click.option("--remote", help="Publish the old job's archive move through this remote.")
+@click.option(
+    "--remote",
+    help="Publish the new job and the old one's superseded end through this remote: one atomic push, or neither.",
+)
 @json_option
 def resubmit_cmd(key: str, remote: str | None, as_json: bool) -> None:
     """A new job with the instruction of KEY on the current content; KEY ends superseded.

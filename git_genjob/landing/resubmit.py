@@ -5,6 +5,10 @@ Two steps, each the existing one: `submit` (idempotent by key) mints the new job
 names the old one (`supersedes`); then the old job moves to the archive with
 `{"state": "superseded", "superseded_by": NEW}`. A crash between them leaves both live, and
 running `resubmit` again collapses onto the new job and finishes the move.
+
+With `--remote R` both go out in one atomic push with a lease per ref (`publish.OnePush`), and the
+local refs move only after R took it: a refused push leaves both jobs as they were, here and on R
+(SPEC §12.4).
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ from git_genjob.landing.verify import check_fresh
 from git_genjob.planner.ledger import archive
 from git_genjob.planner.queue import submit
 from git_genjob.planner.trust import planner_key
-from git_genjob.storage.publish import publisher
+from git_genjob.storage.publish import OnePush, Publisher, publisher
 from git_genjob.storage.records import find_job
-from git_genjob.storage.store import Store, lookup
+from git_genjob.storage.store import Store, job_ref, lookup
 
 
 @dataclass
@@ -39,6 +43,8 @@ class Resubmitted:
 def resubmit(store: Store, key: str, remote: str | None = None) -> Resubmitted:
     """Mint a new job with KEY's instruction and allowed paths on HEAD's content; KEY ends
     `superseded`, and the two jobs' meta name each other."""
+    pub: Publisher = publisher(store) if remote is None else OnePush(store, remote)
+    pub.refresh()  # through a remote: the leases are on what it holds now
     record = find_job(store, key)
     if record.archived:
         final = record.meta.final
@@ -57,7 +63,11 @@ def resubmit(store: Store, key: str, remote: str | None = None) -> Resubmitted:
     tree = head.tree if head is not None else None
     paths = [p for p in record.job.allowed_paths if lookup(tree, p) is not None]
     creates = [p for p in record.job.allowed_paths if p not in paths]
-    new = submit(store, record.job.instruction, paths, creates, None, None, record.meta.allow_secrets, supersedes=key)
+    new = submit(
+        store, record.job.instruction, paths, creates, None, None, record.meta.allow_secrets, supersedes=key, pub=pub
+    )
+    if isinstance(pub, OnePush):
+        pub.carry(job_ref(new.key))
     sig = store.signature()
     ended = {
         "state": str(JobState.SUPERSEDED),
@@ -68,5 +78,7 @@ def resubmit(store: Store, key: str, remote: str | None = None) -> Resubmitted:
         "was": record.state,
     }
     # Signed by the owner, as a drop is: other clones end the old job only on a trusted planner's word.
-    archive(publisher(store, remote), record, ended, planner_key(store))
+    archive(pub, record, ended, planner_key(store))
+    if isinstance(pub, OnePush):
+        pub.publish()
     return Resubmitted(key, new.key, new.digest, new.state)

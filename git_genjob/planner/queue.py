@@ -23,7 +23,7 @@ from git_genjob.documents.paths import check_path
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.states import ARCHIVED_STATES, STATE_COLOURS
 from git_genjob.planner.ledger import record_submit
-from git_genjob.storage.publish import publisher
+from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import (
     JOB_ENVELOPE,
     JobRecord,
@@ -187,13 +187,15 @@ def submit(
     allow_secrets: bool = False,
     signing_key: Any = None,
     supersedes: str | None = None,
+    pub: Publisher | None = None,
 ) -> SubmitResult:
     """Mint a job from the work tree (or `rev`) and store it, idempotently by key.
 
     The submit commit also holds the planner's DSSE signature over job.json (SPEC §11), made
     with `signing_key`, else the user's planner key (`trust.planner_key`); with neither the job
     is stored unsigned, and no worker claims it. `supersedes` names the job `resubmit` mints
-    this one for (kept in meta.json)."""
+    this one for (kept in meta.json); `pub` publishes the submit event elsewhere than the local
+    refs (resubmit's one push)."""
     creates = creates or []
     cfg = read_config(store)
     _check_instruction(instruction, cfg, allow_secrets)
@@ -235,7 +237,7 @@ def submit(
         files[JOB_ENVELOPE] = store.blob(seal_job(job.canonical(), signing_key))
     files.update({f"inputs/{p}": o for p, o in oids.items()})
     try:
-        record_submit(publisher(store), job.key, files, str(meta["created_at"]))
+        record_submit(pub or publisher(store), job.key, files, str(meta["created_at"]))
     except Conflict:
         again = _existing(store, job)  # lost a create race: same digest collapses
         if again is None:

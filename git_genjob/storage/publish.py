@@ -232,6 +232,50 @@ class LeasedRemote(Publisher):
         self.store.update_refs([RefUpdate(u.name, self.store.ref_target(u.name), u.new)], message=message)
 
 
+class OnePush(LeasedRemote):
+    """Events of several refs that go out together or not at all (`resubmit --remote`: a new job
+    and the old one's archive move). Each move is held, leased on the value fetched from the
+    remote; `publish()` sends them all in one `git push --atomic` and only then moves the local
+    refs, so a refused push leaves both sides as they were (the objects written are unreachable)."""
+
+    def __init__(self, store: Store, remote: str):
+        super().__init__(store, remote)
+        self.staged: list[tuple[RefUpdate, str]] = []
+
+    def move(self, updates: list[RefUpdate], message: str) -> None:
+        for u in updates:
+            if u.expected != self.remote_values.get(u.name):
+                raise Conflict(
+                    f"{u.name} has local events {self.remote} lacks", f"run git genjob push {self.remote} first"
+                )
+            if u.new is None:  # the next held move builds on what this one leaves
+                self.remote_values.pop(u.name, None)
+            else:
+                self.remote_values[u.name] = u.new
+            self.staged.append((u, message))
+
+    def carry(self, name: str) -> None:
+        """Hold `name`'s local value too, where the remote lacks it (a job an earlier local run
+        minted), so it goes out with the rest."""
+        local = self.store.ref_target(name)
+        if local is not None and local != self.remote_values.get(name):
+            self.move([RefUpdate(name, self.remote_values.get(name), local)], f"genjob: publish {name}")
+
+    def publish(self) -> None:
+        """Push every held move in one atomic push, then move the local refs in the order given."""
+        from git_genjob.storage.remote import push_leases
+
+        staged, self.staged = self.staged, []
+        leases: dict[str, RefUpdate] = {}
+        for u, _ in staged:  # one spec per ref: its first lease, its last value
+            first = leases.get(u.name)
+            leases[u.name] = RefUpdate(u.name, first.expected if first else u.expected, u.new)
+        push_leases(self.store, self.remote, list(leases.values()))
+        crash_point("after-push")
+        for u, message in staged:
+            self._set_local(u, message)
+
+
 def publisher(store: Store, remote: str | None = None) -> Publisher:
     """The local refs, or `remote` through leased pushes."""
     return LocalRefs(store) if remote is None else LeasedRemote(store, remote)
