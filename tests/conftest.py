@@ -44,7 +44,35 @@ def hermetic_seal(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
         '[protocol "file"]\n\tallow = always\n'
     )
     pygit2.settings.search_path[pygit2.enums.ConfigLevel.GLOBAL] = str(home)
+    give_planner_key(home / ".config")
     return home
+
+
+_PLANNER_KEY: list[tuple[str, str]] = []
+
+
+def give_planner_key(config_home: Path) -> None:
+    """The user has a planner key, as anyone who ran `git genjob init` once has (submit refuses
+    without one, SPEC §12.4); a test of a fresh HOME removes it. One key per session: it is fast."""
+    if not _PLANNER_KEY:
+        from git_genjob.documents.keys import generate, public_line
+
+        key = generate("planner ada@example.com")
+        _PLANNER_KEY.append((key.private_pem(), public_line(key.public, key.comment)))
+    pem, line = _PLANNER_KEY[0]
+    keys = config_home / "git-genjob" / "keys"
+    keys.mkdir(parents=True, exist_ok=True)
+    fd = os.open(keys / "planner", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(pem)
+    (keys / "planner.pub").write_text(line + "\n")
+
+
+def drop_planner_key() -> None:
+    """A fresh HOME: no planner key (a teammate's first clone)."""
+    keys = Path(os.environ["XDG_CONFIG_HOME"]) / "git-genjob" / "keys"
+    (keys / "planner").unlink()
+    (keys / "planner.pub").unlink()
 
 
 def git(cwd: Path | str, *args: str, check: bool = True, input: str | None = None) -> str:

@@ -25,6 +25,7 @@ from git_genjob.storage.store import Store
 from git_genjob.worker.generators import build_prompt
 from tests.conftest import (
     ask,
+    drop_planner_key,
     git,
     raw_repo,
     refs,
@@ -341,9 +342,13 @@ def test_an_unsigned_job_is_listed_as_such_and_never_claimed(repo: Path) -> None
     assert run_genjob("trust", "add", "w1", f"{key}.pub", cwd=repo).code == 0
     git(repo, "add", ".genjob")
     git(repo, "commit", "-qm", "trust w1")
-    res = run_genjob("submit", "-m", "x", "src/user.py", cwd=repo)
-    assert res.code == 0 and "is unsigned: no worker claims it" in res.err
-    k = res.out.split()[1]
+    k = submit_key(repo, "-m", "x", "src/user.py")  # signed by a key nobody trusts here; then unsigned, as a
+    ref = f"refs/genjob/jobs/{k}"  # keyless remote could push it: the same commit without the envelope
+    tree = git(repo, "ls-tree", ref).replace(git(repo, "ls-tree", ref, "job.dsse.json"), "")
+    bare_tree = git(repo, "mktree", input=tree).strip()
+    message = git(repo, "log", "-1", "--format=%B", ref)
+    forged = git(repo, "commit-tree", bare_tree, "-m", message).strip()
+    git(repo, "update-ref", ref, forged)
     assert run_genjob("status", cwd=repo).out.split()[:2] == [k, "unsigned"]
     before = refs(repo)
     res = work(repo, key, "echo y > src/user.py", "--once")
@@ -352,6 +357,32 @@ def test_an_unsigned_job_is_listed_as_such_and_never_claimed(repo: Path) -> None
         | {"replayed": []}
     ]
     assert refs(repo) == before
+
+
+def test_submit_with_no_planner_key_refuses_queues_nothing_and_keygen_planner_is_the_fix(repo: Path) -> None:
+    """Issue 35 item 3, SPEC §12.4: a teammate's fresh clone has no planner key; submit says so
+    (exit 2) instead of queuing a job no worker would claim, and the hint's command makes it work."""
+    drop_planner_key()
+    assert run_genjob("init", "--no-planner-key", cwd=repo).code == 0
+    key = repo.parent / "keys" / "w1"
+    assert run_genjob("keygen", "--name", "w1", "--out", str(key), cwd=repo).code == 0
+    assert run_genjob("trust", "add", "w1", f"{key}.pub", cwd=repo).code == 0
+    git(repo, "add", ".genjob")
+    git(repo, "commit", "-qm", "trust w1")
+    before, tree = refs(repo), git(repo, "status", "--porcelain")
+    res = run_genjob("submit", "-m", "Add a timeout", "src/user.py", cwd=repo)
+    assert res.code == 2, res.err
+    assert "no planner key to sign job" in res.err and "nothing was queued" in res.err
+    assert "hint: create yours with git genjob keygen --planner" in res.err and "--signing-key FILE" in res.err
+    assert refs(repo) == before and git(repo, "status", "--porcelain") == tree
+    assert run_genjob("status", "--json", cwd=repo).out.count('"key"') == 0
+    res = run_genjob("keygen", "--planner", cwd=repo)
+    assert res.code == 0 and "created planner key" in res.out and "as a planner in .genjob/allowed_signers" in res.out
+    git(repo, "commit", "-qam", "trust my planner key")
+    k = submit_key(repo, "-m", "Add a timeout", "src/user.py")
+    res = work(repo, key, "echo 'x = 1' > src/user.py", "--once")
+    assert res.code == 0 and json.loads(res.out)["jobs"][0]["result"] == "ok", res.out
+    assert run_genjob("apply", k, cwd=repo).code == 0 and (repo / "src/user.py").read_text() == "x = 1\n"
 
 
 def test_check_9_fails_when_the_planner_is_no_longer_trusted_and_apply_writes_nothing(repo: Path) -> None:

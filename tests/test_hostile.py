@@ -395,7 +395,7 @@ def test_keygen_name_cannot_leave_the_keys_folder(repo: Path, hermetic_seal: Pat
     res = run_genjob("keygen", "--name", "../x", cwd=repo)
     assert res.code == 2 and "not a plain name" in res.err
     assert not (hermetic_seal / ".config/git-genjob/x").exists()
-    assert not (hermetic_seal / ".config/git-genjob/keys").exists()
+    assert sorted(p.name for p in (hermetic_seal / ".config/git-genjob/keys").iterdir()) == ["planner", "planner.pub"]
 
 
 def test_unexpected_exception_goes_through_one_funnel(repo: Path, hermetic_seal: Path) -> None:

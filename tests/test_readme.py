@@ -88,6 +88,8 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
     assert f'export PATH="{home}/.local/bin:$PATH"' in proc.stdout  # and says how to fix PATH for good
     # the alias keeps git's own rule: paths are relative to the directory the command is typed in
     repo = make_repo(tmp_path / "any")
+    init = subprocess.run(["git", "genjob", "init"], cwd=repo, env=env, capture_output=True, text=True)
+    assert init.returncode == 0 and "created planner key" in init.stdout, init.stderr  # submit signs with it
     sub = subprocess.run(
         ["git", "genjob", "submit", "-m", "x", "user.py"], cwd=repo / "src", env=env, capture_output=True, text=True
     )

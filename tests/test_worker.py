@@ -691,3 +691,31 @@ def test_a_claim_that_meets_a_running_writer_s_lock_is_lost_and_says_why(repo: P
     assert live(repo, k)[1].state == "queued"
     res = work(repo, key, "echo 'x = 1' >> src/user.py", "--once", "--json")
     assert res.code == 0 and json.loads(res.out)["jobs"][0]["result"] == "ok", res.out
+
+
+def test_a_worker_in_a_stale_clone_says_the_trust_store_is_missing_and_git_pull_fixes_it(tmp_path: Path) -> None:
+    """Issue 35 item 4, SPEC §12.4: cloned before .genjob/ was committed, the worker fetched the
+    jobs but not the branch. It must say the store is missing (not empty), exit 2, claim nothing."""
+    from tests.conftest import repo_with_remote
+
+    bare, planner = repo_with_remote(tmp_path, "planner")
+    git(tmp_path, "clone", "-q", str(bare), "stale")  # before the trust store existed
+    stale = tmp_path / "stale"
+    key = setup_worker(planner)
+    git(planner, "push", "-q", "origin", "main")
+    k = submit_key(planner, "--push", "-m", "Add a timeout", "src/user.py")
+    assert run_genjob("fetch", "origin", cwd=stale).code == 0
+    assert not (stale / ".genjob").exists() and f"refs/genjob/jobs/{k}" in refs(stale)
+    before, remote_before = refs(stale), refs(bare)
+    res = run_genjob("work", "--generator", "exec:echo 'x = 1' > src/user.py", "--signing-key", str(key),
+                     "--once", "--remote", "origin", cwd=stale)  # fmt: skip
+    assert res.code == 2, res.err
+    assert "the trust store .genjob/allowed_signers is missing from this checkout" in res.err
+    assert "is empty" not in res.err
+    assert "hint: get the branch that holds .genjob/ (git pull" in res.err and "--allowed-signers FILE" in res.err
+    assert res.err.rstrip().endswith("git genjob doctor")
+    assert refs(stale) == before and refs(bare) == remote_before
+    git(stale, "pull", "-q", "origin", "main")
+    res = run_genjob("work", "--generator", "exec:echo 'x = 1' > src/user.py", "--signing-key", str(key),
+                     "--once", "--remote", "origin", "--json", cwd=stale)  # fmt: skip
+    assert res.code == 0 and [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.err

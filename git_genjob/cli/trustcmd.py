@@ -16,12 +16,21 @@ from git_genjob.cli.common import (
 @main.command(context_settings=CONTEXT)
 @click.option("--name", default="genjob-worker", show_default=True, help="Key name (comment and file name).")
 @click.option("--out", "out", type=click.Path(dir_okay=False), help="Private key file (default under XDG config).")
+@click.option(
+    "--planner",
+    is_flag=True,
+    help="Your planner key (the one submit signs with: git config genjob.plannerKey, else keys/planner "
+    "under XDG config), created if missing and trusted in .genjob/allowed_signers, as init does.",
+)
 @json_option
-def keygen(name: str, out: str | None, as_json: bool) -> None:
+def keygen(name: str, out: str | None, planner: bool, as_json: bool) -> None:
     """Create an Ed25519 key (OpenSSH format, mode 0600) and print its public line."""
     from git_genjob.documents.attempts import check_label
     from git_genjob.documents.keys import default_key_path, generate, write_key_files
 
+    if planner:
+        _planner_keygen(out, as_json)
+        return
     check_label(name, "key name")
     path = out or default_key_path(name)
     key = generate(name)
@@ -31,6 +40,27 @@ def keygen(name: str, out: str | None, as_json: bool) -> None:
     def human() -> None:
         click.echo(line)
         click.echo(f"private key: {path} ({key.keyid})", err=True)
+
+    emit(doc, as_json, human)
+
+
+def _planner_keygen(out: str | None, as_json: bool) -> None:
+    from git_genjob.documents.errors import BadInput
+    from git_genjob.planner.trust import ensure_planner, planner_key, planner_key_path
+
+    if out is not None:
+        raise BadInput("--planner and --out: the planner key's place is git config genjob.plannerKey", "drop --out")
+    store = open_store()
+    done = ensure_planner(store)
+    key = planner_key(store)
+    path = planner_key_path(store)[0]
+    doc = {"private_key": path, "public_key": path + ".pub", "keyid": key.keyid, "done": done}
+
+    def human() -> None:
+        for line in done or [f"planner key {path} ({key.keyid}) exists and is trusted in .genjob/allowed_signers"]:
+            click.echo(line)
+        if done:
+            click.echo("next: commit .genjob/allowed_signers (workers trust your jobs once it is on their branch)")
 
     emit(doc, as_json, human)
 

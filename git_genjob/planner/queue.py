@@ -192,10 +192,10 @@ def submit(
     """Mint a job from the work tree (or `rev`) and store it, idempotently by key.
 
     The submit commit also holds the planner's DSSE signature over job.json (SPEC §11), made
-    with `signing_key`, else the user's planner key (`trust.planner_key`); with neither the job
-    is stored unsigned, and no worker claims it. `supersedes` names the job `resubmit` mints
-    this one for (kept in meta.json); `pub` publishes the submit event elsewhere than the local
-    refs (resubmit's one push)."""
+    with `signing_key`, else the user's planner key (`trust.planner_key`); with neither, submit
+    refuses (exit 2) before it writes anything, since no worker would claim an unsigned job.
+    `supersedes` names the job `resubmit` mints this one for (kept in meta.json); `pub` publishes
+    the submit event elsewhere than the local refs (resubmit's one push)."""
     creates = creates or []
     cfg = read_config(store)
     _check_instruction(instruction, cfg, allow_secrets)
@@ -228,13 +228,19 @@ def submit(
     }
     if supersedes is not None:
         meta["supersedes"] = supersedes
-    files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
     if signing_key is None:
-        from git_genjob.planner.trust import planner_key
+        from git_genjob.planner.trust import planner_key, planner_key_path
 
         signing_key = planner_key(store)
-    if signing_key is not None:
-        files[JOB_ENVELOPE] = store.blob(seal_job(job.canonical(), signing_key))
+        if signing_key is None:  # a job no worker would ever claim: queue nothing (SPEC §12.4)
+            raise BadInput(
+                f"no planner key to sign job {job.key} with (looked for {planner_key_path(store)[0]}); "
+                "workers claim only jobs a trusted planner signed, so nothing was queued",
+                "create yours with git genjob keygen --planner (then commit .genjob/allowed_signers), "
+                "or pass --signing-key FILE",
+            )
+    files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
+    files[JOB_ENVELOPE] = store.blob(seal_job(job.canonical(), signing_key))
     files.update({f"inputs/{p}": o for p, o in oids.items()})
     try:
         record_submit(pub or publisher(store), job.key, files, str(meta["created_at"]))
@@ -244,11 +250,6 @@ def submit(
             raise
         return again
     warnings = _path_warnings(store, job)
-    if signing_key is None:
-        warnings.append(
-            f"job {job.key} is unsigned: no worker claims it (create your planner key with git genjob init, "
-            "or pass --signing-key), then drop it and submit again"
-        )
     return SubmitResult(job.key, job.digest, "queued", True, warnings=warnings)
 
 

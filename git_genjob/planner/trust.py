@@ -198,6 +198,25 @@ def worker_trust(store: Store, trust_file: str | None = None) -> TrustStore:
     return trust_from_tree(store, head.tree) if head is not None else here
 
 
+def worker_trust_missing(store: Store) -> bool:
+    """Whether no `.genjob/allowed_signers` is there to read at all (neither in the work tree nor
+    on HEAD: a stale clone, or no branch checked out), as opposed to one that trusts nobody."""
+    if store.worktree_file(".genjob/allowed_signers") is not None:
+        return False
+    head = store.head_commit()
+    return head is None or store.file_at(head.tree, ".genjob/allowed_signers") is None
+
+
+def missing_trust_error() -> BadInput:
+    """What a worker says in a checkout with no trust store (SPEC §12.4)."""
+    return BadInput(
+        "the trust store .genjob/allowed_signers is missing from this checkout (not in the work tree, not on "
+        "HEAD): no job's planner can be checked, so none was claimed",
+        "get the branch that holds .genjob/ (git pull, or git checkout main), or pass --allowed-signers FILE "
+        "(or git config genjob.allowedSigners FILE); git genjob doctor",
+    )
+
+
 @dataclass(frozen=True)
 class JobTrust:
     """Whether a stored job passes check 9: `trusted`, `unsigned` or `untrusted` (with why)."""

@@ -235,6 +235,10 @@ def _claim_next(
             continue  # an event since the hint was read: claimed elsewhere (the next scan sees a requeue)
         if archived_leftover(store, head.key):
             continue
+        if gate.missing:  # a job is there, and not one could be judged: say why, not "untrusted" for each
+            from git_genjob.planner.trust import missing_trust_error
+
+            raise missing_trust_error()
         try:
             record = load_live(store, head.key)
             if record is None or record.state != "queued":
@@ -271,17 +275,20 @@ class Gate:
     store of this clone's work tree (its committed .genjob/ in a fresh CI clone)."""
 
     def __init__(self, store: Store, trust_file: str | None = None):
-        from git_genjob.planner.trust import worker_trust
+        from git_genjob.planner.trust import worker_trust, worker_trust_missing
 
         self.store = store
         self.limits = read_config(store).limits
         self.trust = worker_trust(store, trust_file)
+        self.missing = trust_file is None and not self.trust.signers and worker_trust_missing(store)
 
     def refusal(self, record: JobRecord) -> tuple[str, str] | None:
         """(unsigned | untrusted, why) for a job no trusted planner signed; None for a claimable
         job. A damaged job raises (GenjobError)."""
-        from git_genjob.planner.trust import job_trust
+        from git_genjob.planner.trust import job_trust, missing_trust_error
 
+        if self.missing:
+            raise missing_trust_error()
         bundle_inputs(self.store, record, self.limits)
         verdict = job_trust(record.job_bytes, record.job_envelope, self.trust)
         if not verdict.ok:
