@@ -31,10 +31,10 @@ def test_a_cancelled_fleet_claims_each_job_once_and_loses_none(tmp_path: Path) -
     # attempt of a cancelled runner is left claimed or sending
     assert result["lost"] == [] and result["done_not_generated"] == [] and result["stuck_attempts"] == [], seen
     assert sum(result["states"].values()) == 24 and set(result["states"]) <= {"done", "unknown"}, seen
-    # the slow job's runner was cancelled after its request went out: recover held it as unknown,
-    # never resent, and the owner's retry finished it
+    # the slow job's runner was cancelled after its request went out: the stopped runner ended its
+    # attempt `unknown` itself (or, killed before it could, recover did), never resent, and the
+    # owner's retry finished it (the first unknown key: fleet-00000)
     recovered = result["recover"]
-    assert "fleet-00000" in recovered["unknown"], recovered
-    assert result["states"]["unknown"] == len(recovered["unknown"]), seen
+    assert result["states"]["unknown"] >= max(1, len(recovered["unknown"])), seen
     assert result["retried"] == {"key": "fleet-00000", "state": "done", "exits": [0]}
     assert fleet.holds(result)

@@ -31,6 +31,8 @@ def test_the_table_is_spec_4() -> None:
         ("unknown", "retried"): ["queued"],
         ("done", "retried"): ["queued"],
         ("queued", "retried"): ["queued"],  # SPEC §11: the owner signs over a requeue nobody trusted signed
+        ("claimed", "stopped"): ["queued"],  # SPEC §12.4: a stopped worker releases a claim it had not started
+        ("sending", "stopped"): ["unknown"],  # and holds a send it stopped for the owner
     }
     assert transition("sending", "recovered") is JobState.UNKNOWN
     for state in JobState:

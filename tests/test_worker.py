@@ -160,12 +160,14 @@ def _wait_for_state(repo: Path, key: str, state: str, timeout: float = 30) -> No
     raise AssertionError(f"{key} never reached {state}")
 
 
-def _worker_generating(repo: Path, key: Path, k: str, runs: Path, marker: str, **popen: Any) -> subprocess.Popen[Any]:
-    """A `work --once` process (2 s lease) whose generator logs a run to `runs`, then sleeps as
-    `marker`; returned once job `k` is `sending` and the generator is running."""
+def _worker_generating(
+    repo: Path, key: Path, k: str, runs: Path, marker: str, *extra: str, lease: str = "2s", **popen: Any
+) -> subprocess.Popen[Any]:
+    """A `work --once` process whose generator logs a run to `runs`, then sleeps as `marker`;
+    returned once job `k` is `sending` and the generator is running."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "git_genjob", "work", "--generator", f"exec:echo run >> {runs}; exec sleep {marker}",
-         "--signing-key", str(key), "--lease", "2s", "--once", "--sandbox-rw", str(runs.parent)],
+         "--signing-key", str(key), "--lease", lease, "--once", "--sandbox-rw", str(runs.parent), *extra],
         cwd=repo, stdout=subprocess.DEVNULL, **popen,
     )  # fmt: skip
     _wait_for_state(repo, k, "sending")
@@ -176,43 +178,101 @@ def _worker_generating(repo: Path, key: Path, k: str, runs: Path, marker: str, *
     return proc
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
-def test_cancelled_like_a_forge_cancels_then_recover_never_resends(
-    ready: tuple[Path, Path], tmp_path: Path, sig: signal.Signals
-) -> None:
-    """A CI runner cancelled mid-job: the forge signals the worker process alone (SIGINT or
-    SIGTERM, then kills). The worker stops its generator's whole group, exits 130 saying what
-    happens next, and the attempt stays `sending` until recover holds it as unknown: no worker
-    sends it again, only its owner's retry does."""
-    repo, key = ready
-    k = submit_key(repo, "-m", "x", "src/user.py")
-    runs = shared_dir(tmp_path) / "runs.log"
-    rw = ("--sandbox-rw", str(runs.parent))
-    marker = f"61.{os.getpid()}{int(sig)}"
-    proc = _worker_generating(repo, key, k, runs, marker, stderr=subprocess.PIPE, text=True)
+def _stop(proc: subprocess.Popen[Any], sig: signal.Signals) -> str:
     try:
-        proc.send_signal(sig)  # the worker's pid only, as a runner's cancellation does
-        _, err = proc.communicate(timeout=20)
+        proc.send_signal(sig)  # the worker's pid only, as a runner's cancellation or a closed terminal does
+        _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, err
-    assert "interrupted" in err and "git genjob recover" in err
+    return str(err)
+
+
+STOPS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", STOPS, ids=["sigterm", "sigint", "sighup"])
+def test_a_stopped_worker_ends_its_attempt_unknown_and_retry_works_at_once(
+    ready: tuple[Path, Path], tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Issue 35 item 5, SPEC §12.4: a worker stopped mid-generation (a forge's cancellation, Ctrl-C,
+    a closed terminal) stops its generator's group and writes the attempt's end itself: the job is
+    `unknown` at once (calls may have been sent), no worker sends it again, and the owner's
+    `retry` works now, with the 10-minute lease still running."""
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    runs = shared_dir(tmp_path) / "runs.log"
+    rw = ("--sandbox-rw", str(runs.parent))
+    marker = f"61.{os.getpid()}{int(sig)}"
+    proc = _worker_generating(repo, key, k, runs, marker, lease="10m", stderr=subprocess.PIPE, text=True)
+    err = _stop(proc, sig)
+    assert f"stopped {k}: unknown, its generator was stopped and calls may have been sent" in err
+    assert f"git genjob retry {k}" in err and "interrupted" in err
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and running(marker):
         time.sleep(0.05)
-    assert not running(marker)  # the generator's group went with the cancelled worker
-    assert json.loads(run_genjob("status", k, "--json", cwd=repo).out)["state"] == "sending"
-    time.sleep(2.2)  # the 2 s lease lapses
-    res = run_genjob("recover", "--json", cwd=repo)
-    assert json.loads(res.out)["unknown"] == [k]
+    assert not running(marker)  # the generator's group went with the stopped worker
+    shown = json.loads(run_genjob("show", k, "--json", cwd=repo).out)
+    assert shown["state"] == "unknown", shown
+    attempt = shown["attempt_records"][-1]
+    assert attempt["state"] == "unknown" and f"stopped ({sig.name})" in attempt["reason"], attempt
     assert work(repo, key, f"echo run >> {runs}", "--once", *rw).out.count(k) == 0  # never resent by a worker
     assert runs.read_text().count("run") == 1
-    assert run_genjob("retry", k, cwd=repo).code == 0  # the owner's decision starts attempt 2
+    res = run_genjob("retry", k, cwd=repo)  # the owner's decision, with no lease to wait for
+    assert res.code == 0, res.err
     res = work(repo, key, f"echo run >> {runs}; echo new > src/user.py", "--once", *rw)
     assert json.loads(res.out)["jobs"][0] == {"key": k, "result": "ok", "reason": "", "attempt": 2, "replayed": []}
+
+
+@pytest.mark.parametrize("sig", ["INT", "TERM"])
+def test_a_worker_stopped_before_it_started_the_job_releases_the_claim_at_once(
+    ready: tuple[Path, Path], sig: str
+) -> None:
+    """Issue 35 item 5: stopped right after its claim (the signal sent at that very step), the
+    worker releases it: queued again, no lease to lapse, and the next worker's receipt is ok."""
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    env = {"GENJOB_FAULT": "after-claim", "GENJOB_FAULT_SIGNAL": sig}
+    res = run_genjob_process("work", "--generator", "exec:echo new > src/user.py", "--signing-key", str(key),
+                             "--once", cwd=repo, env=env)  # fmt: skip
+    assert res.code == 130, res.err
+    assert f"stopped {k}: its claim was released, the job is queued again" in res.err
+    shown = json.loads(run_genjob("show", k, "--json", cwd=repo).out)
+    assert shown["state"] == "queued"
+    assert shown["attempt_records"][-1]["state"] == "failed_before_send"
+    res = work(repo, key, "echo new > src/user.py", "--once")
+    assert json.loads(res.out)["jobs"][0] == {"key": k, "result": "ok", "reason": "", "attempt": 2, "replayed": []}
+
+
+@pytest.mark.slow
+def test_a_stopped_remote_worker_publishes_the_end_of_its_attempt(tmp_path: Path) -> None:
+    """Issue 35 item 5 with --remote: the `stopped` event is on the remote before the worker
+    exits, so the planner's clone retries at once and another worker gets an ok receipt."""
+    from tests.conftest import repo_with_remote
+
+    bare, planner = repo_with_remote(tmp_path, "planner")
+    key = setup_worker(planner)
+    git(planner, "push", "-q", "origin", "main")
+    k = submit_key(planner, "--push", "-m", "x", "src/user.py")
+    git(tmp_path, "clone", "-q", str(bare), "worker")
+    worker = tmp_path / "worker"
+    runs = shared_dir(tmp_path) / "runs.log"
+    marker = f"62.{os.getpid()}"
+    proc = _worker_generating(worker, key, k, runs, marker, "--remote", "origin", lease="10m",
+                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    err = _stop(proc, signal.SIGTERM)
+    assert f"stopped {k}: unknown" in err
+    assert git(bare, "log", "-1", "--format=%s", f"refs/genjob/jobs/{k}").strip() == f"genjob: stopped {k}"
+    assert run_genjob("fetch", "origin", cwd=planner).code == 0
+    assert json.loads(run_genjob("status", k, "--json", cwd=planner).out)["state"] == "unknown"
+    res = run_genjob("retry", k, "--remote", "origin", cwd=planner)
+    assert res.code == 0, res.err
+    res = run_genjob("work", "--generator", "exec:echo new > src/user.py", "--signing-key", str(key), "--once",
+                     "--remote", "origin", "--json", cwd=worker)  # fmt: skip
+    assert json.loads(res.out)["jobs"][0]["result"] == "ok", res.out + res.err
 
 
 @pytest.mark.slow
@@ -719,3 +779,46 @@ def test_a_worker_in_a_stale_clone_says_the_trust_store_is_missing_and_git_pull_
     res = run_genjob("work", "--generator", "exec:echo 'x = 1' > src/user.py", "--signing-key", str(key),
                      "--once", "--remote", "origin", "--json", cwd=stale)  # fmt: skip
     assert res.code == 0 and [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.err
+
+
+def test_the_generator_s_stdout_and_stderr_are_kept_with_its_attempt_and_show_log_prints_them(
+    ready: tuple[Path, Path],
+) -> None:
+    """Issue 35 item 6, SPEC §12.4: an ok run's output is kept (the last 64 KiB of each stream,
+    a credential redacted), in the job's event tree, and `show KEY --log` prints it escaped."""
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    token = "ghp_" + "a1B2" * 9
+    command = (
+        "head -c 70000 /dev/zero | tr '\\0' x; echo; echo 'planning the edit'; "
+        f"echo 'used {token} to look' >&2; printf 'esc \\033[2J done\\n' >&2; echo new > src/user.py"
+    )
+    res = work(repo, key, command, "--once")
+    assert json.loads(res.out)["jobs"][0]["result"] == "ok", res.out + res.err
+    ref = f"refs/genjob/jobs/{k}"
+    stdout = git(repo, "cat-file", "blob", f"{ref}:attempts/1/stdout")
+    stderr = git(repo, "cat-file", "blob", f"{ref}:attempts/1/stderr")
+    assert len(stdout.encode()) == 64 * 1024 and stdout.endswith("x\nplanning the edit\n")
+    assert token not in stderr and "used [redacted GitHub token] to look" in stderr
+    shown = run_genjob("show", k, "--log", cwd=repo)
+    assert shown.code == 0, shown.err
+    lines = shown.out.splitlines()
+    assert "--- attempt 1 stdout (last 64 KiB) ---" in lines and "planning the edit" in lines
+    assert "--- attempt 1 stderr (last 64 KiB) ---" in lines and "esc \\x1b[2J done" in lines
+    assert "\x1b" not in shown.out and token not in shown.out
+    doc = json.loads(run_genjob("show", k, "--log", "--json", cwd=repo).out)
+    assert doc["attempts"][0]["n"] == 1 and doc["attempts"][0]["stderr"].endswith("esc \x1b[2J done\n")
+    # the next attempt keeps its own; the first one's stay (an aborted run's too)
+    assert run_genjob("retry", k, cwd=repo).code != 0  # ok receipts are not retried: drop and resubmit instead
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    assert "planning the edit" in run_genjob("show", k, "--log", cwd=repo).out  # archived, still there
+
+
+def test_an_aborted_generator_s_output_is_kept_too(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    res = work(repo, key, "echo 'step 1 ok'; echo 'boom: no such file' >&2; exit 3", "--once")
+    assert json.loads(res.out)["jobs"][0]["result"] == "aborted"
+    assert json.loads(res.out)["jobs"][0]["reason"] == "command exited 3: boom: no such file"
+    doc = json.loads(run_genjob("show", k, "--log", "--json", cwd=repo).out)
+    assert doc["attempts"] == [{"n": 1, "stdout": "step 1 ok\n", "stderr": "boom: no such file\n"}]

@@ -220,14 +220,21 @@ def _write_blocks(lines: list[str], block: int = 2000) -> None:
 
 @main.command(context_settings=CONTEXT)
 @click.argument("key", callback=key_arg)
+@click.option("--log", "log", is_flag=True, help="Each attempt's generator stdout and stderr (the last 64 KiB).")
 @json_option
-def show(key: str, as_json: bool) -> None:
+def show(key: str, log: bool, as_json: bool) -> None:
     """One job: its work order, events, attempts and receipt."""
     from git_genjob.planner import statusfast
     from git_genjob.planner.queue import show as do_show
     from git_genjob.planner.queue import show_lines
 
     store = open_store()
+    if log:
+        from git_genjob.planner.queue import log_lines, show_logs
+
+        logs = show_logs(store, key)
+        emit(logs, as_json, lambda: echo_lines(log_lines(logs)))
+        return
     taken = statusfast.before_show(store)  # before the job is read
     doc = do_show(store, key)
     lines = show_lines(doc)

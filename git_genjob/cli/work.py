@@ -170,32 +170,37 @@ def work(
 
 
 INTERRUPTED = (
-    "interrupted: the generator was stopped; a job this worker had claimed stays claimed or sending until its "
-    "lease lapses, then git genjob recover requeues a claim and holds a send as unknown (never resent; "
-    "its owner decides: git genjob retry KEY or drop KEY --why TEXT)"
+    "interrupted: the generator was stopped and this worker ended its attempt (a claim it had not started is "
+    "queued again; a stopped send is unknown, never resent: its owner decides now, git genjob retry KEY or "
+    "drop KEY --why TEXT)"
 )
 
 
 def _interruptible(run: Any) -> Any:
-    """Run the worker loop with SIGTERM handled as SIGINT is: a CI runner cancelled by its forge
-    (SIGINT or SIGTERM, then SIGKILL) stops its generator's process group and exits 130, leaving
-    the attempt for `recover` exactly as a Ctrl-C does."""
+    """Run the worker loop with SIGTERM and SIGHUP handled as SIGINT is: a CI runner cancelled by
+    its forge (SIGINT or SIGTERM, then SIGKILL), or a closed terminal, stops its generator's
+    process group, ends the attempt (worker.run.run_claimed) and exits 130, as a Ctrl-C does."""
     import signal
     import threading
 
     def cancel(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(signal.Signals(signum).name)
 
     installed = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, cancel) if installed else None
+    # a signal the parent ignores (nohup, a background job's SIGINT) stays ignored
+    stops = [s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) != signal.SIG_IGN]
+    previous = {s: signal.signal(s, cancel) for s in stops} if installed else {}
     try:
         return run()
-    except KeyboardInterrupt:
-        click.echo(INTERRUPTED, err=True)
+    except KeyboardInterrupt as stop:
+        from git_genjob.documents.display import printable
+
+        said = stop.args[1] if len(stop.args) > 1 else None  # what became of the attempt it ended
+        click.echo(f"interrupted: {printable(said)}" if said else INTERRUPTED, err=True)
         raise SystemExit(130) from None
     finally:
-        if installed:
-            signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def sandbox_options(

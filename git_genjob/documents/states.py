@@ -8,6 +8,8 @@ only move the way SPEC §4 draws it:
       |                    v                     v
       +--retried (owner)-- queued               unknown   (never resent by recovery)
 
+A stopped worker ends its own attempt (`stopped`): a claim goes back to queued, a send to unknown.
+
 A document plane module: it knows nothing of refs or commits.
 """
 
@@ -47,6 +49,7 @@ class Event(StrEnum):
     UNKNOWN = "unknown"  # the worker's own verdict: sent, outcome uncertain
     RECOVERED = "recovered"  # the sweeper fenced a lapsed lease
     RETRIED = "retried"  # the owner's new attempt
+    STOPPED = "stopped"  # the worker, stopped (SIGINT, SIGTERM, SIGHUP), ends its own attempt (SPEC §12.4)
 
 
 LEASE_S = 600.0  # a claim's lease (`work --lease`, `receipt`'s own claim), renewed every third
@@ -96,6 +99,8 @@ TRANSITIONS: dict[tuple[JobState, Event], JobState] = {
     (U, Event.RETRIED): Q,
     (D, Event.RETRIED): Q,  # a receipt that is not ok
     (Q, Event.RETRIED): Q,  # the owner's signed word over a requeue nobody trusted signed (SPEC §11)
+    (C, Event.STOPPED): Q,  # a claim its worker had not started: released at once
+    (S, Event.STOPPED): U,  # a generator its worker stopped: calls may have been sent, the owner decides
 }
 
 

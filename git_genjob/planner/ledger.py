@@ -28,6 +28,7 @@ from git_genjob.storage.records import (
     DROP_ENVELOPE,
     EVENT_ENVELOPE,
     JobRecord,
+    attempt_log_path,
     drop_payload,
     event_message,
     find_job,
@@ -165,9 +166,12 @@ def store_receipt(
     outputs: dict[str, bytes | None],
     replays: list[str],
     ride: Settled | None = None,
+    logs: dict[str, bytes] | None = None,
 ) -> JobRecord:
     """The signed receipt, committed on top of the claim that made it (else: fenced, exit 4).
-    With `ride`, a remote publisher may send it with its next push (see Publisher.advance)."""
+    With `ride`, a remote publisher may send it with its next push (see Publisher.advance).
+    `logs` (the generator's stdout and stderr, tails already redacted) are kept with the attempt
+    at attempts/<n>/<name>, carried by every later event (SPEC §12.4)."""
     store = pub.store
     doc = _attempts(lease.record)
     attempt = _current(lease, doc)
@@ -178,6 +182,8 @@ def store_receipt(
     for path, data in outputs.items():
         if data is not None:
             files[f"outputs/{path}"] = store.blob(data)
+    for name, data in (logs or {}).items():
+        files[attempt_log_path(lease.n, name)] = store.blob(data)
     extra = {"Genjob-Attempt": str(lease.n)}
     lease.record = _advance(pub, lease.record, "receipt", doc, files, extra=extra, ride=ride)
     return lease.record
@@ -195,6 +201,26 @@ def end_attempt(
     event = "failed" if state == "failed_before_send" else "unknown"
     signer = sign if event == "failed" else None
     lease.record = _advance(pub, lease.record, event, doc, extra={"Genjob-Attempt": str(lease.n)}, sign=signer)
+
+
+def stop_attempt(pub: Publisher, lease: Lease, signal_name: str) -> str:
+    """A worker stopped by the user ends its own attempt before it exits (SPEC §12.4), signed by
+    its key as its lease events are: a claim it had not started is released (queued again), a
+    send becomes unknown (its calls may have been sent: the owner retries or drops it, at once).
+    Returns the job's state after."""
+    doc = _attempts(lease.record)
+    attempt = _current(lease, doc)
+    started = lease.record.state == "sending"
+    why = (
+        f"the worker was stopped ({signal_name}) while its generator ran; calls may have been sent"
+        if started
+        else f"the worker was stopped ({signal_name}) before it started the job"
+    )
+    attempt.update(state="unknown" if started else "failed_before_send", finished_at=utc_now(), reason=why)
+    doc["epoch"] += 1
+    extra = {"Genjob-Attempt": str(lease.n)}
+    lease.record = _advance(pub, lease.record, "stopped", doc, extra=extra, sign=lease.sign)
+    return lease.record.state
 
 
 @dataclass

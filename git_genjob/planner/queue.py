@@ -696,6 +696,33 @@ def status(store: Store, state: str | None = None, include_archived: bool = Fals
     return [r for r in rows if state is None or r.state == state]
 
 
+def show_logs(store: Store, key: str) -> dict[str, Any]:
+    """`show KEY --log`: each attempt's kept generator stdout and stderr (SPEC §12.4), as text."""
+    from git_genjob.storage.records import attempt_logs
+
+    record = find_job(store, key)
+    kept = attempt_logs(record)
+    return {
+        "key": record.key,
+        "attempts": [
+            {"n": n, **{name: data.decode("utf-8", "replace") for name, data in logs.items()}}
+            for n, logs in kept.items()
+        ],
+    }
+
+
+def log_lines(doc: dict[str, Any]) -> list[str]:
+    """The human form of show_logs: a header per stream, then its text escaped (it is a
+    generator's: untrusted), tabs and newlines kept."""
+    out: list[str] = []
+    for attempt in doc["attempts"]:
+        for name in ("stdout", "stderr"):
+            if name in attempt:
+                out.append(f"--- attempt {attempt['n']} {name} (last 64 KiB) ---")
+                out += [printable(line, keep="\t") for line in attempt[name].splitlines()]
+    return out or [f"job {doc['key']}: no generator output kept (no attempt ran an exec generator that printed)"]
+
+
 def show(store: Store, key: str) -> dict[str, Any]:
     from git_genjob.storage.records import events
 

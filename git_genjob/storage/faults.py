@@ -17,6 +17,8 @@ docs/reliability.md). Each name marks the moment right after a durable step:
 
 `NAME@N` fires on the N-th time the process passes NAME (`ref-locked@3`: inside the third ref
 transaction), so a test can kill a command at each of its persistence steps in turn.
+`GENJOB_FAULT_SIGNAL=INT` (or TERM, HUP) sends that signal instead of SIGKILL: a user stopping
+the command at that very step.
 """
 
 from __future__ import annotations
@@ -36,4 +38,5 @@ def crash_point(name: str) -> None:
         return
     _passed[name] = _passed.get(name, 0) + 1
     if _passed[name] == (int(nth) if nth.isdigit() else 1):
-        os.kill(os.getpid(), signal.SIGKILL)
+        sig = os.environ.get("GENJOB_FAULT_SIGNAL", "KILL")
+        os.kill(os.getpid(), getattr(signal, f"SIG{sig}", signal.SIGKILL))

@@ -88,7 +88,27 @@ TOP_LEVEL = {
     "receipt.json",
     "inputs",
     "outputs",
+    "attempts",  # attempts/<n>/stdout, attempts/<n>/stderr: each attempt's generator output (never in a bundle)
 }
+ATTEMPT_LOGS = ("stdout", "stderr")
+LOG_READ_MAX = 1 << 20  # a worker keeps 64 KiB of each; a bigger one came from elsewhere and is refused
+
+
+def attempt_log_path(n: int, name: str) -> str:
+    """Where attempt `n` keeps its generator's `name` (stdout or stderr) in the job's event tree."""
+    return f"attempts/{n}/{name}"
+
+
+def attempt_logs(record: JobRecord) -> dict[int, dict[str, bytes]]:
+    """{attempt n: {stdout|stderr: bytes}} kept in the job's tree, oldest attempt first."""
+    out: dict[int, dict[str, bytes]] = {}
+    for path, oid in record.files.items():
+        parts = path.split("/")
+        if len(parts) == 3 and parts[0] == "attempts" and parts[1].isdigit() and parts[2] in ATTEMPT_LOGS:
+            out.setdefault(int(parts[1]), {})[parts[2]] = record.store.read(oid, limit=LOG_READ_MAX)
+    return {n: out[n] for n in sorted(out)}
+
+
 # Fixed by the submit commit; no later event may change them (meta.json too: its `base` bounds
 # the search for an earlier landing, SPEC §11).
 IDENTITY = ("job.json", JOB_ENVELOPE, "meta.json", "inputs")

@@ -9,7 +9,7 @@ import random
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ from git_genjob.documents.keys import SigningKey
 from git_genjob.documents.receipt import build_statement, sign_statement
 from git_genjob.documents.secretscan import find_secret, redact
 from git_genjob.documents.states import LEASE_S, TIMEOUT_S
-from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, store_receipt
+from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, stop_attempt, store_receipt
 from git_genjob.planner.queue import Head, archived_leftover, heads
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.publish import Publisher, publisher
@@ -343,7 +343,58 @@ def run_claimed(
 ) -> JobOutcome:
     """Record `sending`, generate, judge, sign and store the receipt. With `ride`, a remote
     publisher may hold the receipt for its next push (the next claim's): the caller flushes it,
-    and the outcome returned is settled when the receipt is published (fenced if refused)."""
+    and the outcome returned is settled when the receipt is published (fenced if refused).
+    Stopped (SIGINT, SIGTERM, SIGHUP: a KeyboardInterrupt), the worker ends the attempt itself
+    before the interrupt goes on (SPEC §12.4), so nothing waits for the lease to lapse."""
+    try:
+        return _run_claimed(pub, lease, opts, progress, ride)
+    except KeyboardInterrupt as stop:
+        signal_name = str(stop.args[0]) if stop.args else "SIGINT"
+        said = _stopped(pub, lease, signal_name)
+        if said is None:
+            raise
+        raise KeyboardInterrupt(signal_name, said) from None  # the cli says it as the interrupt's last word
+
+
+def _stopped(pub: Publisher, lease: Lease, signal_name: str) -> str | None:
+    """End a stopped attempt (ledger.stop_attempt), with further stop signals held off while it
+    is written, and say what became of the job; an attempt that already ended (a receipt) is
+    left as it is (None)."""
+    if lease.record.state not in ("claimed", "sending"):
+        return None
+    key = lease.record.key
+    with _signals_held():
+        try:
+            state = stop_attempt(pub, lease, signal_name)
+            pub.flush()
+        except GenjobError as exc:  # fenced, or the remote is gone: recover decides once the lease lapses
+            return f"stopped {key}: its attempt could not be ended ({exc.message}); git genjob recover will"
+    if state == "queued":
+        return f"stopped {key}: its claim was released, the job is queued again"
+    return (
+        f"stopped {key}: unknown, its generator was stopped and calls may have been sent; its owner decides "
+        f"now: git genjob retry {key} or git genjob drop {key} --why TEXT"
+    )
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Another Ctrl-C while the stopped attempt's end is written does not cut the write short."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    names = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in names}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Progress, ride: bool) -> JobOutcome:
     store, record = pub.store, lease.record
     key = record.key
     crash_point("after-claim")
@@ -578,14 +629,26 @@ def _finish(
             progress(f"fenced  {record.key}: {refused}")
             outcome.result, outcome.reason = "fenced", refused
 
+    logs = kept_logs(ctx.logs)
     try:
-        store_receipt(pub, lease, envelope, verdict.outputs, list(ctx.replays), ride=settled if ride else None)
+        store_receipt(
+            pub, lease, envelope, verdict.outputs, list(ctx.replays), ride=settled if ride else None, logs=logs
+        )
     except Conflict as exc:
         settled(exc.message)
         return outcome
     if not ride:
         settled(None)
     return outcome
+
+
+def kept_logs(logs: dict[str, bytes]) -> dict[str, bytes]:
+    """The generator's stdout and stderr as its attempt keeps them (SPEC §12.4): the last 64 KiB
+    of each (the generator cut them), as UTF-8 text with every credential-looking match
+    replaced by its pattern's name, as an aborted receipt's reason is (`secretscan.redact`).
+    Redacted, not refused: a log is what tells the owner what went wrong, and the answer it
+    judged is the scratch tree, scanned as outputs are. Empty streams are not kept."""
+    return {name: redact(data.decode("utf-8", "replace")).encode("utf-8") for name, data in logs.items() if data}
 
 
 class OutOfBand:

@@ -23,6 +23,10 @@ class GenContext:
     cache: Any = None  # replay.CacheClient for model generators
     replays: list[str] = field(default_factory=list)
     sandbox: dict[str, Any] | None = None  # the receipt's record of the confinement (worker.generators.sandbox)
+    logs: dict[str, bytes] = field(default_factory=dict)  # an exec generator's stdout/stderr, the last LOG_TAIL bytes
+
+
+LOG_TAIL = 64 * 1024  # how much of a generator's stdout and of its stderr is kept with its attempt
 
 
 @dataclass

@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from git_genjob.documents.errors import BadInput, GenjobError
-from git_genjob.worker.generators import GenContext, GenResult
+from git_genjob.worker.generators import LOG_TAIL, GenContext, GenResult
 
 if TYPE_CHECKING:
     from git_genjob.worker.generators.sandbox import SandboxOptions
@@ -109,14 +109,16 @@ class ExecGenerator:
         meta = os.path.dirname(ctx.job_file)
         attempt_dir = os.path.dirname(ctx.scratch)
         log_path = os.path.join(meta, "generator.log")
+        err_path = os.path.join(meta, "generator.err")
         env = self._env(ctx)
-        with open(log_path, "wb") as log:
+        with open(log_path, "wb") as log, open(err_path, "wb") as err:
             attempt = Attempt(
                 ctx.scratch,
                 [ctx.job_file, ctx.instruction_file],
                 log_path,
                 os.path.join(attempt_dir, "home"),
                 os.path.join(attempt_dir, "tmp"),
+                err_log=err_path,
             )
             try:
                 launch = confine(self.mechanism, self.sandbox, self.command, attempt, env.get("PATH", os.defpath))
@@ -140,7 +142,7 @@ class ExecGenerator:
                         env=env,
                         stdin=subprocess.DEVNULL,
                         stdout=log,
-                        stderr=subprocess.STDOUT,
+                        stderr=err,
                         start_new_session=True,
                         pass_fds=launch.fds,
                         # No Python in the child when the launch needs none: Popen then uses vfork.
@@ -167,12 +169,19 @@ class ExecGenerator:
         finally:
             reaper.release()
             launch.finish()
-        with open(log_path, "rb") as fh:
-            fh.seek(max(0, os.path.getsize(log_path) - 2000))
-            tail = fh.read().decode("utf-8", "replace")
+            ctx.logs = {"stdout": _tail(log_path, LOG_TAIL), "stderr": _tail(err_path, LOG_TAIL)}  # kept on any end
+        said = ctx.logs["stderr"] if ctx.logs["stderr"].strip() else ctx.logs["stdout"]
+        tail = said[-2000:].decode("utf-8", "replace")
         if proc.returncode != 0:
             return GenResult("aborted", f"command exited {proc.returncode}: {tail.strip()[-500:]}")
         return GenResult("ok")
+
+
+def _tail(path: str, size: int) -> bytes:
+    """The last `size` bytes of the file at `path`."""
+    with open(path, "rb") as fh:
+        fh.seek(max(0, os.path.getsize(path) - size))
+        return fh.read()
 
 
 def resolve_command(command: str) -> str:

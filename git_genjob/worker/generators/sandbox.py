@@ -458,6 +458,7 @@ class Attempt:
     log: str
     home: str
     tmp: str
+    err_log: str | None = None  # the generator's stderr, where it is not `log`
 
 
 def unconfined(argv: list[str]) -> Launch:
@@ -851,7 +852,7 @@ def _landlock(
     auto: list[str],
 ) -> Launch:
     rules = [(d, RO) for d in SYSTEM_DIRS] + [(p, RO) for p in _etc_paths()] + [("/proc", RO)]
-    rules += [(d, DEV) for d in DEVICES] + [(attempt.log, DEV)]
+    rules += [(d, DEV) for d in DEVICES] + [(p, DEV) for p in (attempt.log, attempt.err_log) if p]
     rules += [(p, RO) for p in [*attempt.job_files, *ro]]
     rules += [(p, RW) for p in [attempt.scratch, attempt.home, attempt.tmp, *rw]]
     if opts.allow_net:
