@@ -48,6 +48,7 @@ GROUPS: list[tuple[str, list[tuple[str, str]]]] = [
             ("ask", "One cached model call: replay what was asked before, else ask and record."),
             ("cache", "The replay cache in refs/genjob/replays."),
             ("demo", "A full round trip in a temporary repository, with nothing to configure."),
+            ("doctor", "Check the sandbox, keys, trust store, notes, hooks and remotes here; each with a fix."),
         ],
     ),
 ]

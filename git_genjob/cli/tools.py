@@ -67,3 +67,20 @@ def man(out_dir: str | None, markdown: bool) -> None:
 
     write_atomic(os.path.join(out_dir, "git-genjob.1"), text)
     click.echo(os.path.join(out_dir, "git-genjob.1"))
+
+
+@main.command(context_settings=CONTEXT)
+@json_option
+def doctor(as_json: bool) -> None:
+    """Check the sandbox, keys, trust store, notes, hooks and remotes here; each with a fix.
+
+    One line per check (ok, warn, fail or skip), the fix under each warning and failure; exit 1
+    when any check fails."""
+    from git_genjob.cli.common import echo_lines, open_store
+    from git_genjob.documents.errors import EXIT_REFUSED
+    from git_genjob.landing.doctor import doctor as run_doctor
+
+    report = run_doctor(open_store())
+    emit(report.to_json(), as_json, lambda: echo_lines(report.lines()))
+    if report.failed:
+        raise SystemExit(EXIT_REFUSED)

@@ -72,6 +72,31 @@ def install_hooks(store: object, force: bool = False) -> list[str]:
     return done
 
 
+def hook_states(store: object) -> dict[str, str]:
+    """Each hook's state here, for `doctor`: `missing`, `foreign` (a script that is not genjob's),
+    `current` (what `init --hooks` would write now, for this package and interpreter) or `stale`
+    (genjob's, written for another install)."""
+    from git_genjob.storage.store import Store
+
+    assert isinstance(store, Store)
+    hooks_dir = store.hooks_dir()
+    shared = _in_work_tree(store, hooks_dir)
+    python, pythonpath = ("", "") if shared else (sys.executable, package_parent())
+    states = {}
+    for name in HOOKS:
+        path = os.path.join(hooks_dir, name)
+        if not os.path.lexists(path):
+            states[name] = "missing"
+        elif not _ours(path):
+            states[name] = "foreign"
+        else:
+            current = _read(path) == render_hook(name, python, pythonpath) and os.access(path, os.X_OK)
+            if shared and current:
+                current = store.config_get("genjob.hookPythonPath") == package_parent()
+            states[name] = "current" if current else "stale"
+    return states
+
+
 def render_hook(name: str, python: str, pythonpath: str) -> str:
     """The hook script for `name`; empty `python` means: read it from the clone's config."""
     for value in (python, pythonpath):

@@ -97,7 +97,7 @@ P = TypeVar("P")
 REFUSAL_FIX = (
     "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap), or use a Linux kernel "
     "with Landlock (5.13 or later); or, knowing the generator can then read and write what this user "
-    "can, run it unconfined with work --no-sandbox (each receipt records it)"
+    "can, run it unconfined with work --no-sandbox (each receipt records it); each probe: git genjob doctor"
 )
 
 
@@ -157,7 +157,7 @@ def choose(opts: SandboxOptions) -> str:
             "Unix sockets (docker.sock, agents)",
             "install bubblewrap (apt-get install bubblewrap), or choose Landlock knowingly: "
             '[sandbox] mechanism = "landlock" in .genjob/config.toml or GENJOB_SANDBOX=landlock; or run the '
-            "worker as another user",
+            "worker as another user; each probe: git genjob doctor",
         )
     if why is None:
         return "landlock"
