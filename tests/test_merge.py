@@ -553,3 +553,27 @@ def test_resubmit_remote_that_the_remote_refuses_leaves_both_sides_as_they_were(
     res = run_genjob("resubmit", two, "--remote", "origin", "--json", cwd=repo)
     assert res.code == 0, res.err
     assert f"refs/genjob/jobs/{json.loads(res.out)['new']}" in refs(bare)
+
+
+@pytest.mark.parametrize("fault", ["after-push", "ref-locked@1", "ref-locked@3"])
+def test_resubmit_remote_killed_after_the_push_is_finished_by_the_next_run(tmp_path: Path, fault: str) -> None:
+    """Issue 35: nothing moves before the one push (a refused push: the test above); killed after
+    it, between any two local ref moves, the remote holds both jobs as after, and the next run
+    brings this clone there and says it was done."""
+    from tests.conftest import run_genjob_process
+
+    bare, repo, two = _superseded_pair(tmp_path)
+    res = run_genjob_process("resubmit", two, "--remote", "origin", cwd=repo, env={"GENJOB_FAULT": fault})
+    assert res.code == -9, (res.code, res.err)
+    on_remote = refs(bare)
+    assert f"refs/genjob/jobs/{two}" not in on_remote
+    assert len([r for r in on_remote if r.startswith("refs/genjob/jobs/")]) == 1  # both went out together
+    assert run_genjob("recover", cwd=repo).code == 0  # clears a dead writer's lock
+    res = run_genjob("resubmit", two, "--remote", "origin", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["already"] and f"refs/genjob/jobs/{doc['new']}" in on_remote
+    mine = refs(repo)
+    assert f"refs/genjob/jobs/{two}" not in mine and mine["refs/genjob/archive"] == on_remote["refs/genjob/archive"]
+    assert mine[f"refs/genjob/jobs/{doc['new']}"] == on_remote[f"refs/genjob/jobs/{doc['new']}"]
+    assert refs(bare) == on_remote
