@@ -44,6 +44,8 @@ def test_install_then_help_from_a_subdirectory(installed: tuple[Path, dict[str, 
     repo = make_repo(tmp_path / "any")
     proc = subprocess.run(["git", "genjob", "-h"], cwd=repo / "src", env=env, capture_output=True, text=True)
     assert proc.returncode == 0 and "Usage: git genjob" in proc.stdout, proc.stderr
+    init = subprocess.run(["git", "genjob", "init"], cwd=repo, env=env, capture_output=True, text=True)
+    assert init.returncode == 0, init.stderr  # the planner key submit signs with (SPEC §12.4)
     proc = subprocess.run(
         ["git", "genjob", "submit", "-m", "x", "user.py"], cwd=repo / "src", env=env, capture_output=True, text=True
     )
