@@ -115,7 +115,16 @@ def test_commands_before_init_say_to_run_it(repo: Path) -> None:
     assert run_genjob("keygen", "--name", "w1", "--out", str(key), cwd=repo).code == 0
     assert "run git genjob init" in run_genjob("trust", "list", cwd=repo).out
     k = submit_key(repo, "-m", "x", "src/user.py")
-    assert work(repo, key, "echo y > src/user.py", "--once").code == 0
+    before = refs(repo)
+    res = work(repo, key, "echo y > src/user.py", "--once")  # no store to judge a planner by: refused
+    assert res.code == 2 and "is missing from this checkout" in res.err and "git genjob init" in res.err
+    assert refs(repo) == before
+    import os
+
+    pub = (Path(os.environ["XDG_CONFIG_HOME"]) / "git-genjob/keys/planner.pub").read_text().split()
+    planners = repo.parent / "planners"  # a worker handed the planners it trusts
+    planners.write_text(f'ada namespaces="genjob-job" {pub[0]} {pub[1]}\n')
+    assert work(repo, key, "echo y > src/user.py", "--once", "--allowed-signers", str(planners)).code == 0
     for command in ("verify", "apply"):
         res = run_genjob(command, k, cwd=repo)
         assert res.code == 1 and "run git genjob init, then git genjob trust add NAME KEY.pub" in res.err, command

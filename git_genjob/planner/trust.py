@@ -213,7 +213,8 @@ def missing_trust_error() -> BadInput:
         "the trust store .genjob/allowed_signers is missing from this checkout (not in the work tree, not on "
         "HEAD): no job's planner can be checked, so none was claimed",
         "get the branch that holds .genjob/ (git pull, or git checkout main), or pass --allowed-signers FILE "
-        "(or git config genjob.allowedSigners FILE); git genjob doctor",
+        "(or git config genjob.allowedSigners FILE); in a project without one yet: git genjob init; "
+        "git genjob doctor",
     )
 
 
