@@ -822,3 +822,16 @@ def test_an_aborted_generator_s_output_is_kept_too(ready: tuple[Path, Path]) -> 
     assert json.loads(res.out)["jobs"][0]["reason"] == "command exited 3: boom: no such file"
     doc = json.loads(run_genjob("show", k, "--log", "--json", cwd=repo).out)
     assert doc["attempts"] == [{"n": 1, "stdout": "step 1 ok\n", "stderr": "boom: no such file\n"}]
+
+
+def test_a_waiting_worker_stopped_with_nothing_claimed_says_so_and_writes_nothing(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    before = refs(repo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "git_genjob", "work", "--generator", "exec:true", "--signing-key", str(key), "--wait"],
+        cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.5)  # polling an empty queue
+    err = _stop(proc, signal.SIGINT)
+    assert err.startswith("interrupted: no generator of this worker was running"), err
+    assert "Traceback" not in err and refs(repo) == before

@@ -170,9 +170,8 @@ def work(
 
 
 INTERRUPTED = (
-    "interrupted: the generator was stopped and this worker ended its attempt (a claim it had not started is "
-    "queued again; a stopped send is unknown, never resent: its owner decides now, git genjob retry KEY or "
-    "drop KEY --why TEXT)"
+    "interrupted: no generator of this worker was running (an attempt it runs is ended when it is stopped); "
+    "a claim it had only just made, if any, is requeued by git genjob recover once its lease lapses"
 )
 
 
