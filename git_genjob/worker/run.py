@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from git_genjob.documents.attempts import as_text
 from git_genjob.documents.canonical import digest, utc_now
@@ -262,8 +262,11 @@ def _claim_next(
             progress(f"lost    {record.key} (claimed elsewhere)")
             picker.lost = True
             continue
-        progress(f"claimed {record.key} attempt {lease.n}")
-        _report_skipped(report, skipped, progress)
+        try:
+            progress(f"claimed {record.key} attempt {lease.n}")
+            _report_skipped(report, skipped, progress)
+        except KeyboardInterrupt as stop:  # stopped right after the claim: it is released now
+            _end_stopped(pub, lease, stop)
         return lease
     _report_skipped(report, skipped, progress)
     return None
@@ -349,11 +352,17 @@ def run_claimed(
     try:
         return _run_claimed(pub, lease, opts, progress, ride)
     except KeyboardInterrupt as stop:
-        signal_name = str(stop.args[0]) if stop.args else "SIGINT"
-        said = _stopped(pub, lease, signal_name)
-        if said is None:
-            raise
-        raise KeyboardInterrupt(signal_name, said) from None  # the cli says it as the interrupt's last word
+        _end_stopped(pub, lease, stop)
+
+
+def _end_stopped(pub: Publisher, lease: Lease, stop: KeyboardInterrupt) -> NoReturn:
+    """End the attempt a stop signal interrupted, then let the interrupt go on, carrying what
+    became of the job (the cli says it as the interrupt's last word)."""
+    signal_name = str(stop.args[0]) if stop.args else "SIGINT"
+    said = _stopped(pub, lease, signal_name)
+    if said is None:
+        raise stop
+    raise KeyboardInterrupt(signal_name, said) from None
 
 
 def _stopped(pub: Publisher, lease: Lease, signal_name: str) -> str | None:
