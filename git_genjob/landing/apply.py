@@ -36,6 +36,7 @@ from git_genjob.storage.store import (
     lookup,
     retry_cas,
 )
+from git_genjob.storage.usercommit import user_commit
 from git_genjob.storage.worktree import (
     IndexUntouched,
     blocked_paths,
@@ -397,7 +398,7 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     merged_onto = str(head) if merge is not None else None
     gen = verdict.envelope.predicate.generator
     message = commit_message(record, verdict, disclosure(cfg.disclosure, gen), merged_onto)
-    commit = store.commit(new_tree, [head] if head else [], message, identity_required=True)
+    commit = user_commit(store, new_tree, [head] if head else [], message)  # signed as `git commit` would
     # Every lock this apply will need is free before the branch moves (a `git commit` waiting for
     # its editor holds index.lock; a killed git leaves a lock behind): else exit 4, nothing written.
     needed = [ref_name, NOTES_REF, RECEIPTS_REF, ARCHIVE_REF, job_ref(key)]
