@@ -120,10 +120,15 @@ def applied_signed_everywhere(repo: Path, key: Path) -> None:
     assert_ledger_unsigned(repo)
 
 
-def test_ssh_signing_signs_plain_merged_all_and_side_branch_applies(ready: tuple[Path, Path], tmp_path: Path) -> None:
+def test_ssh_signing_signs_plain_merged_all_and_side_branch_applies(
+    ready: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo, key = ready
     ssh_signing(repo, tmp_path)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "1700000100 -0930")  # the identity libgit2 would have used
     applied_signed_everywhere(repo, key)
+    who = git(repo, "log", "-1", "--date=raw", "--format=%an <%ae> %ad|%cn <%ce> %cd", "main").strip()
+    assert who == "Ada Author <ada@example.com> 1700000000 +0000|Ada Author <ada@example.com> 1700000100 -0930"
 
 
 def test_openpgp_signing_signs_plain_merged_all_and_side_branch_applies(ready: tuple[Path, Path], gnupg: str) -> None:
@@ -160,7 +165,7 @@ def test_a_signing_failure_applies_nothing_and_says_how_to_fix_it(
     assert res.code == 2, res.err
     assert "git could not sign the commit (commit.gpgsign is true); nothing was applied" in res.err
     assert str(missing) in res.err  # git's own words name the key file it could not use
-    assert "git config user.signingkey" in res.err and "git -c commit.gpgsign=false genjob apply" in res.err
+    assert "git config user.signingkey" in res.err and f"git -c commit.gpgsign=false genjob apply {k}" in res.err
     assert snapshot(repo) == before  # no ref (branch, notes, archive, job), index or work-tree change
     assert run_genjob("show", k, "--json", cwd=repo).out == state  # still done, not applied
     res = run_genjob("apply", "--all", "--json", cwd=repo)

@@ -398,7 +398,7 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     merged_onto = str(head) if merge is not None else None
     gen = verdict.envelope.predicate.generator
     message = commit_message(record, verdict, disclosure(cfg.disclosure, gen), merged_onto)
-    commit = user_commit(store, new_tree, [head] if head else [], message)  # signed as `git commit` would
+    commit = user_commit(store, new_tree, [head] if head else [], message, f"genjob apply {key}")  # as git signs
     # Every lock this apply will need is free before the branch moves (a `git commit` waiting for
     # its editor holds index.lock; a killed git leaves a lock behind): else exit 4, nothing written.
     needed = [ref_name, NOTES_REF, RECEIPTS_REF, ARCHIVE_REF, job_ref(key)]

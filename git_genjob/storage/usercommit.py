@@ -25,7 +25,7 @@ from git_genjob.storage.store import Store
 
 SIGN_HINT = (
     "check the key git signs with (git config user.signingkey, gpg.format, and for ssh that the file "
-    "exists), or apply without signing: git -c commit.gpgsign=false genjob apply KEY"
+    "exists), or {what} without signing: git -c commit.gpgsign=false {command}"
 )
 
 
@@ -60,9 +60,12 @@ def _date(sig: pygit2.Signature) -> str:
     return f"@{sig.time} {sign}{minutes // 60:02d}{minutes % 60:02d}"
 
 
-def user_commit(store: Store, tree: pygit2.Oid, parents: list[pygit2.Oid], message: str) -> pygit2.Oid:
+def user_commit(
+    store: Store, tree: pygit2.Oid, parents: list[pygit2.Oid], message: str, command: str = "genjob apply KEY"
+) -> pygit2.Oid:
     """The commit object for a user's branch (no ref moves): signed by git when the user's
-    config signs commits, else libgit2's (`Store.commit`, identity required)."""
+    config signs commits, else libgit2's (`Store.commit`, identity required). `command` is what
+    the hint of a signing failure tells the user to run again without signing."""
     if not signing_on(store):
         return store.commit(tree, parents, message, identity_required=True)
     author = store.signature("author", required=True)
@@ -75,6 +78,7 @@ def user_commit(store: Store, tree: pygit2.Oid, parents: list[pygit2.Oid], messa
         "GIT_COMMITTER_EMAIL": committer.email,
         "GIT_COMMITTER_DATE": _date(committer),
     }
+    hint = SIGN_HINT.format(what="apply", command=command)
     args = ["commit-tree", "-S", str(tree)]
     for parent in parents:
         args += ["-p", str(parent)]
@@ -83,11 +87,11 @@ def user_commit(store: Store, tree: pygit2.Oid, parents: list[pygit2.Oid], messa
         said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise BadInput(
             "git could not sign the commit (commit.gpgsign is true); nothing was applied",
-            SIGN_HINT,
+            hint,
             details=[f"git: {line}" for line in said if line.strip()] or ["git commit-tree -S failed"],
         )
     oid = pygit2.Oid(hex=proc.stdout.decode("ascii").strip())
     made = store.get_commit(oid)  # what git wrote is what libgit2 would have: same tree and parents
     if made.tree_id != tree or list(made.parent_ids) != list(parents):
-        raise BadInput(f"git commit-tree wrote {oid} with another tree or parents", SIGN_HINT)
+        raise BadInput(f"git commit-tree wrote {oid} with another tree or parents", hint)
     return oid
