@@ -38,6 +38,14 @@ def ssh_signing(repo: Path, tmp_path: Path) -> None:
     git(repo, "config", "commit.gpgsign", "true")
 
 
+def logging_program(tmp_path: Path, real: str) -> Path:
+    """A `gpg.program` / `gpg.ssh.program` that notes each call in tmp_path/signer.log, then runs `real`."""
+    wrapper = tmp_path / f"logging-{real}"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/signer.log\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
 @pytest.fixture
 def gnupg(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A throwaway GNUPGHOME (short path: gpg-agent's socket name has a length limit) with an
@@ -125,16 +133,22 @@ def test_ssh_signing_signs_plain_merged_all_and_side_branch_applies(
 ) -> None:
     repo, key = ready
     ssh_signing(repo, tmp_path)
+    git(repo, "config", "gpg.ssh.program", str(logging_program(tmp_path, "ssh-keygen")))
     monkeypatch.setenv("GIT_COMMITTER_DATE", "1700000100 -0930")  # the identity libgit2 would have used
     applied_signed_everywhere(repo, key)
+    assert "-Y sign" in (tmp_path / "signer.log").read_text()  # through the user's gpg.ssh.program
     who = git(repo, "log", "-1", "--date=raw", "--format=%an <%ae> %ad|%cn <%ce> %cd", "main").strip()
     assert who == "Ada Author <ada@example.com> 1700000000 +0000|Ada Author <ada@example.com> 1700000100 -0930"
 
 
-def test_openpgp_signing_signs_plain_merged_all_and_side_branch_applies(ready: tuple[Path, Path], gnupg: str) -> None:
+def test_openpgp_signing_signs_plain_merged_all_and_side_branch_applies(
+    ready: tuple[Path, Path], gnupg: str, tmp_path: Path
+) -> None:
     repo, key = ready
     openpgp_signing(repo, gnupg)
+    git(repo, "config", "gpg.program", str(logging_program(tmp_path, "gpg")))
     applied_signed_everywhere(repo, key)
+    assert f"-bsau {gnupg}" in (tmp_path / "signer.log").read_text()  # through the user's gpg.program
 
 
 def test_without_commit_gpgsign_the_applied_commit_is_unsigned_as_git_commit_s_would_be(
@@ -179,3 +193,27 @@ def test_a_signing_failure_applies_nothing_and_says_how_to_fix_it(
     res = run_genjob("apply", k, cwd=repo)
     assert res.code == 0, res.err
     assert git(repo, "log", "-1", "--format=%G?").strip() == "N"
+
+
+SIGNING = ("gpg.format", "user.signingkey", "gpg.ssh.allowedSignersFile", "commit.gpgsign")
+
+
+def test_signing_set_by_a_conditional_include_is_honoured_as_git_reads_it(
+    ready: tuple[Path, Path], tmp_path: Path, hermetic_seal: Path
+) -> None:
+    """`includeIf "hasconfig:remote.*.url:…"` (a work identity for work remotes), which libgit2
+    does not read: the signing config is read by git itself."""
+    repo, key = ready
+    ssh_signing(repo, tmp_path)
+    settings = {n: git(repo, "config", "--local", n).strip() for n in SIGNING}
+    for name in SIGNING:
+        git(repo, "config", "--local", "--unset", name)
+    included = tmp_path / "work.gitconfig"
+    for name, value in settings.items():
+        git(tmp_path, "config", "--file", str(included), name, value)
+    with open(hermetic_seal / ".gitconfig", "a") as fh:
+        fh.write(f'[includeIf "hasconfig:remote.*.url:https://work.example/**"]\n\tpath = {included}\n')
+    k = job(repo, key, "src/b.py", "echo 'b = 2' > src/b.py")
+    git(repo, "remote", "add", "origin", "https://work.example/project.git")
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    assert_signed(repo, "HEAD")
