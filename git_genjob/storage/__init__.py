@@ -5,7 +5,8 @@ records read back from them and the archive rows (`records`), notes by path and 
 merge (`notes`), the repository layout (`gitdir`), ref locks and writer records
 (`locks`), the named crash points (`faults`), leased pushes and fetches (`remote`), the one
 ref-writer interface events are published through, local or leased-remote (`publish`), the
-trust store read from a tree (`truststore`), and the work tree for output paths (`worktree`).
+trust store read from a tree (`truststore`), the work tree for output paths (`worktree`), and
+the commit `apply` lands, signed as the user's git signs commits (`usercommit`).
 
 May import: the documents plane and this package.
 """
