@@ -646,3 +646,21 @@ def test_a_venv_that_holds_the_repository_or_the_key_is_refused_before_any_claim
     res = work(repo, key, f"{repo.parent}/bin/python3 -c {shlex.quote(code)}", "--once", "--sandbox-rw", str(out))
     assert res.code == 2 and "that holds" in res.err and "--sandbox-ro" in res.err, res.err
     assert refs(repo) == before and not (out / "key").exists()
+
+
+def test_a_program_path_with_dotdot_runs_as_written(ready: tuple[Path, Path], mechanism: str, tmp_path: Path) -> None:
+    """`DIR/sub/../tool.sh` (docs/generators.md's `$(pwd)/../upper.sh`): bubblewrap shows only
+    DIR/tool.sh, and the kernel walks through DIR/sub to get there, so that has to be shown too."""
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    tools = tmp_path / "tools"
+    (tools / "sub").mkdir(parents=True)
+    tool = tools / "tool.sh"
+    tool.write_text("#!/bin/sh\necho from-tool > src/user.py\n")
+    tool.chmod(0o755)
+    res = work(repo, key, f"{tools}/sub/../tool.sh", "--once")
+    assert res.code == 0, res.err
+    assert _job(res.out)["result"] == "ok", _job(res.out)["reason"]
+    assert predicate(repo, k)["sandbox"]["mechanism"] == mechanism
+    res = run_genjob("show", k, "--json", cwd=repo)
+    assert res.code == 0 and '"ok"' in res.out

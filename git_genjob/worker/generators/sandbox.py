@@ -459,6 +459,7 @@ class Attempt:
     home: str
     tmp: str
     err_log: str | None = None  # the generator's stderr, where it is not `log`
+    walked: list[str] = field(default_factory=list)  # directories a `..` in the program path walks through
 
 
 def unconfined(argv: list[str]) -> Launch:
@@ -549,6 +550,7 @@ def confine(mechanism: str, opts: SandboxOptions, command: str, attempt: Attempt
     rw = check_paths(opts.rw, "--sandbox-rw")
     auto = [p for p in program_paths(command, path_env) if p not in ro and p not in rw]
     check_guarded(opts, auto)
+    attempt.walked = walked_dirs(command)
     user = sandbox_user()
     _hand_over(attempt, user)
     limits = _rlimits(opts.limits, user[0] if user else os.getuid())
@@ -643,7 +645,7 @@ def _bwrap(
             extra += ["--symlink", target, p]
             shown.append(p)
     dests = [attempt.home, attempt.scratch, *attempt.job_files, *shown]
-    parents = {a for d in dests for a in _ancestors(d)} - {"/", "/tmp", *dests}
+    parents = {a for d in [*dests, *attempt.walked] for a in [*_ancestors(d), d]} - {"/", "/tmp", *dests}
     for d in sorted(parents, key=lambda a: (a.count("/"), a)):
         if not in_system(d) and not any(_inside(d, q) for q in shown):
             args += ["--perms", "0755", "--dir", d]  # bwrap would make them 0700: unreadable to nobody
@@ -761,6 +763,34 @@ def _bwrap_etc(allow_net: bool, copy: bool) -> tuple[list[str], list[int]]:
             os.close(fd)
         raise
     return args, fds
+
+
+def walked_dirs(command: str) -> list[str]:
+    """The directories the kernel walks through for a `..` in the program's path: `DIR/sub` of
+    `DIR/sub/../tool.sh`. The sandbox shows only `DIR/tool.sh`, so each is made there (an empty
+    mount point) and the path resolves inside as it does outside (a symlink is followed as the
+    kernel would, to the directory it names)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    from git_genjob.worker.generators.exec import ASSIGNMENT
+
+    program = next((w for w in words if not ASSIGNMENT.match(w)), "")
+    if not program.startswith("/") or ".." not in program.split("/"):
+        return []
+    out: list[str] = []
+    here = "/"
+    for part in program.split("/")[:-1]:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if os.path.isdir(here) and not os.path.islink(here) and here != "/":
+                out.append(here)
+            here = os.path.dirname(os.path.realpath(here))
+        else:
+            here = os.path.join(here, part)
+    return [d for d in dict.fromkeys(out) if not in_system(d)]
 
 
 def _ancestors(path: str) -> list[str]:
