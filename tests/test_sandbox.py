@@ -664,3 +664,57 @@ def test_a_program_path_with_dotdot_runs_as_written(ready: tuple[Path, Path], me
     assert predicate(repo, k)["sandbox"]["mechanism"] == mechanism
     res = run_genjob("show", k, "--json", cwd=repo)
     assert res.code == 0 and '"ok"' in res.out
+
+
+PTRACE_PARENT = (
+    "python3 -c 'import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); "
+    "r = libc.ptrace(16, os.getppid(), 0, 0); sys.exit(0 if r == -1 and ctypes.get_errno() == 1 else 3)'"
+)
+
+
+def test_a_generator_that_ptraces_its_parent_is_denied_and_ends_in_seconds(
+    ready: tuple[Path, Path], mechanism: str
+) -> None:
+    """Issue 34: PTRACE_ATTACH on its own `sh -c` parent stopped that sh, and the worker waited
+    out the 30-minute timeout. The seccomp filter answers EPERM; the attempt ends at once."""
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    started = time.monotonic()
+    res = work(repo, key, f"{PTRACE_PARENT} && echo denied > src/user.py", "--once", "--timeout", "2m")
+    assert res.code == 0, res.err
+    job = _job(res.out)
+    assert job["result"] == "ok", job["reason"]  # exit 0: ptrace returned -1 with EPERM
+    assert time.monotonic() - started < 30
+
+
+def test_process_vm_readv_is_denied_too(ready: tuple[Path, Path], mechanism: str) -> None:
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    probe = (
+        "python3 -c 'import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); "
+        "r = libc.process_vm_readv(os.getppid(), None, 0, None, 0, 0); "
+        "sys.exit(0 if r == -1 and ctypes.get_errno() == 1 else 3)'"
+    )
+    res = work(repo, key, f"{probe} && echo denied > src/user.py", "--once", "--timeout", "2m")
+    assert res.code == 0 and _job(res.out)["result"] == "ok", _job(res.out)["reason"]
+
+
+def test_the_attempt_ends_when_the_generator_exits_leaving_nothing_behind(
+    ready: tuple[Path, Path], mechanism: str
+) -> None:
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    marker = f"1000.{os.getpid()}{len(mechanism)}"
+    started = time.monotonic()
+    res = work(repo, key, f"sleep {marker} & echo left > src/user.py", "--once", "--timeout", "2m")
+    assert res.code == 0 and _job(res.out)["result"] == "ok", res.err
+    assert time.monotonic() - started < 20
+    assert running(marker) == []
+
+
+def test_the_seccomp_program_denies_by_architecture() -> None:
+    from git_genjob.worker.generators.sandbox import SECCOMP_DENIED, seccomp_program
+
+    prog = seccomp_program()
+    assert len(prog) % 8 == 0 and len(prog) // 8 < 64
+    assert set(SECCOMP_DENIED) == {0xC000003E, 0x40000003, 0xC00000B7}
