@@ -718,3 +718,47 @@ def test_the_seccomp_program_denies_by_architecture() -> None:
     prog = seccomp_program()
     assert len(prog) % 8 == 0 and len(prog) // 8 < 64
     assert set(SECCOMP_DENIED) == {0xC000003E, 0x40000003, 0xC00000B7}
+
+
+def test_a_root_worker_without_bubblewrap_is_told_every_way_out(
+    ready: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import git_genjob.worker.generators.sandbox as sandbox
+
+    if os.geteuid() != 0:
+        pytest.skip("the refusal is a root worker's")
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    monkeypatch.setattr(sandbox, "bwrap_problem", lambda: "not installed")
+    monkeypatch.setattr(sandbox, "landlock_problem", lambda *_: None)
+    before = git(repo, "for-each-ref")
+    res = work(repo, key, "true", "--once")
+    assert res.code == 2, res.err
+    abi = sandbox.landlock_abi()
+    assert "install bubblewrap" in res.err and f"Landlock ABI {abi}" in res.err and "GENJOB_SANDBOX=landlock" in res.err
+    assert "--no-sandbox" in res.err and "read and write all root can" in res.err
+    assert git(repo, "for-each-ref") == before
+
+
+def test_sandbox_rw_is_writable_by_the_generator_or_refused_before_a_claim(
+    ready: tuple[Path, Path], mechanism: str, tmp_path: Path
+) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o755)
+    closed.chmod(0o755)
+    before = git(repo, "for-each-ref")
+    if os.geteuid() == 0 and mechanism == "bwrap":  # the generator is nobody: root's 0755 dir is not its to write
+        res = work(repo, key, f"echo x > {closed}/f", "--once", "--sandbox-rw", str(closed))
+        assert res.code == 2 and "nobody" in res.err and "chown nobody" in res.err, res.err
+        assert git(repo, "for-each-ref") == before
+        shutil.chown(closed, "nobody")
+    res = work(repo, key, f"echo kept > {closed}/f && echo y > src/user.py", "--once", "--sandbox-rw", str(closed))
+    assert res.code == 0 and _job(res.out)["result"] == "ok", res.err + res.out
+    assert (closed / "f").read_text() == "kept\n"
+    assert predicate(repo, k)["sandbox"]["rw"] == [str(closed)]
+    before = git(repo, "for-each-ref")
+    res = work(repo, key, "true", "--once", "--sandbox-rw", str(tmp_path / "missing"))
+    assert res.code == 2 and "no such file" in res.err
+    assert git(repo, "for-each-ref") == before

@@ -156,9 +156,7 @@ def choose(opts: SandboxOptions) -> str:
             "a root worker's exec generators run under bubblewrap, which cannot run here "
             f"({bwrap_problem() or 'not tried'}): under Landlock a generator could connect to root's "
             "Unix sockets (docker.sock, agents)",
-            "install bubblewrap (apt-get install bubblewrap), or choose Landlock knowingly: "
-            '[sandbox] mechanism = "landlock" in .genjob/config.toml or GENJOB_SANDBOX=landlock; or run the '
-            "worker as another user; each probe: git genjob doctor",
+            root_refusal_fix(),
         )
     if why is None:
         return "landlock"
@@ -167,6 +165,45 @@ def choose(opts: SandboxOptions) -> str:
         f"(bwrap: {bwrap_problem() or 'not tried'}; Landlock: {why})",
         REFUSAL_FIX,
     )
+
+
+def root_refusal_fix() -> str:
+    """The ways out for a root worker without bubblewrap, each with what it means."""
+    abi = landlock_abi()
+    landlock = f"this kernel has Landlock ABI {abi}" if abi else "this kernel has no Landlock"
+    return (
+        "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap); or choose Landlock knowingly "
+        f'({landlock}; the generator could reach root\'s Unix sockets): [sandbox] mechanism = "landlock" in '
+        ".genjob/config.toml or GENJOB_SANDBOX=landlock; or run the worker as another user; or, knowing the "
+        "generator can then read and write all root can, work --no-sandbox (each receipt records mechanism none); "
+        "each probe: git genjob doctor"
+    )
+
+
+def check_writable(paths: tuple[str, ...], mechanism: str) -> None:
+    """Each --sandbox-rw path is writable by the user the generator runs as, or BadInput (exit
+    2) before any claim: a root worker's bubblewrap generator is `nobody`, without capabilities,
+    so root's own 0755 directory would be shown to it read-only in effect."""
+    user = sandbox_user() if mechanism == "bwrap" else None
+    for path in check_paths(paths, "--sandbox-rw"):
+        want = os.W_OK | (os.X_OK if os.path.isdir(path) else 0)
+        if user is None:
+            if mechanism == "none" or os.access(path, want):
+                continue
+            raise BadInput(f"--sandbox-rw {path}: not writable by this user", f"chmod u+w {shlex.quote(path)}")
+        st = os.stat(path)
+        shift = 6 if st.st_uid == user[0] else 3 if st.st_gid == user[1] else 0
+        bits = (st.st_mode >> shift) & 0o7
+        if bits & want == want:
+            continue
+        try:
+            name = pwd.getpwuid(user[0]).pw_name
+        except KeyError:
+            name = str(user[0])
+        raise BadInput(
+            f"--sandbox-rw {path}: a root worker's generator runs as {name}, who cannot write it",
+            f"chown {name} {shlex.quote(path)} (or chmod o+rwx), or give a directory {name} owns",
+        )
 
 
 # -- probes (each once per process) ---------------------------------------------------------
