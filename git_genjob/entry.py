@@ -8,7 +8,11 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _closed_pipe()
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:  # the one funnel for bugs: every command and hook comes through here
@@ -55,3 +59,20 @@ def _dispatch(args: list[str]) -> int:
     from git_genjob.cli import run
 
     return run(args)
+
+
+EXIT_SIGPIPE = 141  # 128 + SIGPIPE: what git (killed by the signal) reports to the shell
+
+
+def _closed_pipe() -> int:
+    """The reader went away (`git genjob log | head -1`): end quietly, as git does. What is
+    still buffered for stdout goes nowhere, so the interpreter's exit has nothing to fail on."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return EXIT_SIGPIPE

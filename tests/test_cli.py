@@ -206,7 +206,7 @@ def test_coloured_reports_render_through_the_painter_they_are_given(tmp_path: Pa
 
 def test_status_and_show_render_their_own_lines(repo: Path) -> None:
     """`status` rows and `show` text come from the planner; the cli prints them as they are."""
-    from git_genjob.planner.queue import StatusRow, show, show_lines, summarize
+    from git_genjob.planner.queue import StatusRow, show, show_lines, status_lines, summarize
     from git_genjob.storage.records import find_job
     from git_genjob.storage.store import Store
     from tests.conftest import submit_key
@@ -217,8 +217,8 @@ def test_status_and_show_render_their_own_lines(repo: Path) -> None:
     row = StatusRow.of(summarize(find_job(store, k)))
     assert row.text() == f"{k:<34} {'queued':<8} Add a timeout\n"  # the first line
     assert row.text(lambda text, colour: f"<{colour}>{text}</{colour}>").startswith(f"{k:<34} <cyan>queued  </cyan>")
-    assert run_genjob("status", cwd=repo).out == row.text()
-    assert run_genjob("status", k, cwd=repo).out == row.text()
+    assert run_genjob("status", cwd=repo).out == status_lines([row])[0] == f"{k} queued Add a timeout\n"
+    assert run_genjob("status", k, cwd=repo).out == status_lines([row])[0]
     lines = show_lines(show(store, k))
     assert lines[0] == f"job      {k}  (queued)"
     assert lines[4] == "paths    src/user.py, tests/t.py (create)"
