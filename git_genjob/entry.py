@@ -22,6 +22,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: list[str]) -> int:
+    import os
+
+    if os.environ.get("_GIT_GENJOB_COMPLETE"):  # a shell asking for completions (click's protocol)
+        from click.shell_completion import shell_complete
+
+        from git_genjob.cli import main as group
+
+        return shell_complete(group, {}, "git-genjob", "_GIT_GENJOB_COMPLETE", os.environ["_GIT_GENJOB_COMPLETE"])
+    if args[:1] == ["help"] and args[1:2] not in (["-h"], ["--help"]):
+        from git_genjob.fasthelp import help_command
+
+        return help_command(args[1:])
+    if args == ["version"]:
+        args = ["--version"]
     if not args or args == ["-h"] or args == ["--help"]:
         from git_genjob.fasthelp import render
 
