@@ -8,7 +8,11 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _closed_pipe()
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:  # the one funnel for bugs: every command and hook comes through here
@@ -18,6 +22,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: list[str]) -> int:
+    import os
+
+    if os.environ.get("_GIT_GENJOB_COMPLETE"):  # a shell asking for completions (click's protocol)
+        from click.shell_completion import shell_complete
+
+        from git_genjob.cli import main as group
+
+        return shell_complete(group, {}, "git-genjob", "_GIT_GENJOB_COMPLETE", os.environ["_GIT_GENJOB_COMPLETE"])
+    if args[:1] == ["help"] and args[1:2] not in (["-h"], ["--help"]):
+        from git_genjob.fasthelp import help_command
+
+        return help_command(args[1:])
+    if args == ["version"]:
+        args = ["--version"]
     if not args or args == ["-h"] or args == ["--help"]:
         from git_genjob.fasthelp import render
 
@@ -55,3 +73,20 @@ def _dispatch(args: list[str]) -> int:
     from git_genjob.cli import run
 
     return run(args)
+
+
+EXIT_SIGPIPE = 141  # 128 + SIGPIPE: what git (killed by the signal) reports to the shell
+
+
+def _closed_pipe() -> int:
+    """The reader went away (`git genjob log | head -1`): end quietly, as git does. What is
+    still buffered for stdout goes nowhere, so the interpreter's exit has nothing to fail on."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return EXIT_SIGPIPE

@@ -51,7 +51,43 @@ GROUPS: list[tuple[str, list[tuple[str, str]]]] = [
             ("doctor", "Check the sandbox, keys, trust store, notes, hooks and remotes here; each with a fix."),
         ],
     ),
+    (
+        "this tool",
+        [
+            ("help", "This list, or COMMAND's help (the same text as git genjob COMMAND -h)."),
+            ("version", "Print the version."),
+            ("completion", "Print the shell completion script for bash or zsh (source it, or install.sh installs it)."),
+        ],
+    ),
 ]
+
+COMPLETE_VAR = "_GIT_GENJOB_COMPLETE"  # click's shell completion protocol (resources/completion.*)
+
+
+def names() -> list[str]:
+    return [name for _, cmds in GROUPS for name, _ in cmds]
+
+
+def help_command(args: list[str]) -> int:
+    """`git genjob help [COMMAND [SUBCOMMAND]]`: this list, or the command's -h text; an
+    unknown COMMAND is exit 2 with the list of commands."""
+    import sys
+
+    if not args:
+        sys.stdout.write(render())
+        return 0
+    if args[0] not in names() or any(a.startswith("-") for a in args):
+        sys.stderr.write(
+            f"error: git genjob help {' '.join(args)}: no such command\n"
+            f"hint: the commands: {', '.join(names())}; git genjob help COMMAND\n"
+        )
+        return 2
+    if args[0] == "help":
+        sys.stdout.write(render())
+        return 0
+    from git_genjob.cli import run
+
+    return run([*args, "-h"])
 
 
 def render() -> str:

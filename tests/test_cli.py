@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -206,7 +209,7 @@ def test_coloured_reports_render_through_the_painter_they_are_given(tmp_path: Pa
 
 def test_status_and_show_render_their_own_lines(repo: Path) -> None:
     """`status` rows and `show` text come from the planner; the cli prints them as they are."""
-    from git_genjob.planner.queue import StatusRow, show, show_lines, summarize
+    from git_genjob.planner.queue import StatusRow, show, show_lines, status_lines, summarize
     from git_genjob.storage.records import find_job
     from git_genjob.storage.store import Store
     from tests.conftest import submit_key
@@ -217,11 +220,63 @@ def test_status_and_show_render_their_own_lines(repo: Path) -> None:
     row = StatusRow.of(summarize(find_job(store, k)))
     assert row.text() == f"{k:<34} {'queued':<8} Add a timeout\n"  # the first line
     assert row.text(lambda text, colour: f"<{colour}>{text}</{colour}>").startswith(f"{k:<34} <cyan>queued  </cyan>")
-    assert run_genjob("status", cwd=repo).out == row.text()
-    assert run_genjob("status", k, cwd=repo).out == row.text()
+    assert run_genjob("status", cwd=repo).out == status_lines([row])[0] == f"{k} queued Add a timeout\n"
+    assert run_genjob("status", k, cwd=repo).out == status_lines([row])[0]
     lines = show_lines(show(store, k))
     assert lines[0] == f"job      {k}  (queued)"
     assert lines[4] == "paths    src/user.py, tests/t.py (create)"
     assert lines[5:8] == ["instruction:", "    Add a timeout", "    to fetch_user"]
     assert lines[8] == "events:" and lines[9].endswith("submitted  -> queued (epoch 0)")
     assert run_genjob("show", k, cwd=repo).out == "\n".join(lines) + "\n"
+
+
+def test_help_version_and_their_bad_input(tmp_path: Path) -> None:
+    """`git genjob help [COMMAND]` is -h's text; an unknown COMMAND is exit 2 with the list."""
+    assert run_genjob("help", cwd=tmp_path).out == run_genjob("-h", cwd=tmp_path).out
+    for cmd in (["work"], ["trust", "add"], ["help"]):
+        res = run_genjob("help", *cmd, cwd=tmp_path)
+        assert res.code == 0 and res.out == run_genjob(*cmd, "-h", cwd=tmp_path).out or cmd == ["help"], cmd
+    res = run_genjob("help", "wrok", cwd=tmp_path)
+    assert res.code == 2 and res.out == "" and "no such command" in res.err and "work, receipt" in res.err
+    assert run_genjob("version", cwd=tmp_path).out == run_genjob("--version", cwd=tmp_path).out
+    res = run_genjob("completion", "fish", cwd=tmp_path)
+    assert res.code == 2 and "bash" in res.err and res.out == ""
+
+
+def test_help_and_version_do_not_import_click(tmp_path: Path) -> None:
+    code = (
+        "import sys; from git_genjob.entry import main; "
+        "codes = [main(['help']), main(['version'])]; "
+        "assert codes == [0, 0] and 'click' not in sys.modules, (codes, 'click' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_bash_completion_lists_commands_through_gits_completion(tmp_path: Path) -> None:
+    """The script `git genjob completion bash` prints, run by bash: through git's own completion
+    (`git genjob st<TAB>`, which calls _git_genjob) where it is installed, and directly."""
+    shim = tmp_path / "bin" / "git-genjob"  # what git runs for `git genjob`: this checkout's code
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m git_genjob "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}"}
+    script = f'source <("{sys.executable}" -m git_genjob completion bash)\n'
+    direct = script + 'COMP_WORDS=(git genjob ""); COMP_CWORD=2; _git_genjob; echo "${COMPREPLY[*]}"\n'
+    direct += 'COMP_WORDS=(git genjob work --sig); COMP_CWORD=3; _git_genjob; echo "${COMPREPLY[*]}"\n'
+    proc = subprocess.run(["bash", "-c", direct], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and len(lines) == 2, proc.stderr
+    assert {"submit", "work", "apply", "help", "completion"} <= set(lines[0].split())
+    assert lines[1] == "--signing-key"
+    git_completion = Path("/usr/share/bash-completion/completions/git")
+    if git_completion.exists():
+        via_git = (
+            f"source {git_completion}\n{script}"
+            'COMP_WORDS=(git genjob st); COMP_CWORD=2; COMP_LINE="git genjob st"; COMP_POINT=${#COMP_LINE}\n'
+            '__git_wrap__git_main git st git; echo "${COMPREPLY[*]}"\n'
+        )
+        proc = subprocess.run(
+            ["bash", "-c", via_git], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert proc.stdout.split() == ["status"], proc.stderr

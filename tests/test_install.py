@@ -72,30 +72,58 @@ def test_help_shows_the_man_page(installed: tuple[Path, dict[str, str]], tmp_pat
     assert "GIT-GENJOB(1)" in proc.stdout and "git genjob submit" in proc.stdout
 
 
+def _files(root: Path) -> dict[str, str]:
+    """Every file and link under `root`, with what it holds (a link: its target)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_symlink():
+            out[str(p.relative_to(root))] = "-> " + os.readlink(p)
+        elif p.is_file():
+            out[str(p.relative_to(root))] = p.read_text(errors="replace")
+    return out
+
+
 @pytest.mark.slow
-def test_without_local_bin_on_path_the_link_goes_to_a_path_dir_of_yours_and_help_works(tmp_path: Path) -> None:
-    """Issue 22 item 7: through an alias git answers `git genjob --help` with the alias itself,
-    so install.sh links into a directory of the user's that PATH already has (here ~/bin), where
-    git finds the command and man finds the page; no alias is written."""
+def test_install_writes_only_its_own_files_and_uninstall_removes_exactly_them(tmp_path: Path) -> None:
+    """Issue 35 item 8: install.sh linked into the first writable directory on PATH (~/.cargo/bin,
+    pyenv's shims). Now: ~/.local/bin, a note of what to add to PATH when PATH lacks it, a
+    manifest, and --uninstall takes away what it lists, leaving HOME as it was."""
     src = tmp_path / "git-genjob"
     shutil.copytree(REPO_ROOT, src, ignore=IGNORE)
     home = tmp_path / "home"
-    (home / "bin").mkdir(parents=True)
+    for d in ("bin", ".cargo/bin"):
+        (home / d).mkdir(parents=True)
+    (home / ".cargo/bin/cargo").write_text("#!/bin/sh\n")
     (home / ".gitconfig").write_text("[user]\n\tname = N\n\temail = n@example.com\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "XDG_", "VIRTUAL_ENV", "MANPATH"))}
+    dropped = ("GIT_", "XDG_", "VIRTUAL_ENV", "MANPATH", "PREFIX")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     env.update(
         HOME=str(home),
-        PATH=f"{home}/bin:/usr/local/bin:/usr/bin:/bin",
+        PATH=f"{home}/.cargo/bin:{home}/bin:/usr/local/bin:/usr/bin:/bin",
         PIP_CACHE_DIR=os.environ.get("PIP_CACHE_DIR", os.path.expanduser("~/.cache/pip")),
         PYTHON=shutil.which("python3", path=os.environ["PATH"]) or "python3",
     )
+    before = _files(home)
     proc = subprocess.run(["./install.sh"], cwd=src, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (home / "bin/git-genjob").exists() and not (home / ".local/bin/git-genjob").exists()
-    aliased = subprocess.run(["git", "config", "--global", "--get", "alias.genjob"], env=env, capture_output=True)
-    assert aliased.returncode == 1  # no alias: git runs the command itself
-    env = dict(env, MANPAGER="cat", PAGER="cat", MANWIDTH="80")  # no MANPATH: man derives it from PATH
-    proc = subprocess.run(["git", "genjob", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0 and "GIT-GENJOB(1)" in proc.stdout, proc.stdout + proc.stderr
-    proc = subprocess.run(["git", "help", "genjob"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0 and "GIT-GENJOB(1)" in proc.stdout, proc.stdout + proc.stderr
+    assert (home / ".local/bin/git-genjob").is_symlink()
+    assert sorted(p.name for p in (home / ".cargo/bin").iterdir()) == ["cargo"] and list((home / "bin").iterdir()) == []
+    assert f'export PATH="{home}/.local/bin:$PATH"' in proc.stdout  # what to add to PATH
+    completion = home / ".local/share/bash-completion/completions/git-genjob"
+    assert "_git_genjob()" in completion.read_text()
+    manifest = (home / ".local/share/git-genjob/manifest").read_text().splitlines()
+    assert f"link {home}/.local/bin/git-genjob" in manifest and f"file {completion}" in manifest
+    repo = make_repo(tmp_path / "any")
+    demo = subprocess.run(["git", "genjob", "-h"], cwd=repo, env=env, capture_output=True, text=True)
+    assert demo.returncode == 0 and "Usage: git genjob" in demo.stdout, demo.stderr  # README's next command works
+    res = subprocess.run(["./install.sh", "--bogus"], cwd=src, env=env, capture_output=True, text=True)
+    assert res.returncode == 2 and "unknown option --bogus" in res.stderr
+    proc = subprocess.run(["./install.sh", "--uninstall"], cwd=src, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    after = _files(home)
+    gitconfig = after.pop(".gitconfig")
+    assert "alias" not in gitconfig.replace("[alias]", "") and "genjob" not in gitconfig
+    before.pop(".gitconfig")
+    assert after == before  # every file install.sh wrote is gone, nothing else touched
+    res = subprocess.run(["./install.sh", "--uninstall"], cwd=src, env=env, capture_output=True, text=True)
+    assert res.returncode == 1 and "nothing to uninstall" in res.stderr

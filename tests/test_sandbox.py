@@ -646,3 +646,119 @@ def test_a_venv_that_holds_the_repository_or_the_key_is_refused_before_any_claim
     res = work(repo, key, f"{repo.parent}/bin/python3 -c {shlex.quote(code)}", "--once", "--sandbox-rw", str(out))
     assert res.code == 2 and "that holds" in res.err and "--sandbox-ro" in res.err, res.err
     assert refs(repo) == before and not (out / "key").exists()
+
+
+def test_a_program_path_with_dotdot_runs_as_written(ready: tuple[Path, Path], mechanism: str, tmp_path: Path) -> None:
+    """`DIR/sub/../tool.sh` (docs/generators.md's `$(pwd)/../upper.sh`): bubblewrap shows only
+    DIR/tool.sh, and the kernel walks through DIR/sub to get there, so that has to be shown too."""
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    tools = tmp_path / "tools"
+    (tools / "sub").mkdir(parents=True)
+    tool = tools / "tool.sh"
+    tool.write_text("#!/bin/sh\necho from-tool > src/user.py\n")
+    tool.chmod(0o755)
+    res = work(repo, key, f"{tools}/sub/../tool.sh", "--once")
+    assert res.code == 0, res.err
+    assert _job(res.out)["result"] == "ok", _job(res.out)["reason"]
+    assert predicate(repo, k)["sandbox"]["mechanism"] == mechanism
+    res = run_genjob("show", k, "--json", cwd=repo)
+    assert res.code == 0 and '"ok"' in res.out
+
+
+PTRACE_PARENT = (
+    "python3 -c 'import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); "
+    "r = libc.ptrace(16, os.getppid(), 0, 0); sys.exit(0 if r == -1 and ctypes.get_errno() == 1 else 3)'"
+)
+
+
+def test_a_generator_that_ptraces_its_parent_is_denied_and_ends_in_seconds(
+    ready: tuple[Path, Path], mechanism: str
+) -> None:
+    """Issue 34: PTRACE_ATTACH on its own `sh -c` parent stopped that sh, and the worker waited
+    out the 30-minute timeout. The seccomp filter answers EPERM; the attempt ends at once."""
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    started = time.monotonic()
+    res = work(repo, key, f"{PTRACE_PARENT} && echo denied > src/user.py", "--once", "--timeout", "2m")
+    assert res.code == 0, res.err
+    job = _job(res.out)
+    assert job["result"] == "ok", job["reason"]  # exit 0: ptrace returned -1 with EPERM
+    assert time.monotonic() - started < 30
+
+
+def test_process_vm_readv_is_denied_too(ready: tuple[Path, Path], mechanism: str) -> None:
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    probe = (
+        "python3 -c 'import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); "
+        "r = libc.process_vm_readv(os.getppid(), None, 0, None, 0, 0); "
+        "sys.exit(0 if r == -1 and ctypes.get_errno() == 1 else 3)'"
+    )
+    res = work(repo, key, f"{probe} && echo denied > src/user.py", "--once", "--timeout", "2m")
+    assert res.code == 0 and _job(res.out)["result"] == "ok", _job(res.out)["reason"]
+
+
+def test_the_attempt_ends_when_the_generator_exits_leaving_nothing_behind(
+    ready: tuple[Path, Path], mechanism: str
+) -> None:
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    marker = f"1000.{os.getpid()}{len(mechanism)}"
+    started = time.monotonic()
+    res = work(repo, key, f"sleep {marker} & echo left > src/user.py", "--once", "--timeout", "2m")
+    assert res.code == 0 and _job(res.out)["result"] == "ok", res.err
+    assert time.monotonic() - started < 20
+    assert running(marker) == []
+
+
+def test_the_seccomp_program_denies_by_architecture() -> None:
+    from git_genjob.worker.generators.sandbox import SECCOMP_DENIED, seccomp_program
+
+    prog = seccomp_program()
+    assert len(prog) % 8 == 0 and len(prog) // 8 < 64
+    assert set(SECCOMP_DENIED) == {0xC000003E, 0x40000003, 0xC00000B7}
+
+
+def test_a_root_worker_without_bubblewrap_is_told_every_way_out(
+    ready: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import git_genjob.worker.generators.sandbox as sandbox
+
+    if os.geteuid() != 0:
+        pytest.skip("the refusal is a root worker's")
+    repo, key = ready
+    submit_key(repo, "-m", "x", "src/user.py")
+    monkeypatch.setattr(sandbox, "bwrap_problem", lambda: "not installed")
+    monkeypatch.setattr(sandbox, "landlock_problem", lambda *_: None)
+    before = git(repo, "for-each-ref")
+    res = work(repo, key, "true", "--once")
+    assert res.code == 2, res.err
+    abi = sandbox.landlock_abi()
+    assert "install bubblewrap" in res.err and f"Landlock ABI {abi}" in res.err and "GENJOB_SANDBOX=landlock" in res.err
+    assert "--no-sandbox" in res.err and "read and write all root can" in res.err
+    assert git(repo, "for-each-ref") == before
+
+
+def test_sandbox_rw_is_writable_by_the_generator_or_refused_before_a_claim(
+    ready: tuple[Path, Path], mechanism: str, tmp_path: Path
+) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o755)
+    closed.chmod(0o755)
+    before = git(repo, "for-each-ref")
+    if os.geteuid() == 0 and mechanism == "bwrap":  # the generator is nobody: root's 0755 dir is not its to write
+        res = work(repo, key, f"echo x > {closed}/f", "--once", "--sandbox-rw", str(closed))
+        assert res.code == 2 and "nobody" in res.err and "chown nobody" in res.err, res.err
+        assert git(repo, "for-each-ref") == before
+        shutil.chown(closed, "nobody")
+    res = work(repo, key, f"echo kept > {closed}/f && echo y > src/user.py", "--once", "--sandbox-rw", str(closed))
+    assert res.code == 0 and _job(res.out)["result"] == "ok", res.err + res.out
+    assert (closed / "f").read_text() == "kept\n"
+    assert predicate(repo, k)["sandbox"]["rw"] == [str(closed)]
+    before = git(repo, "for-each-ref")
+    res = work(repo, key, "true", "--once", "--sandbox-rw", str(tmp_path / "missing"))
+    assert res.code == 2 and "no such file" in res.err
+    assert git(repo, "for-each-ref") == before

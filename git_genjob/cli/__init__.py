@@ -7,6 +7,7 @@ imported; `run` is the one place a GenjobError becomes its message and exit code
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
@@ -31,6 +32,9 @@ def run(args: list[str]) -> int:
     except click.exceptions.Exit as exc:
         return int(exc.exit_code or 0)
     except SystemExit as exc:
+        if type(sys.stdout).__name__ == "_PacifyFlushWrapper":  # click's answer to EPIPE: exit 1
+            sys.stdout = sys.__stdout__
+            raise BrokenPipeError("stdout was closed") from exc  # entry.main ends it as git does
         return int(exc.code or 0)
     except click.ClickException as exc:
         exc.show()

@@ -3,8 +3,10 @@ once per command, KEY prefixes, durations, and the worker options `work` and `re
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -37,11 +39,42 @@ def quiet_mode() -> bool:
 
 
 def paint(text: str, fg: str, stream_is_err: bool = False) -> str:
-    """Colour only on a terminal, and never with NO_COLOR set."""
-    stream = sys.stderr if stream_is_err else sys.stdout
-    if os.environ.get("NO_COLOR") or not stream.isatty():
+    """Colour where `colour_wanted` says so."""
+    if not colour_wanted(stream_is_err):
         return text
     return click.style(text, fg=fg)
+
+
+NO_COLOUR_WORDS = ("never", "false", "no", "off", "0")
+
+
+def colour_wanted(stream_is_err: bool = False) -> bool:
+    """Colour as git decides it: `color.genjob`, else `color.ui` (never/false: none; always:
+    even into a pipe; auto/true or unset: on a terminal whose TERM is not `dumb`), and never
+    with NO_COLOR set (https://no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    setting = _colour_setting(os.getcwd(), os.environ.get("GIT_CONFIG_PARAMETERS", ""))
+    if setting in NO_COLOUR_WORDS:
+        return False
+    if setting == "always":
+        return True
+    stream = sys.stderr if stream_is_err else sys.stdout
+    return os.environ.get("TERM") != "dumb" and stream.isatty()
+
+
+@functools.cache
+def _colour_setting(cwd: str, given: str) -> str:
+    """`color.genjob`, else `color.ui`, as git config gives it in `cwd` (with `git -c`'s
+    `given`), lower case; asked once per process."""
+    for name in ("color.genjob", "color.ui"):
+        try:
+            out = subprocess.run(["git", "config", "--get", name], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip().lower()
+    return ""
 
 
 def json_option(f: F) -> F:

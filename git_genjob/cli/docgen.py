@@ -205,6 +205,10 @@ def markdown(root: click.Group) -> str:
         "same source). Every command accepts `-h`; most accept `--json` for one JSON document on stdout.",
         "Exit codes: 0 done, 1 refused, 2 bad input, 3 generator unavailable, 4 conflict.",
         "",
+        "Output follows git: colour per `color.genjob`, else `color.ui` (`never`, `always`, or `auto`:",
+        "on a terminal whose `TERM` is not `dumb`), never with `NO_COLOR` set; a reader that closes",
+        "the pipe early (`git genjob log | head -1`) ends the command quietly with exit 141, as git does.",
+        "",
     ]
     for name, cmd in _commands(root):
         lines += [f"## git genjob {name}", "", f"`git genjob {name} {_usage(name, cmd)}`".replace(" `", "`"), ""]

@@ -10,6 +10,7 @@ import click
 
 from git_genjob.cli.common import (
     CONTEXT,
+    colour_wanted,
     echo_lines,
     emit,
     git_config,
@@ -174,7 +175,7 @@ STATE_CHOICE = _state_choice()
 def status(key: str | None, state: str | None, include_all: bool, as_json: bool) -> None:
     """The queue: one line per job (or one job's state)."""
     from git_genjob.documents.states import APPLYABLE, is_applyable
-    from git_genjob.planner.queue import StatusRow, summarize
+    from git_genjob.planner.queue import StatusRow, status_lines, summarize
     from git_genjob.planner.queue import status as do_status
     from git_genjob.storage.records import find_job
 
@@ -182,7 +183,7 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
     painter = _row_painter()
     if key:
         doc = summarize(find_job(store, key))
-        emit(doc, as_json, lambda: click.echo(StatusRow.of(doc).text(painter), nl=False))
+        emit(doc, as_json, lambda: click.echo(status_lines([StatusRow.of(doc)], painter)[0], nl=False))
         return
     from git_genjob.planner import statusfast
 
@@ -191,7 +192,7 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
     archived_state = state in ("applied", "dropped", "superseded")
     rows = do_status(store, "done" if state == APPLYABLE else state, include_all or archived_state)
     if taken is not None:  # what `status` prints from here on without libgit2
-        statusfast.remember(store, taken, rows)
+        statusfast.remember(store, taken, rows, coloured=painter is not plain)
     if state == APPLYABLE:
         rows = [r for r in rows if is_applyable(r.state, r.result)]
     if as_json:  # one document, written in blocks of rows: 100,000 rows are never one string
@@ -204,12 +205,12 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
     elif not quiet_mode():
         if not rows:
             click.echo("no jobs" + (f" in state {state}" if state else ""))
-        _write_blocks([r.text(painter) for r in rows])
+        _write_blocks(status_lines(rows, painter))
 
 
 def _row_painter() -> Painter:
-    """`paint`, decided once for the whole listing: plain off a terminal or under NO_COLOR."""
-    return plain if os.environ.get("NO_COLOR") or not sys.stdout.isatty() else paint
+    """`paint`, decided once for the whole listing (`colour_wanted`)."""
+    return paint if colour_wanted() else plain
 
 
 def _write_blocks(lines: list[str], block: int = 2000) -> None:

@@ -84,3 +84,36 @@ def doctor(as_json: bool) -> None:
     emit(report.to_json(), as_json, lambda: echo_lines(report.lines()))
     if report.failed:
         raise SystemExit(EXIT_REFUSED)
+
+
+@main.command("help", context_settings=CONTEXT)
+@click.argument("command", nargs=-1)
+def help_(command: tuple[str, ...]) -> None:
+    """This list, or COMMAND's help (the same text as git genjob COMMAND -h)."""
+    from git_genjob.fasthelp import help_command
+
+    code = help_command(list(command))  # entry.py serves it before click; this is -h's listing
+    if code:
+        raise SystemExit(code)
+
+
+@main.command(context_settings=CONTEXT)
+def version() -> None:
+    """Print the version."""
+    from git_genjob import __version__
+
+    click.echo(f"git genjob, version {__version__}")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("shell", type=click.Choice(["bash", "zsh"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for bash or zsh (source it, or install.sh installs it).
+
+    bash: source <(git genjob completion bash), after git's own completion; `git genjob <TAB>`
+    then completes commands and options (git's completion calls _git_genjob). zsh: put the
+    output in a file `_git-genjob` on $fpath, or source it.
+    """
+    from importlib.resources import files
+
+    click.echo((files("git_genjob") / "resources" / f"completion.{shell}").read_text(encoding="utf-8"), nl=False)

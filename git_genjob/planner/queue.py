@@ -469,13 +469,21 @@ class StatusRow(NamedTuple):
     json: str
     result: str | None = None
 
-    def text(self, paint: Painter = plain) -> str:
-        """The human line: key, state (or the attempt's result when it is not ok), instruction."""
-        label = self.state if self.result in (None, "ok") else str(self.result)
-        shown = f"{label:<8}"
+    @property
+    def label(self) -> str:
+        """The state column: the state, or the attempt's result when it is not ok."""
+        return self.state if self.result in (None, "ok") else str(self.result)
+
+    def text(self, paint: Painter = plain, widths: tuple[int, int] = (34, 8)) -> str:
+        """The human line: key, state (or the attempt's result when it is not ok), instruction,
+        in columns `widths` wide (`status_lines` sizes them to the listing)."""
+        label = self.label
+        shown = f"{label:<{widths[1]}}"
         if paint is not plain:  # 100,000 rows: no call per row when nothing is coloured
             shown = paint(shown, "red" if label != self.state else STATE_COLOURS.get(self.state, "white"))
-        return f"{printable(self.key):<34} {shown} {self.instruction[:60]}\n"  # a damaged entry's name: any bytes
+        return (
+            f"{printable(self.key):<{widths[0]}} {shown} {self.instruction[:60]}\n"  # a damaged entry's name: any bytes
+        )
 
     @classmethod
     def of(cls, doc: dict[str, Any]) -> StatusRow:
@@ -485,6 +493,15 @@ class StatusRow(NamedTuple):
         if doc.get("planner") in ("unsigned", "untrusted") and not result:
             result = doc["planner"]  # SPEC §11: listed as such, never claimed
         return cls(str(doc.get("created_at", "")), doc["key"], doc["state"], flat, text, result)
+
+
+def status_lines(rows: list[StatusRow], paint: Painter = plain) -> list[str]:
+    """The listing's human lines, each column as wide as its widest entry (a 10-character
+    `superseded` never runs into the instruction)."""
+    if not rows:
+        return []
+    widths = (max(len(printable(r.key)) for r in rows), max(len(r.label) for r in rows))
+    return [r.text(paint, widths) for r in rows]
 
 
 def archive_row(record: JobRecord) -> str:

@@ -63,6 +63,7 @@ def stamp(workdir: str, gitdir: str, with_head: bool) -> dict[str, str] | None:
         "archive": refs.get(ARCHIVE_REF),
         "allowed": _digest(os.path.join(workdir, ".genjob", "allowed_signers")),
         "revoked": _digest(os.path.join(workdir, ".genjob", "revoked_keys")),
+        "config": _config_stamp(gitdir),  # color.ui: the memo's text was painted, or not, by it
     }
     if "-" in (out["allowed"], out["revoked"]):
         out["index"] = file_stamp(os.path.join(gitdir, "index"))
@@ -73,14 +74,27 @@ def stamp(workdir: str, gitdir: str, with_head: bool) -> dict[str, str] | None:
     return {k: str(v) for k, v in out.items()}
 
 
+def _config_stamp(gitdir: str) -> str | None:
+    """The git config files colour is read from: the repository's, the user's, XDG's."""
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    paths = [os.path.join(gitdir, "config"), os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config")]
+    stamps = [file_stamp(p) for p in paths]
+    return None if None in stamps else "|".join(str(s) for s in stamps)
+
+
 def try_status(args: list[str]) -> int | None:
     """Print plain `status` (or `status --json`) from the memo: exit 0, or None for the slow path."""
     if args not in (["status"], ["status", "--json"]):
         return None
     as_json = len(args) == 2
     try:
-        if not as_json and not os.environ.get("NO_COLOR") and sys.stdout.isatty():
-            return None  # coloured: the slow path paints
+        if (
+            not as_json
+            and not os.environ.get("NO_COLOR")
+            and (sys.stdout.isatty() or "color" in os.environ.get("GIT_CONFIG_PARAMETERS", ""))
+        ):
+            return None  # maybe coloured (`git -c color.ui=always`): the slow path decides and paints
         dirs = repo_dirs()
         if dirs is None:
             return None
@@ -97,6 +111,8 @@ def try_status(args: list[str]) -> int | None:
 
             if not within(memo, time.time()):
                 return None
+        if not as_json and memo.get("coloured"):
+            return None  # color.ui = always: the slow path paints
         text = memo["json" if as_json else "text"]
         if not isinstance(text, str):
             return None
@@ -132,11 +148,12 @@ def before(store: Store) -> Taken | None:
     return None if st is None else (dirs[0], dirs[1], with_head, st, time.time())
 
 
-def remember(store: Store, taken: Taken, rows: list[StatusRow]) -> None:
+def remember(store: Store, taken: Taken, rows: list[StatusRow], coloured: bool = False) -> None:
     """After the slow path listed `rows` for plain `status`: keep its output, unless a job was
     damaged, skipped or moved, or anything stamped moved while it read."""
     from git_genjob.documents.display import terminal_json
     from git_genjob.documents.errors import plain
+    from git_genjob.planner.queue import status_lines
     from git_genjob.planner.trust import worker_trust
 
     workdir, gitdir, with_head, st, t0 = taken
@@ -152,7 +169,8 @@ def remember(store: Store, taken: Taken, rows: list[StatusRow]) -> None:
         "stamp": st,
         "with_head": with_head,
         **window(edges, t0),  # from when the listing started: an edge passed since is not in it
-        "text": "".join(r.text(plain) for r in rows) if rows else "no jobs\n",
+        "text": "".join(status_lines(rows, plain)) if rows else "no jobs\n",
+        "coloured": coloured and not sys.stdout.isatty(),  # painted into a pipe (color.ui = always)
         "json": "[\n" + terminal_json(",\n".join(r.json for r in rows)) + "\n]\n" if rows else "[]\n",
     }
     write_derived(os.path.join(gitdir, "genjob", MEMO), json.dumps(memo).encode("utf-8"))

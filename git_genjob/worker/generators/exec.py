@@ -79,14 +79,14 @@ class ExecGenerator:
     model: str | None = None
 
     def __init__(self, command: str, timeout: float, sandbox: SandboxOptions | None = None):
-        from git_genjob.worker.generators.sandbox import SandboxOptions, check_paths, choose
+        from git_genjob.worker.generators.sandbox import SandboxOptions, check_paths, check_writable, choose
 
         self.command: str | None = resolve_command(command)
         self.timeout = timeout
         self.sandbox = sandbox if sandbox is not None else SandboxOptions()
         self.mechanism = choose(self.sandbox)  # refused here, before any claim, when none is usable
         check_paths(self.sandbox.ro, "--sandbox-ro")
-        check_paths(self.sandbox.rw, "--sandbox-rw")
+        check_writable(self.sandbox.rw, self.mechanism)
 
     def describe(self) -> dict[str, str | None]:
         return {"kind": self.kind, "endpoint": None, "model": None, "command": self.command}

@@ -40,6 +40,7 @@ import shlex
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import threading
@@ -155,9 +156,7 @@ def choose(opts: SandboxOptions) -> str:
             "a root worker's exec generators run under bubblewrap, which cannot run here "
             f"({bwrap_problem() or 'not tried'}): under Landlock a generator could connect to root's "
             "Unix sockets (docker.sock, agents)",
-            "install bubblewrap (apt-get install bubblewrap), or choose Landlock knowingly: "
-            '[sandbox] mechanism = "landlock" in .genjob/config.toml or GENJOB_SANDBOX=landlock; or run the '
-            "worker as another user; each probe: git genjob doctor",
+            root_refusal_fix(),
         )
     if why is None:
         return "landlock"
@@ -166,6 +165,45 @@ def choose(opts: SandboxOptions) -> str:
         f"(bwrap: {bwrap_problem() or 'not tried'}; Landlock: {why})",
         REFUSAL_FIX,
     )
+
+
+def root_refusal_fix() -> str:
+    """The ways out for a root worker without bubblewrap, each with what it means."""
+    abi = landlock_abi()
+    landlock = f"this kernel has Landlock ABI {abi}" if abi else "this kernel has no Landlock"
+    return (
+        "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap); or choose Landlock knowingly "
+        f'({landlock}; the generator could reach root\'s Unix sockets): [sandbox] mechanism = "landlock" in '
+        ".genjob/config.toml or GENJOB_SANDBOX=landlock; or run the worker as another user; or, knowing the "
+        "generator can then read and write all root can, work --no-sandbox (each receipt records mechanism none); "
+        "each probe: git genjob doctor"
+    )
+
+
+def check_writable(paths: tuple[str, ...], mechanism: str) -> None:
+    """Each --sandbox-rw path is writable by the user the generator runs as, or BadInput (exit
+    2) before any claim: a root worker's bubblewrap generator is `nobody`, without capabilities,
+    so root's own 0755 directory would be shown to it read-only in effect."""
+    user = sandbox_user() if mechanism == "bwrap" else None
+    for path in check_paths(paths, "--sandbox-rw"):
+        want = os.W_OK | (os.X_OK if os.path.isdir(path) else 0)
+        if user is None:
+            if mechanism == "none" or os.access(path, want):
+                continue
+            raise BadInput(f"--sandbox-rw {path}: not writable by this user", f"chmod u+w {shlex.quote(path)}")
+        st = os.stat(path)
+        shift = 6 if st.st_uid == user[0] else 3 if st.st_gid == user[1] else 0
+        bits = (st.st_mode >> shift) & 0o7
+        if bits & want == want:
+            continue
+        try:
+            name = pwd.getpwuid(user[0]).pw_name
+        except KeyError:
+            name = str(user[0])
+        raise BadInput(
+            f"--sandbox-rw {path}: a root worker's generator runs as {name}, who cannot write it",
+            f"chown {name} {shlex.quote(path)} (or chmod o+rwx), or give a directory {name} owns",
+        )
 
 
 # -- probes (each once per process) ---------------------------------------------------------
@@ -459,6 +497,7 @@ class Attempt:
     home: str
     tmp: str
     err_log: str | None = None  # the generator's stderr, where it is not `log`
+    walked: list[str] = field(default_factory=list)  # directories a `..` in the program path walks through
 
 
 def unconfined(argv: list[str]) -> Launch:
@@ -549,6 +588,7 @@ def confine(mechanism: str, opts: SandboxOptions, command: str, attempt: Attempt
     rw = check_paths(opts.rw, "--sandbox-rw")
     auto = [p for p in program_paths(command, path_env) if p not in ro and p not in rw]
     check_guarded(opts, auto)
+    attempt.walked = walked_dirs(command)
     user = sandbox_user()
     _hand_over(attempt, user)
     limits = _rlimits(opts.limits, user[0] if user else os.getuid())
@@ -622,6 +662,8 @@ def _bwrap(
     copy_etc = not any(_inside(p, "/etc") for p in rw)
     etc, fds = _bwrap_etc(opts.allow_net, copy_etc)
     args += etc
+    fds.append(seccomp_fd())
+    args += ["--seccomp", str(fds[-1])]
     args += ["--dev", "/dev", "--proc", "/proc", "--bind", attempt.tmp, "/tmp"]
     binds: list[tuple[str, str]] = []
     links: list[tuple[str, str]] = []
@@ -643,7 +685,7 @@ def _bwrap(
             extra += ["--symlink", target, p]
             shown.append(p)
     dests = [attempt.home, attempt.scratch, *attempt.job_files, *shown]
-    parents = {a for d in dests for a in _ancestors(d)} - {"/", "/tmp", *dests}
+    parents = {a for d in [*dests, *attempt.walked] for a in [*_ancestors(d), d]} - {"/", "/tmp", *dests}
     for d in sorted(parents, key=lambda a: (a.count("/"), a)):
         if not in_system(d) and not any(_inside(d, q) for q in shown):
             args += ["--perms", "0755", "--dir", d]  # bwrap would make them 0700: unreadable to nobody
@@ -763,6 +805,100 @@ def _bwrap_etc(allow_net: bool, copy: bool) -> tuple[list[str], list[int]]:
     return args, fds
 
 
+# Process control a generator never needs, denied (EPERM) by a seccomp filter in every sandbox:
+# a generator that PTRACE_ATTACHes its own `sh` parent would stop it, and the attempt with it,
+# until the timeout. By audit architecture: ptrace, process_vm_readv/writev, kcmp, pidfd_getfd.
+SECCOMP_DENIED = {
+    0xC000003E: (101, 310, 311, 312, 438),  # x86_64 (and any x32 call, which it denies whole)
+    0x40000003: (26, 347, 348, 349, 438),  # i386, reachable from x86_64 by int 0x80
+    0xC00000B7: (117, 270, 271, 272, 438),  # aarch64
+}
+_BPF_LD_ABS, _BPF_JEQ, _BPF_JGE, _BPF_RET = 0x20, 0x15, 0x35, 0x06
+_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+
+
+def seccomp_program() -> bytes:
+    """The filter as the kernel takes it: struct sock_filter[] (u16 code, u8 jt, u8 jf, u32 k),
+    on struct seccomp_data (nr at offset 0, arch at 4). What bwrap --seccomp FD reads."""
+    code: list[tuple[int, int, int, int]] = [(_BPF_LD_ABS, 0, 0, 4)]
+    for arch, nrs in SECCOMP_DENIED.items():
+        body: list[tuple[int, int, int, int]] = [(_BPF_LD_ABS, 0, 0, 0)]
+        if arch == 0xC000003E:
+            body.append((_BPF_JGE, 0xFF, 0, 0x40000000))  # x32: jt patched to the deny below
+        body += [(_BPF_JEQ, 0xFF, 0, nr) for nr in nrs]
+        body.append((_BPF_RET, 0, 0, _RET_ALLOW))
+        code.append((_BPF_JEQ, 0, len(body), arch))
+        code += body
+    code.append((_BPF_RET, 0, 0, _RET_ALLOW))  # another architecture: as the kernel has it
+    deny = len(code)
+    code.append((_BPF_RET, 0, 0, _RET_EPERM))
+    out = bytearray()
+    for i, (op, jt, jf, k) in enumerate(code):
+        if jt == 0xFF:
+            jt = deny - i - 1
+        out += struct.pack("=HBBI", op, jt, jf, k)
+    return bytes(out)
+
+
+def seccomp_fd() -> int:
+    """A pipe's read end holding the filter, for bwrap --seccomp FD (the caller closes it)."""
+    prog = seccomp_program()
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, prog)
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def seccomp_applier() -> Callable[[], None]:
+    """What installs the filter on the calling thread (no_new_privs must be set first): built
+    here, so the forked child only makes the call."""
+    prog = ctypes.create_string_buffer(seccomp_program())
+    fprog = _SockFprog(len(prog.raw) // 8, ctypes.cast(prog, ctypes.c_void_p))
+    libc = _libc()
+
+    def apply() -> None:
+        _ = prog  # kept alive with the closure
+        if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+
+    return apply
+
+
+def walked_dirs(command: str) -> list[str]:
+    """The directories the kernel walks through for a `..` in the program's path: `DIR/sub` of
+    `DIR/sub/../tool.sh`. The sandbox shows only `DIR/tool.sh`, so each is made there (an empty
+    mount point) and the path resolves inside as it does outside (a symlink is followed as the
+    kernel would, to the directory it names)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    from git_genjob.worker.generators.exec import ASSIGNMENT
+
+    program = next((w for w in words if not ASSIGNMENT.match(w)), "")
+    if not program.startswith("/") or ".." not in program.split("/"):
+        return []
+    out: list[str] = []
+    here = "/"
+    for part in program.split("/")[:-1]:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if os.path.isdir(here) and not os.path.islink(here) and here != "/":
+                out.append(here)
+            here = os.path.dirname(os.path.realpath(here))
+        else:
+            here = os.path.join(here, part)
+    return [d for d in dict.fromkeys(out) if not in_system(d)]
+
+
 def _ancestors(path: str) -> list[str]:
     out = []
     while (parent := os.path.dirname(path)) != path:
@@ -879,6 +1015,7 @@ def _landlock(
     rec = record("landlock", network, opts, auto, opts.limits)
     prlimit = _prlimit()
     setid = SETID_SYSCALLS.get(platform.machine())
+    seccomp = seccomp_applier()
     if user is not None and flags and not flags & CLONE_NEWUSER and prlimit is not None and setid is not None:
         # A root worker confines one thread of its own and starts the generator from it (vfork,
         # no fork of the worker): namespaces for its children, `nobody`, no_new_privs and the
@@ -896,6 +1033,7 @@ def _landlock(
                 raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
             if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
                 raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+            seccomp()
 
         return Launch(
             [*prlimit_args(prlimit, limits), *argv],
@@ -936,6 +1074,7 @@ def _landlock(
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
         if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+        seccomp()
 
     return Launch(argv, {"TMPDIR": attempt.tmp}, preexec, rec, lambda: os.close(ruleset))
 
