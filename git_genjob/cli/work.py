@@ -79,6 +79,11 @@ from git_genjob.documents.states import LEASE_S, TIMEOUT_S
 @click.option(
     "--no-sandbox", is_flag=True, help="Run an exec generator unconfined (each receipt records it; see docs/trust.md)."
 )
+@click.option(
+    "--shard",
+    metavar="I/N",
+    help="Claim the jobs of shard I of N first (0 <= I < N; env GENJOB_SHARD), then help the others.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 @json_option
 def work(
@@ -101,6 +106,7 @@ def work(
     allow_hosts: tuple[str, ...],
     sandbox_limits: tuple[str, ...],
     no_sandbox: bool,
+    shard: str | None,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -118,9 +124,11 @@ def work(
     from git_genjob.documents.config import read_config
     from git_genjob.documents.errors import BadInput
     from git_genjob.worker.generators import parse_spec
+    from git_genjob.worker.picker import parse_shard, shard_from_env
     from git_genjob.worker.run import WorkerOptions
     from git_genjob.worker.run import work as do_work
 
+    shards = parse_shard(shard) if shard is not None else shard_from_env()  # refused before anything is read
     store = open_store()
     spec = spec or git_config(store, "genjob.generator")
     if not spec or not (key_file or git_config(store, "genjob.signingKey")):
@@ -159,6 +167,7 @@ def work(
         allow_secrets=allow_secrets,
         strict=strict,
         trust_file=trust_file or git_config(store, "genjob.allowedSigners"),
+        shard=shards,
     )
     report = _interruptible(lambda: do_work(store, opts, progress_printer(quiet)))
 
