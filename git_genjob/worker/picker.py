@@ -19,6 +19,7 @@ from git_genjob.planner.queue import Head, heads
 from git_genjob.storage.store import Store
 
 PICK_WINDOW = 16  # without a shard: a random start among this many oldest jobs
+SPREAD_SHARE = 4  # ... and at most this share of the queue: a short queue stays first in, first out
 RESERVE = 4  # a shard's oldest jobs left to its owner by stealers (what it claims while a stealer's view ages)
 STEAL_GRACE_S = 3.0  # a shard whose oldest job stays the same this long is stalled: all of it is stolen
 SHARD_ENV = "GENJOB_SHARD"
@@ -60,8 +61,10 @@ class Picker:
     oldest queued job has not changed for STEAL_GRACE_S in this worker's view is stalled (its
     owner is gone or was never started) and all of it may be stolen; until then a pick that
     finds only reserved jobs returns None with `held` set, and the worker looks again shortly
-    instead of calling the queue empty. Without a shard each
-    pick is random among the PICK_WINDOW oldest, so workers started together spread out.
+    instead of calling the queue empty. Without a shard a worker through a remote (`spread`)
+    picks at random among the PICK_WINDOW oldest (at most a quarter of the queue, so a queue of
+    a few jobs is taken oldest first), so workers started together spread out; a
+    worker on local refs takes the oldest first until it loses a race, then spreads too.
     """
 
     def __init__(
@@ -71,8 +74,10 @@ class Picker:
         shard: tuple[int, int] | None = None,
         rng: random.Random | None = None,
         read: Callable[[Store], list[Head]] = lambda s: heads(s, ("queued",)),
+        spread: bool = True,
     ):
         self.store, self.ttl, self.shard = store, ttl, shard
+        self.spread = spread  # without a shard: random among the oldest few (else oldest first until a lost race)
         self.rng = rng or random.Random()
         self.read = read
         self.candidates: list[Head] = []
@@ -81,6 +86,7 @@ class Picker:
         self.avoid: int | None = None  # the shard of the last lost race: steal elsewhere next
         self.oldest: dict[int, tuple[str, float]] = {}  # shard -> (its oldest queued key, seen since)
         self.held = False  # the last pick found only jobs reserved for their shards' owners
+        self.skip: set[str] = set()  # jobs this worker no longer tries (the remote refused their claim)
         self.fresh = True  # whether the view was just fetched (the worker says so): a steal needs a fresh one
 
     @property
@@ -95,6 +101,7 @@ class Picker:
     def lost_on(self, key: str) -> None:
         """A race for `key` was lost: the next pick comes from another shard than its."""
         self.avoid = shard_of(key, self.shard[1]) if self.shard else -1
+        self.spread = True
 
     def refreshed(self, fresh: bool) -> None:
         """The worker's view was just fetched (fresh) or may be up to its refresh age old: after a
@@ -106,7 +113,7 @@ class Picker:
     def next(self) -> Head | None:
         self.held = False
         if not self.candidates or (not self.scanned and time.monotonic() - self.read_at > self.ttl):
-            self.candidates = self.read(self.store)
+            self.candidates = [h for h in self.read(self.store) if h.key not in self.skip]
             self.read_at, self.scanned = time.monotonic(), True
         if not self.candidates:
             return None
@@ -119,7 +126,8 @@ class Picker:
     def _choose(self) -> int | None:
         """The index in `candidates` (oldest first) to try next; None: only reserved jobs are left."""
         if self.shard is None:
-            return self.rng.randrange(min(PICK_WINDOW, len(self.candidates)))
+            window = min(PICK_WINDOW, max(1, len(self.candidates) // SPREAD_SHARE))
+            return self.rng.randrange(window) if self.spread else 0
         mine, n = self.shard
         by_shard: dict[int, list[int]] = {}
         for i, head in enumerate(self.candidates):

@@ -50,7 +50,7 @@ Progress = Callable[[str], None]
 @dataclass
 class JobOutcome:
     key: str
-    result: str  # ok | rejected | aborted | failed_before_send | unknown | fenced | lost
+    result: str  # ok | rejected | aborted | failed_before_send | unknown | fenced | lost | refused
     reason: str = ""
     attempt: int | None = None
     replayed: list[str] = field(default_factory=list)  # model answers served from the job's recording
@@ -95,7 +95,7 @@ class WorkReport:
             return EXIT_CONFLICT
         if results & {"failed_before_send", "unknown"}:
             return EXIT_UNAVAILABLE
-        if self.strict and self.not_ok:
+        if self.strict and self.not_ok or "refused" in results:
             return EXIT_REFUSED
         return EXIT_OK
 
@@ -143,7 +143,8 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
     clean_stale_scratch()
     pub = publisher(store, opts.remote)
     report = WorkReport(strict=opts.strict)
-    picker = Picker(store, shard=opts.shard)
+    picker = Picker(store, shard=opts.shard, spread=pub.remote is not None)
+    refused: list[JobOutcome] = []  # the claims the remote refused in a row, lately
     done = 0
     fetched_at = float("-inf")  # when this worker last fetched from where events are published
     contended_until = float("-inf")  # until when this worker fetches before each claim (it lost a race)
@@ -170,6 +171,13 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
             report.outcomes.append(outcome)
             if outcome.result in ("lost", "fenced"):
                 fetched_at = float("-inf")  # the remote moved under this worker: fetch before the next claim
+            if outcome.result == "refused":  # the remote's hook, a permission, a quota: no race decided it
+                refused.append(outcome)
+                picker.skip.add(outcome.key)
+                if len(refused) >= MAX_REFUSALS:
+                    raise _refusals(pub, refused)
+                continue
+            refused = []
             if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
                 picker.lost_on(outcome.key)
                 contended_until = time.monotonic() + CONTENDED * opts.refresh_s
@@ -189,6 +197,18 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
     return report
 
 
+MAX_REFUSALS = 3  # claims the remote refuses in a row before a worker stops (exit 1)
+
+
+def _refusals(pub: Publisher, refused: list[JobOutcome]) -> Refused:
+    return Refused(
+        f"{pub.remote} refused {len(refused)} claims in a row; this worker stops",
+        "the remote's hooks or permissions decide what it takes (ask its admin, or check the token's push rights); "
+        "the refused jobs are still queued there and here, claimed by no one",
+        details=[f"job {o.key}: {o.reason}" for o in refused],
+    )
+
+
 CONTENDED = 10  # after a lost race a worker fetches before each claim for this many refresh_s
 
 
@@ -198,7 +218,7 @@ def _claim_next(
     """Claim the oldest claimable queued job (see Picker for the order under contention)."""
     skipped: dict[str, tuple[str, str]] = {}  # key -> (damaged | unsigned | untrusted, why)
     store = pub.store
-    picker = picker or Picker(store, shard=opts.shard)
+    picker = picker or Picker(store, shard=opts.shard, spread=pub.remote is not None)
     picker.scanned = False
     gate = Gate(store, opts.trust_file)
     while True:  # at most one scan per pick: a queue of damaged jobs ends the pick, never loops
@@ -390,6 +410,12 @@ def _run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pr
             progress(f"lost    {key} (claimed elsewhere)")
             return JobOutcome(key, "lost", f"another writer got there first: {exc.message}")
         return JobOutcome(key, "fenced", exc.message, lease.n)
+    except Refused as exc:
+        if pub.remote is None:
+            raise
+        # the claim went out with it and the remote declined the push: nothing moved there or here
+        progress(f"refused {key}: {exc.message}")
+        return JobOutcome(key, "refused", exc.message)
     crash_point("after-sending")
     cfg = read_config(store)
     tmp = scratch_dir()
