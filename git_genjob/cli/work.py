@@ -169,13 +169,30 @@ def work(
         trust_file=trust_file or git_config(store, "genjob.allowedSigners"),
         shard=shards,
     )
-    report = _interruptible(lambda: do_work(store, opts, progress_printer(quiet)))
+    report = _interruptible(lambda: do_work(store, opts, _progress(quiet, as_json)))
 
     emit(report.to_json(), as_json, lambda: echo_lines(report.lines(paint)))
     for line in report.warnings():
         click.echo(line, err=True)
     if report.exit_code:
         raise SystemExit(report.exit_code)
+
+
+def _progress(quiet: bool, as_json: bool) -> Any:
+    """Progress as a worker goes: on a terminal, lines on stderr as ever; off one (a CI log), one
+    line per job event on stdout (claimed, sending, receipt, pushed, …) with the job key and the
+    seconds since the worker started, `[  1.2s] claimed KEY attempt 1`, flushed at once. With
+    --json stdout is the report alone, so no event lines go there."""
+    import sys
+    import time
+
+    from git_genjob.cli.common import quiet_mode
+    from git_genjob.documents.display import printable
+
+    if quiet or quiet_mode() or sys.stderr.isatty() or as_json:
+        return progress_printer(quiet)
+    started = time.monotonic()
+    return lambda msg: click.echo(f"[{time.monotonic() - started:5.1f}s] {printable(msg)}")
 
 
 INTERRUPTED = (

@@ -633,9 +633,12 @@ def _finish(
     envelope = sign_statement(build_statement(predicate_for(record, lease, verdict, ctx, opts)), opts.signing_key)
     outcome = JobOutcome(record.key, verdict.status, verdict.reason, lease.n)
 
+    progress(f"receipt {record.key} {verdict.status}" + (f": {verdict.reason}" if verdict.reason else ""))
+
     def settled(refused: str | None) -> None:
         if refused is None:
-            progress(f"receipt {record.key} {verdict.status}" + (f": {verdict.reason}" if verdict.reason else ""))
+            if pub.remote is not None:
+                progress(f"pushed  {record.key} (its receipt is on {pub.remote})")
         else:
             progress(f"fenced  {record.key}: {refused}")
             outcome.result, outcome.reason = "fenced", refused
