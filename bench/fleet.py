@@ -351,6 +351,98 @@ def run(
     }
 
 
+FAST = 'for f in *.py; do printf "# generated\\n" >> "$f"; done'  # a job's whole generator: no model, no wait
+
+
+def run_sharded(root: str, runners: int, jobs: int, sharded: bool = True, trace: bool = False) -> dict[str, Any]:
+    """`runners` processes of `work --remote origin [--shard I/N] --json`, each in its own fresh
+    clone of one bare remote holding `jobs` queued jobs, all started at once and run until the
+    queue is empty (SPEC §12.3). What it returns: each job's state, attempts and receipt status
+    as the remote holds them, the races lost (from the runners' --json), claims/s, and with
+    `trace` the git processes and bytes each claim cost (GIT_TRACE2_EVENT logs of every runner)."""
+    from git_genjob.planner.queue import receipt_result
+    from git_genjob.storage.records import load_live
+    from git_genjob.storage.store import Store
+
+    fleet = make_fleet(root, jobs, 0)
+    clones = [fleet.clone(f"s{i}") for i in range(runners)]
+    traces = os.path.join(root, "trace")
+    os.makedirs(traces, exist_ok=True)
+    procs = []
+    t = time.monotonic()
+    for i, clone in enumerate(clones):
+        argv = [sys.executable, "-m", "git_genjob", "work", "--remote", "origin", "--generator", f"exec:{FAST}"]
+        argv += ["--signing-key", fleet.key, "--worker-id", f"s{i}", *fleet.sandbox, "--json"]
+        argv += ["--shard", f"{i}/{runners}"] if sharded else []
+        env = dict(fleet.env)
+        if trace:
+            env["GIT_TRACE2_EVENT"] = os.path.join(traces, f"s{i}.json")
+        procs.append(
+            subprocess.Popen(argv, cwd=clone, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        )  # fmt: skip
+    outs = [p.communicate(timeout=600) for p in procs]
+    seconds = time.monotonic() - t
+    exits = [p.returncode for p in procs]
+    reports = []
+    for out, err in outs:
+        if "Traceback" in err or not out.strip():
+            raise RuntimeError(f"a runner failed: {err[-3000:]}")
+        reports.append(json.loads(out))
+    results = Counter(o["result"] for r in reports for o in r["jobs"])
+    sweeper = fleet.clone("sweeper")
+    _check(fleet.genjob(sweeper, "fetch", "origin"))
+    store = Store.open(sweeper)
+    seen: dict[str, dict[str, Any]] = {}
+    for key in fleet.keys:
+        record = load_live(store, key)
+        seen[key] = (
+            {"state": None}
+            if record is None
+            else {"state": record.state, "attempts": len(record.attempts), "receipt": receipt_result(record)}
+        )
+    claims = sum(n for result, n in results.items() if result != "lost")
+    out: dict[str, Any] = {
+        "runners": runners,
+        "jobs": jobs,
+        "sharded": sharded,
+        "exits": exits,
+        "seconds": round(seconds, 2),
+        "claims": claims,
+        "claims_per_s": claims / seconds,
+        "lost": results.get("lost", 0),
+        "lost_per_claim": results.get("lost", 0) / max(1, claims),
+        "results": dict(results),
+        "lost_keys": [(i, o["key"]) for i, r in enumerate(reports) for o in r["jobs"] if o["result"] == "lost"],
+        "jobs_seen": seen,
+    }
+    if trace:
+        out.update(git_cost(traces, claims))
+    return out
+
+
+def git_cost(traces: str, claims: int) -> dict[str, Any]:
+    """Git processes each claim cost (every `git` the runners started, counted from their
+    GIT_TRACE2_EVENT logs: one `start` event per process, children included) and the bytes
+    their fetches and pushes moved (the pack bytes the transport logged), per claim."""
+    processes, verbs, sent = 0, Counter(), 0
+    for name in os.listdir(traces):
+        with open(os.path.join(traces, name), encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if ev.get("event") == "start":
+                    processes += 1
+                    argv = ev.get("argv", [])
+                    verbs[next((a for a in argv[1:] if not a.startswith("-")), "?")] += 1
+                elif ev.get("event") == "data" and ev.get("key") in ("negotiated-bytes", "bytes", "size"):
+                    sent += int(ev.get("value") or 0) if str(ev.get("value", "")).isdigit() else 0
+    n = max(1, claims)
+    return {"git_processes_per_claim": processes / n, "git_verbs": dict(verbs), "git_bytes_per_claim": sent / n}
+
+
 def holds(result: dict[str, Any]) -> bool:
     retried = result["retried"]
     return (

@@ -38,3 +38,17 @@ def test_a_cancelled_fleet_claims_each_job_once_and_loses_none(tmp_path: Path) -
     assert result["states"]["unknown"] >= max(1, len(recovered["unknown"])), seen
     assert result["retried"] == {"key": "fleet-00000", "state": "done", "exits": [0]}
     assert fleet.holds(result)
+
+
+def test_eight_sharded_runners_claim_160_jobs_once_each_and_seldom_race(tmp_path: Path) -> None:
+    """SPEC §12.3's acceptance: 8 fresh clones of one bare remote, `work --shard I/8` each, run as
+    real processes at once on 160 queued jobs: every job is done once (one attempt, one ok
+    receipt), none is left queued, and at most one race is lost per ten claims."""
+    result = fleet.run_sharded(str(tmp_path), runners=8, jobs=160)
+    jobs = result["jobs_seen"]
+    assert result["exits"] == [0] * 8, result["exits"]
+    assert len(jobs) == 160 and all(j == {"state": "done", "attempts": 1, "receipt": "ok"} for j in jobs.values()), {
+        k: j for k, j in jobs.items() if j.get("state") != "done" or j.get("attempts") != 1
+    }
+    assert result["results"].get("ok") == 160 and result["claims"] == 160, result["results"]
+    assert result["lost_per_claim"] <= 0.1, (result["lost"], result["lost_keys"])

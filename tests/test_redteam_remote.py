@@ -75,6 +75,49 @@ def test_a_remote_whose_hook_refuses_every_push_ends_the_worker(tmp_path: Path) 
     assert git(bare, "for-each-ref", "refs/genjob/") == before
 
 
+def test_a_worker_names_each_refused_claim_once_and_stops_after_three_in_a_row(tmp_path: Path) -> None:
+    """Issue 34, bad input: a remote whose pre-receive hook refuses every push. The worker says so
+    once per job, goes on to the next, and stops after MAX_REFUSALS (3) refusals in a row with
+    exit 1 and a hint; the remote is unchanged and this clone holds no claim the remote lacks."""
+    from git_genjob.worker.run import MAX_REFUSALS
+
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 5)
+    _decline(bare, "pushes to refs/genjob are closed")
+    before = git(bare, "for-each-ref", "refs/genjob/")
+    proc = _work_process(wa, planner, key, "--generator", "exec:echo x > src/user.py", timeout=30)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"origin refused {MAX_REFUSALS} claims in a row; this worker stops" in proc.stderr, proc.stderr
+    assert "ask its admin" in proc.stderr  # the hint
+    named = [f"job r{i}:" for i in range(5) if f"job r{i}:" in proc.stderr]
+    assert len(named) == MAX_REFUSALS and "pushes to refs/genjob are closed" in proc.stderr, proc.stderr
+    for line in named:  # each refused job once, then the worker stopped (the 4th and 5th never tried)
+        assert proc.stderr.count(line) == 1, proc.stderr
+    assert git(bare, "for-each-ref", "refs/genjob/") == before
+    local = dict(
+        line.split(" ", 1)[::-1]
+        for line in git(wa, "for-each-ref", "--format=%(objectname) %(refname)", "refs/genjob/jobs/").splitlines()
+    )
+    remote = dict(
+        line.split(" ", 1)[::-1]
+        for line in git(bare, "for-each-ref", "--format=%(objectname) %(refname)", "refs/genjob/jobs/").splitlines()
+    )
+    assert local == remote  # every job here as the remote holds it: queued, claimed by no one
+
+
+def test_refused_claims_short_of_the_limit_are_named_and_exit_1(tmp_path: Path) -> None:
+    """Two jobs, both refused: fewer than MAX_REFUSALS, so the worker reports each and ends the
+    queue (exit 1: a job's claim was refused), the remote unchanged."""
+    bare, planner, key, (wa, _) = _fleet(tmp_path, 2)
+    _decline(bare, "quota exceeded")
+    before = git(bare, "for-each-ref", "refs/genjob/")
+    proc = _work_process(wa, planner, key, "--generator", "exec:echo x > src/user.py", "--json", timeout=30)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    jobs = json.loads(proc.stdout)["jobs"]
+    assert sorted((j["key"], j["result"]) for j in jobs) == [("r0", "refused"), ("r1", "refused")], jobs
+    assert all("quota exceeded" in j["reason"] for j in jobs)
+    assert git(bare, "for-each-ref", "refs/genjob/") == before
+
+
 def test_a_held_receipt_a_remote_hook_refuses_is_not_called_fenced(tmp_path: Path) -> None:
     bare, planner, key, (wa, _) = _fleet(tmp_path, 2)
     """A receipt the remote's hook refused was reported `fenced` ('the remote moved'), and the worker

@@ -79,6 +79,11 @@ from git_genjob.documents.states import LEASE_S, TIMEOUT_S
 @click.option(
     "--no-sandbox", is_flag=True, help="Run an exec generator unconfined (each receipt records it; see docs/trust.md)."
 )
+@click.option(
+    "--shard",
+    metavar="I/N",
+    help="Claim the jobs of shard I of N first (0 <= I < N; env GENJOB_SHARD), then help the others.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 @json_option
 def work(
@@ -101,6 +106,7 @@ def work(
     allow_hosts: tuple[str, ...],
     sandbox_limits: tuple[str, ...],
     no_sandbox: bool,
+    shard: str | None,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -118,9 +124,11 @@ def work(
     from git_genjob.documents.config import read_config
     from git_genjob.documents.errors import BadInput
     from git_genjob.worker.generators import parse_spec
+    from git_genjob.worker.picker import parse_shard, shard_from_env
     from git_genjob.worker.run import WorkerOptions
     from git_genjob.worker.run import work as do_work
 
+    shards = parse_shard(shard) if shard is not None else shard_from_env()  # refused before anything is read
     store = open_store()
     spec = spec or git_config(store, "genjob.generator")
     if not spec or not (key_file or git_config(store, "genjob.signingKey")):
@@ -159,14 +167,32 @@ def work(
         allow_secrets=allow_secrets,
         strict=strict,
         trust_file=trust_file or git_config(store, "genjob.allowedSigners"),
+        shard=shards,
     )
-    report = _interruptible(lambda: do_work(store, opts, progress_printer(quiet)))
+    report = _interruptible(lambda: do_work(store, opts, _progress(quiet, as_json)))
 
     emit(report.to_json(), as_json, lambda: echo_lines(report.lines(paint)))
     for line in report.warnings():
         click.echo(line, err=True)
     if report.exit_code:
         raise SystemExit(report.exit_code)
+
+
+def _progress(quiet: bool, as_json: bool) -> Any:
+    """Progress as a worker goes: on a terminal, lines on stderr as ever; off one (a CI log), one
+    line per job event on stdout (claimed, sending, receipt, pushed, …) with the job key and the
+    seconds since the worker started, `[  1.2s] claimed KEY attempt 1`, flushed at once. With
+    --json stdout is the report alone, so no event lines go there."""
+    import sys
+    import time
+
+    from git_genjob.cli.common import quiet_mode
+    from git_genjob.documents.display import printable
+
+    if quiet or quiet_mode() or sys.stderr.isatty() or as_json:
+        return progress_printer(quiet)
+    started = time.monotonic()
+    return lambda msg: click.echo(f"[{time.monotonic() - started:5.1f}s] {printable(msg)}")
 
 
 INTERRUPTED = (

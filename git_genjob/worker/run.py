@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
-import random
 import shutil
 import threading
 import time
@@ -35,12 +34,14 @@ from git_genjob.documents.receipt import build_statement, sign_statement
 from git_genjob.documents.secretscan import find_secret, redact
 from git_genjob.documents.states import LEASE_S, TIMEOUT_S
 from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, stop_attempt, store_receipt
-from git_genjob.planner.queue import Head, archived_leftover, heads
+from git_genjob.planner.queue import archived_leftover
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import JobRecord, bundle_inputs, load_live, requeue_problem
 from git_genjob.storage.store import Store, job_ref
 from git_genjob.worker.generators import GenContext, Generator, GenResult, sandbox_record
+from git_genjob.worker.picker import PICK_WINDOW as PICK_WINDOW
+from git_genjob.worker.picker import Picker as Picker
 from git_genjob.worker.scratch import clean_stale_scratch, read_back, scratch_dir, scratch_entries
 
 Progress = Callable[[str], None]
@@ -49,7 +50,7 @@ Progress = Callable[[str], None]
 @dataclass
 class JobOutcome:
     key: str
-    result: str  # ok | rejected | aborted | failed_before_send | unknown | fenced | lost
+    result: str  # ok | rejected | aborted | failed_before_send | unknown | fenced | lost | refused
     reason: str = ""
     attempt: int | None = None
     replayed: list[str] = field(default_factory=list)  # model answers served from the job's recording
@@ -94,7 +95,7 @@ class WorkReport:
             return EXIT_CONFLICT
         if results & {"failed_before_send", "unknown"}:
             return EXIT_UNAVAILABLE
-        if self.strict and self.not_ok:
+        if self.strict and self.not_ok or "refused" in results:
             return EXIT_REFUSED
         return EXIT_OK
 
@@ -123,6 +124,7 @@ class WorkerOptions:
     strict: bool = False
     trust_file: str | None = None  # allowed_signers for planners, when the clone has no .genjob/
     refresh_s: float = 1.0  # through a remote: how old a view a claim may be picked from (s)
+    shard: tuple[int, int] | None = None  # `work --shard I/N`: this runner's shard first (worker.picker)
 
 
 def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None) -> WorkReport:
@@ -141,7 +143,8 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
     clean_stale_scratch()
     pub = publisher(store, opts.remote)
     report = WorkReport(strict=opts.strict)
-    picker = Picker(store)
+    picker = Picker(store, shard=opts.shard, spread=pub.remote is not None)
+    refused: list[JobOutcome] = []  # the claims the remote refused in a row, lately
     done = 0
     fetched_at = float("-inf")  # when this worker last fetched from where events are published
     contended_until = float("-inf")  # until when this worker fetches before each claim (it lost a race)
@@ -152,14 +155,15 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
             if fresh:  # a receipt held for the next claim's push stays held: its lease is its own
                 pub.refresh()
                 fetched_at = time.monotonic()
+            picker.refreshed(fresh)
             lease = _claim_next(pub, opts, report, progress, picker)
             if lease is None:
                 pub.flush()  # no next claim to carry a held receipt: it goes out on its own
                 if not fresh:  # the queue looks empty from a view up to refresh_s old: fetch, then decide
                     fetched_at = float("-inf")
                     continue
-                if opts.wait:
-                    time.sleep(opts.poll_s)
+                if opts.wait or picker.held:  # held: only jobs other shards' owners are about to take
+                    time.sleep(opts.poll_s if opts.wait else min(opts.poll_s, opts.refresh_s))
                     fetched_at = float("-inf")
                     continue
                 break
@@ -167,8 +171,15 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
             report.outcomes.append(outcome)
             if outcome.result in ("lost", "fenced"):
                 fetched_at = float("-inf")  # the remote moved under this worker: fetch before the next claim
+            if outcome.result == "refused":  # the remote's hook, a permission, a quota: no race decided it
+                refused.append(outcome)
+                picker.skip.add(outcome.key)
+                if len(refused) >= MAX_REFUSALS:
+                    raise _refusals(pub, refused)
+                continue
+            refused = []
             if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
-                picker.lost = True
+                picker.lost_on(outcome.key)
                 contended_until = time.monotonic() + CONTENDED * opts.refresh_s
                 continue
             done += 1
@@ -186,34 +197,19 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
     return report
 
 
+MAX_REFUSALS = 3  # claims the remote refuses in a row before a worker stops (exit 1)
+
+
+def _refusals(pub: Publisher, refused: list[JobOutcome]) -> Refused:
+    return Refused(
+        f"{pub.remote} refused {len(refused)} claims in a row; this worker stops",
+        "the remote's hooks or permissions decide what it takes (ask its admin, or check the token's push rights); "
+        "the refused jobs are still queued there and here, claimed by no one",
+        details=[f"job {o.key}: {o.reason}" for o in refused],
+    )
+
+
 CONTENDED = 10  # after a lost race a worker fetches before each claim for this many refresh_s
-
-PICK_WINDOW = 16
-
-
-class Picker:
-    """A worker's view of the queue, oldest first, re-read when used up or older than `ttl` s.
-
-    The list is a hint: each pick reads the job itself and claims it only if it is still
-    queued, so a long-running worker pays the scan of every live ref once per `ttl`, not once
-    per claim. Once this worker has lost a race, picks are random among the PICK_WINDOW oldest,
-    so workers started together spread out instead of all chasing the same job.
-    """
-
-    def __init__(self, store: Store, ttl: float = 1.0):
-        self.store, self.ttl = store, ttl
-        self.candidates: list[Head] = []
-        self.read_at = float("-inf")
-        self.lost = False
-        self.scanned = False  # whether the queue was read during the current pick
-
-    def next(self) -> Head | None:
-        if not self.candidates or (not self.scanned and time.monotonic() - self.read_at > self.ttl):
-            self.candidates = heads(self.store, ("queued",))
-            self.read_at, self.scanned = time.monotonic(), True
-        if not self.candidates:
-            return None
-        return self.candidates.pop(random.randrange(min(PICK_WINDOW, len(self.candidates))) if self.lost else 0)
 
 
 def _claim_next(
@@ -222,7 +218,7 @@ def _claim_next(
     """Claim the oldest claimable queued job (see Picker for the order under contention)."""
     skipped: dict[str, tuple[str, str]] = {}  # key -> (damaged | unsigned | untrusted, why)
     store = pub.store
-    picker = picker or Picker(store)
+    picker = picker or Picker(store, shard=opts.shard, spread=pub.remote is not None)
     picker.scanned = False
     gate = Gate(store, opts.trust_file)
     while True:  # at most one scan per pick: a queue of damaged jobs ends the pick, never loops
@@ -260,7 +256,7 @@ def _claim_next(
         except Conflict as exc:  # its own words say which race: the ref moved, or a lock was held
             report.outcomes.append(JobOutcome(record.key, "lost", f"another writer got there first: {exc.message}"))
             progress(f"lost    {record.key} (claimed elsewhere)")
-            picker.lost = True
+            picker.lost_on(record.key)
             continue
         try:
             progress(f"claimed {record.key} attempt {lease.n}")
@@ -414,6 +410,12 @@ def _run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pr
             progress(f"lost    {key} (claimed elsewhere)")
             return JobOutcome(key, "lost", f"another writer got there first: {exc.message}")
         return JobOutcome(key, "fenced", exc.message, lease.n)
+    except Refused as exc:
+        if pub.remote is None:
+            raise
+        # the claim went out with it and the remote declined the push: nothing moved there or here
+        progress(f"refused {key}: {exc.message}")
+        return JobOutcome(key, "refused", exc.message)
     crash_point("after-sending")
     cfg = read_config(store)
     tmp = scratch_dir()
@@ -631,9 +633,12 @@ def _finish(
     envelope = sign_statement(build_statement(predicate_for(record, lease, verdict, ctx, opts)), opts.signing_key)
     outcome = JobOutcome(record.key, verdict.status, verdict.reason, lease.n)
 
+    progress(f"receipt {record.key} {verdict.status}" + (f": {verdict.reason}" if verdict.reason else ""))
+
     def settled(refused: str | None) -> None:
         if refused is None:
-            progress(f"receipt {record.key} {verdict.status}" + (f": {verdict.reason}" if verdict.reason else ""))
+            if pub.remote is not None:
+                progress(f"pushed  {record.key} (its receipt is on {pub.remote})")
         else:
             progress(f"fenced  {record.key}: {refused}")
             outcome.result, outcome.reason = "fenced", refused
