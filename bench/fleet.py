@@ -354,21 +354,27 @@ def run(
 FAST = 'for f in *.py; do printf "# generated\\n" >> "$f"; done'  # a job's whole generator: no model, no wait
 
 
-def run_sharded(root: str, runners: int, jobs: int, sharded: bool = True, trace: bool = False) -> dict[str, Any]:
+def run_sharded(
+    root: str, runners: int, jobs: int, sharded: bool = True, trace: bool = False, remote_config: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """`runners` processes of `work --remote origin [--shard I/N] --json`, each in its own fresh
     clone of one bare remote holding `jobs` queued jobs, all started at once and run until the
     queue is empty (SPEC §12.3). What it returns: each job's state, attempts and receipt status
-    as the remote holds them, the races lost (from the runners' --json), claims/s, and with
-    `trace` the git processes and bytes each claim cost (GIT_TRACE2_EVENT logs of every runner)."""
+    as the remote holds them, the races lost (from the runners' --json), claims/s, the bytes each
+    claim added to the object stores, and with `trace` the git processes each claim cost
+    (GIT_TRACE2_EVENT logs of every runner). `remote_config`: KEY=VALUE set on the bare remote."""
     from git_genjob.planner.queue import receipt_result
     from git_genjob.storage.records import load_live
     from git_genjob.storage.store import Store
 
     fleet = make_fleet(root, jobs, 0)
+    for item in remote_config:
+        fleet.git(fleet.bare, "config", *item.split("=", 1))
     clones = [fleet.clone(f"s{i}") for i in range(runners)]
     traces = os.path.join(root, "trace")
     os.makedirs(traces, exist_ok=True)
     procs = []
+    remote_before, clones_before = store_bytes(fleet.bare), store_bytes(*clones)
     t = time.monotonic()
     for i, clone in enumerate(clones):
         argv = [sys.executable, "-m", "git_genjob", "work", "--remote", "origin", "--generator", f"exec:{FAST}"]
@@ -384,6 +390,7 @@ def run_sharded(root: str, runners: int, jobs: int, sharded: bool = True, trace:
     outs = [p.communicate(timeout=600) for p in procs]
     seconds = time.monotonic() - t
     exits = [p.returncode for p in procs]
+    pushed, fetched = store_bytes(fleet.bare) - remote_before, store_bytes(*clones) - clones_before
     reports = []
     for out, err in outs:
         if "Traceback" in err or not out.strip():
@@ -416,16 +423,18 @@ def run_sharded(root: str, runners: int, jobs: int, sharded: bool = True, trace:
         "lost_keys": [(i, o["key"]) for i, r in enumerate(reports) for o in r["jobs"] if o["result"] == "lost"],
         "jobs_seen": seen,
     }
+    out["remote_bytes_per_claim"] = pushed / max(1, claims)  # the remote's object store growth
+    out["runner_bytes_per_claim"] = fetched / max(1, claims)  # the runners' (their claims, receipts, fetches)
     if trace:
         out.update(git_cost(traces, claims))
     return out
 
 
 def git_cost(traces: str, claims: int) -> dict[str, Any]:
-    """Git processes each claim cost (every `git` the runners started, counted from their
-    GIT_TRACE2_EVENT logs: one `start` event per process, children included) and the bytes
-    their fetches and pushes moved (the pack bytes the transport logged), per claim."""
-    processes, verbs, sent = 0, Counter(), 0
+    """Git processes each claim cost: every `git` the runners started, on both sides of the
+    file:// transport (receive-pack, upload-pack and what they start run with the runner's
+    environment), counted from their GIT_TRACE2_EVENT logs, one `start` event per process."""
+    processes, verbs = 0, Counter()
     for name in os.listdir(traces):
         with open(os.path.join(traces, name), encoding="utf-8", errors="replace") as fh:
             for line in fh:
@@ -435,12 +444,33 @@ def git_cost(traces: str, claims: int) -> dict[str, Any]:
                     continue
                 if ev.get("event") == "start":
                     processes += 1
-                    argv = ev.get("argv", [])
-                    verbs[next((a for a in argv[1:] if not a.startswith("-")), "?")] += 1
-                elif ev.get("event") == "data" and ev.get("key") in ("negotiated-bytes", "bytes", "size"):
-                    sent += int(ev.get("value") or 0) if str(ev.get("value", "")).isdigit() else 0
+                    verbs[_verb(ev.get("argv", []))] += 1
     n = max(1, claims)
-    return {"git_processes_per_claim": processes / n, "git_verbs": dict(verbs), "git_bytes_per_claim": sent / n}
+    return {"git_processes_per_claim": processes / n, "git_per_claim": {v: c / n for v, c in verbs.most_common()}}
+
+
+def _verb(argv: list[str]) -> str:
+    """`push` of `git --git-dir=X -c a=b push …`, `receive-pack` of `git-receive-pack DIR`."""
+    if argv and os.path.basename(argv[0]).startswith("git-"):
+        return os.path.basename(argv[0])[4:]
+    rest = iter(argv[1:])
+    for a in rest:
+        if a == "-c":
+            next(rest, None)
+        elif not a.startswith("-"):
+            return a
+    return "?"
+
+
+def store_bytes(*repos: str) -> int:
+    """Bytes of the object stores of `repos` (a bare remote or clones): their growth over a run is
+    what its pushes carried to the remote and its fetches carried to the runners, as stored."""
+    total = 0
+    for repo in repos:
+        objects = os.path.join(repo, "objects") if repo.endswith(".git") else os.path.join(repo, ".git", "objects")
+        for dirpath, _, files in os.walk(objects):
+            total += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
+    return total
 
 
 def holds(result: dict[str, Any]) -> bool:

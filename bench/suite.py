@@ -577,6 +577,44 @@ def row_fleet_claims(runners: list[int], queued: int, seconds: float, repeats: i
     )
 
 
+def row_fleet_sharded(runners: list[int], jobs: int) -> Row:
+    """A sharded fleet as it runs (SPEC §12.3): `runners` real `git genjob work --remote origin
+    --shard I/N --json` processes, each in its own fresh clone of one bare remote (as a user makes
+    it: receive.autogc on), an exec generator that appends a line, until `jobs` queued jobs are
+    done (bench/fleet.py run_sharded). Per runner count: claims/s, lost races per claim (from the
+    runners' --json), git processes per claim (both sides of file://, GIT_TRACE2_EVENT) and the
+    bytes each claim added to the remote's object store."""
+    import fleet
+
+    runs = []
+    for n in runners:
+        root = tempfile.mkdtemp(prefix="genjob-shard-")
+        try:
+            r = fleet.run_sharded(root, n, jobs, trace=True)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        once = all(j == {"state": "done", "attempts": 1, "receipt": "ok"} for j in r.pop("jobs_seen").values())
+        r.pop("lost_keys")
+        runs.append({**r, "each_job_once": once})
+    lost = [r["lost_per_claim"] for r in runs]
+    return Row(
+        f"sharded fleet, `work --shard I/N` with {' / '.join(map(str, runners))} runners on one bare remote "
+        f"({jobs} jobs, fresh clones)",
+        "each job once; ≤ 0.1 lost races per claim at 8 and 16 (issue 34)",
+        " / ".join(f"{r['claims_per_s']:.1f}" for r in runs)
+        + "/s; lost per claim "
+        + " / ".join(f"{x:.3f}" for x in lost)
+        + "; git processes per claim "
+        + " / ".join(f"{r['git_processes_per_claim']:.1f}" for r in runs)
+        + "; remote bytes per claim "
+        + " / ".join(f"{r['remote_bytes_per_claim']:.0f}" for r in runs),
+        f"{runs[0]['claims_per_s']:.1f}/s with {runners[0]} runner",
+        runs[-1]["claims_per_s"] / runs[0]["claims_per_s"] if runs[0]["claims_per_s"] else None,
+        all(r["each_job_once"] for r in runs) and all(r["lost_per_claim"] <= 0.1 for r in runs if r["runners"] >= 8),
+        {"runners": runners, "jobs": jobs, "runs": runs},
+    )
+
+
 def _shared_remote(repo: str, n: int) -> tuple[str, list[str]]:
     """A bare remote holding `repo`'s main and genjob refs, and `n` fresh clones of it (a worker
     fetches refs/genjob/* itself)."""
@@ -1248,7 +1286,10 @@ def main() -> None:
         "scale": lambda: row_scale([1000, 3000] if q else [1000, 10000, 100000], 200 if q else 1000, 10 if q else 50),
         "queue": lambda: row_claim_next_queued([100, 1000] if q else [100, 1000, 10000]),
         "claims": lambda: [row_claims_per_second([1, 2, 4], 300 if q else 2000, 2 if q else 5)],
-        "fleet": lambda: [row_fleet_claims([1, 4, 16], 60 if q else 400, 2 if q else 8, 1 if q else 3)],
+        "fleet": lambda: [
+            row_fleet_claims([1, 4, 16], 60 if q else 400, 2 if q else 8, 1 if q else 3),
+            row_fleet_sharded([1, 4, 16], 60 if q else 400),
+        ],
         "remote": lambda: row_remote_workers([1, 4], 8 if q else 60),
         "verify": lambda: row_verify_throughput(24 if q else 100),  # an output over the 16 MiB document limit
         "merge": lambda: row_merged_apply(3 if q else 9),

@@ -87,11 +87,19 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+# A fetch starts `git maintenance run --auto` (gc --auto before git 2.29) after it ends: a process
+# per fetch, and a worker fetches about once a second. These keep it from starting (older gits
+# ignore maintenance.auto; gc.auto=0 is the same for them). The remote's own `gc --auto` after each
+# push is its config's (receive.autogc, see docs/performance.md): `-c` here does not reach it.
+NO_AUTO_MAINTENANCE = ("-c", "maintenance.auto=false", "-c", "gc.auto=0")
+
+
 def fetch_raw(store: Store, remote: str) -> dict[str, pygit2.Oid]:
     """Fetch the remote's genjob refs into tracking refs; {remote ref name: oid}."""
     prefix = tracking_prefix(remote)
     git(
         store,
+        *NO_AUTO_MAINTENANCE,
         "fetch",
         "--no-tags",
         "--prune",
