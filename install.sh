@@ -36,7 +36,7 @@ if [ -n "$UNINSTALL" ]; then
         kind=${line%% *}; path=${line#* }
         case "$kind" in
             link) if [ -L "$path" ] && [ "$(readlink "$path")" = "$DATA/venv/bin/git-genjob" ]; then rm -f "$path"; echo "removed $path"; fi ;;
-            file) if [ -f "$path" ]; then rm -f "$path"; echo "removed $path"; fi ;;
+            file) if [ -f "$path" ] && { [ "$path" = "$MANDIR/man1/git-genjob.1" ] || [ "$path" = "$COMPDIR/git-genjob" ]; }; then rm -f "$path"; echo "removed $path"; fi ;;
             alias)
                 if [ "$(git config --global --get alias.genjob 2>/dev/null || true)" = "$ALIAS" ]; then
                     git config --global --unset alias.genjob && echo "removed git config --global alias.genjob"

@@ -127,3 +127,18 @@ def test_install_writes_only_its_own_files_and_uninstall_removes_exactly_them(tm
     assert after == before  # every file install.sh wrote is gone, nothing else touched
     res = subprocess.run(["./install.sh", "--uninstall"], cwd=src, env=env, capture_output=True, text=True)
     assert res.returncode == 1 and "nothing to uninstall" in res.stderr
+
+
+def test_uninstall_never_removes_a_file_the_manifest_was_edited_to_name(tmp_path: Path) -> None:
+    """Attack: a manifest line `file ~/.bashrc` made --uninstall delete the user's .bashrc."""
+    home = tmp_path / "ho me"
+    data = home / ".local/share/git-genjob"
+    data.mkdir(parents=True)
+    bashrc = home / ".bashrc"
+    bashrc.write_text("export KEEP=1\n")
+    (data / "manifest").write_text(f"file {bashrc}\n")
+    env = dict(os.environ, HOME=str(home), GIT_CONFIG_GLOBAL=str(home / ".gitconfig"))
+    env.pop("PREFIX", None)
+    proc = subprocess.run([str(REPO_ROOT / "install.sh"), "--uninstall"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert bashrc.read_text() == "export KEEP=1\n"

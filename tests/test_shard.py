@@ -75,3 +75,12 @@ def test_a_bad_shard_is_exit_2_with_the_form_and_nothing_is_claimed(tmp_path: Pa
     assert refs(repo) == before
     status = json.loads(run_genjob("status", "--json", cwd=repo).out)
     assert [j["state"] for j in status if j["key"] == job] == ["queued"], status
+
+
+def test_shard_with_non_ascii_digits_is_bad_input_not_a_crash() -> None:
+    """Attack: '²/8' passed str.isdigit and crashed int(); '١/٨' was read as 1/8."""
+    from git_genjob.documents.errors import BadInput
+
+    for spec in ("²/8", "1/⁸", "١/٨"):
+        with pytest.raises(BadInput):
+            parse_shard(spec)

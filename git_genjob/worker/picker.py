@@ -30,12 +30,17 @@ def shard_of(key: str, n: int) -> int:
     return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % n
 
 
+def _ascii_digits(text: str) -> bool:
+    """0-9 only: str.isdigit takes '²' (which int() refuses) and '١' (which it reads as 1)."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_shard(spec: str | None, source: str = "--shard") -> tuple[int, int] | None:
     """`I/N` with 0 ≤ I < N as (I, N); None for no spec. Anything else is bad input (exit 2)."""
     if spec is None or spec == "":
         return None
     index, slash, count = spec.strip().partition("/")
-    if slash and index.isdigit() and count.isdigit() and 0 <= int(index) < int(count):
+    if slash and _ascii_digits(index) and _ascii_digits(count) and 0 <= int(index) < int(count):
         return int(index), int(count)
     raise BadInput(
         f"{source} {spec!r} is not a shard I/N with 0 <= I < N",
