@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import (
+    drop_planner_key,
     git,
     make_repo,
     refs,
@@ -130,3 +131,23 @@ def test_resubmit_remote_interrupted_supersedes_whole(tmp_path: Path, fault: str
     assert _state(repo, two) == "superseded"
     res = run_genjob("resubmit", two, "--remote", "origin", "--json", cwd=repo)  # the rerun says it is done
     assert res.code == 0, res.err
+
+
+def test_errors_a_doctor_check_explains_end_their_hint_with_doctor(repo: Path, tmp_path: Path) -> None:
+    """Issue 35: a missing planner key, a missing or unsafe worker key (doctor's keys checks): each hint
+    ends with `git genjob doctor`, and nothing was written."""
+    before = refs(repo)
+    res = run_genjob("work", "--generator", "exec:true", "--once", "--signing-key", str(tmp_path / "nokey"), cwd=repo)
+    assert res.code == 2 and res.err.rstrip().endswith("git genjob doctor"), res.err
+    drop_planner_key()
+    assert run_genjob("init", "--no-planner-key", cwd=repo).code == 0
+    before = refs(repo)
+    res = run_genjob("submit", "-m", "Add a timeout", "src/user.py", cwd=repo)  # no planner key
+    assert res.code == 2 and res.err.rstrip().endswith("git genjob doctor"), res.err
+    assert refs(repo) == before
+    key = tmp_path / "keys" / "w1"
+    assert run_genjob("keygen", "--name", "w1", "--out", str(key), cwd=repo).code == 0
+    key.chmod(0o644)
+    res = run_genjob("work", "--generator", "exec:true", "--once", "--signing-key", str(key), cwd=repo)
+    assert res.code == 2 and res.err.rstrip().endswith("git genjob doctor"), res.err
+    assert refs(repo) == before
