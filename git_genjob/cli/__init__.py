@@ -6,8 +6,11 @@ imported; `run` is the one place a GenjobError becomes its message and exit code
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+from collections.abc import Iterator
 
 import click
 
@@ -18,8 +21,46 @@ from git_genjob.documents.errors import EXIT_USAGE, GenjobError, format_error
 __all__ = ["main", "run"]
 
 
+# Commands whose writes move refs and the work tree together: a stop signal is held until the
+# command ends, so an interrupt leaves everything as before or as after, never between.
+DEFERRED = frozenset({"submit", "apply", "resubmit", "push"})
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def deferred_stops(held: list[int]) -> Iterator[None]:
+    """Record SIGINT/SIGTERM/SIGHUP in `held` instead of acting on them (git's sigchain idea), and
+    restore the previous handlers after; signals a caller ignores stay ignored."""
+
+    def hold(signum: int, _frame: object) -> None:
+        held.append(signum)
+
+    previous = {s: signal.getsignal(s) for s in STOPS}
+    for s in STOPS:
+        if previous[s] != signal.SIG_IGN:
+            signal.signal(s, hold)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def run(args: list[str]) -> int:
-    """Run the CLI; convert GenjobError to its message and exit code in one place."""
+    """Run the CLI; convert GenjobError to its message and exit code in one place. A stop signal
+    during a DEFERRED command lets it finish, then exits 128 + the signal's number."""
+    held: list[int] = []
+    command = next((a for a in args if not a.startswith("-")), "")
+    with deferred_stops(held) if command in DEFERRED else contextlib.nullcontext():
+        code = _run(args)
+    if held:
+        name = signal.Signals(held[0]).name
+        click.echo(f"interrupted: {name} arrived while {command} wrote; it finished first (exit {code})", err=True)
+        return 128 + held[0]
+    return code
+
+
+def _run(args: list[str]) -> int:
     as_json = "--json" in args
     try:
         main.main(args=args, prog_name="git genjob", standalone_mode=False)

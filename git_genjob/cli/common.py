@@ -177,5 +177,8 @@ def signing_key_of(store: Any, given: str | None, command: str) -> Any:
 
     path = given or git_config(store, "genjob.signingKey")
     if not path:
-        raise BadInput(f"{command} needs --signing-key", "or set git config genjob.signingKey")
+        raise BadInput(
+            f"{command} needs --signing-key",
+            "or set git config genjob.signingKey (git genjob keygen makes one); git genjob doctor",
+        )
     return read_signing_key(os.path.expanduser(path))

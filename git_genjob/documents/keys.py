@@ -129,7 +129,7 @@ def generate(comment: str) -> SigningKey:
 def parse_private_key(text: str) -> SigningKey:
     lines = [ln.strip() for ln in text.strip().splitlines()]
     if not lines or lines[0] != PEM_BEGIN or lines[-1] != PEM_END:
-        raise BadInput("not an OpenSSH private key", "create one with: git genjob keygen")
+        raise BadInput("not an OpenSSH private key", "create one with: git genjob keygen; git genjob doctor")
     try:
         body = base64.b64decode("".join(lines[1:-1]), validate=True)
     except ValueError:
@@ -163,7 +163,7 @@ def read_signing_key(path: str) -> SigningKey:
         st = os.stat(path)
     except OSError as exc:
         raise BadInput(
-            f"cannot read signing key {path}: {exc.strerror}", "create one with: git genjob keygen"
+            f"cannot read signing key {path}: {exc.strerror}", "create one with: git genjob keygen; git genjob doctor"
         ) from None
     with open(path, encoding="utf-8", errors="replace") as fh:
         head = fh.read(200)
@@ -175,7 +175,8 @@ def read_signing_key(path: str) -> SigningKey:
         )
     if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise BadInput(
-            f"signing key {path} is readable by others (mode {stat.S_IMODE(st.st_mode):04o})", f"chmod 600 {path}"
+            f"signing key {path} is readable by others (mode {stat.S_IMODE(st.st_mode):04o})",
+            f"chmod 600 {path}; git genjob doctor",
         )
     with open(path, encoding="utf-8") as fh:
         return parse_private_key(fh.read())

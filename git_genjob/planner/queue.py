@@ -237,7 +237,7 @@ def submit(
                 f"no planner key to sign job {job.key} with (looked for {planner_key_path(store)[0]}); "
                 "workers claim only jobs a trusted planner signed, so nothing was queued",
                 "create yours with git genjob keygen --planner (then commit .genjob/allowed_signers), "
-                "or pass --signing-key FILE",
+                "or pass --signing-key FILE; git genjob doctor",
             )
     files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
     files[JOB_ENVELOPE] = store.blob(seal_job(job.canonical(), signing_key))

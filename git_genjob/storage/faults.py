@@ -13,12 +13,13 @@ docs/reliability.md). Each name marks the moment right after a durable step:
   after-note            the note is written, the archive is not
   archive-written       the archive ref holds the job, its live ref is not yet deleted
   replay-recorded       the replay event is committed, its ref not yet moved
-  after-push            a remote write was acknowledged, the local ref not yet moved
+  after-push            a remote write was acknowledged, the local ref not yet moved (push: the
+                        remote holds it, the report not yet made)
 
 `NAME@N` fires on the N-th time the process passes NAME (`ref-locked@3`: inside the third ref
 transaction), so a test can kill a command at each of its persistence steps in turn.
 `GENJOB_FAULT_SIGNAL=INT` (or TERM, HUP) sends that signal instead of SIGKILL: a user stopping
-the command at that very step.
+the command at that very step (tests/test_interrupts.py).
 """
 
 from __future__ import annotations

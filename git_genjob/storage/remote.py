@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pygit2
 
 from git_genjob.documents.errors import BadInput, Conflict, Refused, RemoteUnavailable
+from git_genjob.storage.faults import crash_point
 from git_genjob.storage.gitdir import clean_env as clean_env  # its home: gitdir, which loads no libgit2
 from git_genjob.storage.store import (
     ARCHIVE_REF,
@@ -419,6 +420,7 @@ def push(store: Store, remote: str) -> SyncReport:
         if archived and store.ref_target(name) is None:
             updates.append(RefUpdate(name, oid, None))
     push_leases(store, remote, updates)
+    crash_point("after-push")
     report.pushed = [u.name for u in updates]
     if report.diverged:
         raise Conflict(
