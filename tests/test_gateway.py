@@ -106,3 +106,42 @@ def test_bad_token_unknown_path_budget_and_refused_upstream(repo: Path, monkeypa
     gw.close()
     assert status == 502 and gw.session.model_record()["calls"][0]["status"] == "failed"
     assert os.path.exists(gw.session.journal)
+
+
+AGENT = """import json, os, urllib.request
+base, tok = os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"]
+for i in range(2):
+    req = urllib.request.Request(base + "/chat/completions", json.dumps({"model": "m", "messages": [i]}).encode(),
+                                 {"authorization": "Bearer " + tok, "content-type": "application/json"})
+    urllib.request.urlopen(req).read()
+open("out.txt", "w").write(open("/proc/self/environ", "rb").read().decode("latin-1").replace(chr(0), chr(10)))
+"""
+
+
+def test_work_through_the_gateway_receipt_has_usage_and_no_key(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.conftest import run_genjob, setup_worker, submit_key
+
+    stub = Stub()
+    key = setup_worker(repo)
+    job = submit_key(repo, "-m", "call twice", "--create", "out.txt")
+    agent = repo.parent / "agent.py"
+    agent.write_text(AGENT)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    gen = ("--generator", f"exec:python3 {agent}", "--signing-key", str(key), "--gateway", f"openai={stub.url}")
+    refused = run_genjob("work", *gen, "--pass-env", "OPENAI_API_KEY", "--once", cwd=repo)
+    assert refused.code == 2 and "OPENAI_API_KEY" in refused.err
+    r = run_genjob("work", "--generator", f"exec:python3 {agent}", "--signing-key", str(key), "--no-sandbox",
+                   "--gateway", f"openai={stub.url}", "--once", "--json", cwd=repo)  # fmt: skip
+    assert r.code == 0, r.err
+    assert len(stub.requests) == 2 and all(x["auth"] == f"Bearer {KEY}" for x in stub.requests)
+    shown = json.loads(run_genjob("show", job, "--json", cwd=repo).out)
+    text = json.dumps(shown)
+    at = text.find(KEY)
+    assert at < 0, text[max(0, at - 300) : at + 50]
+    import base64
+
+    pred = json.loads(base64.b64decode(shown["receipt"]["payload"]))["predicate"]
+    assert pred["status"] == "ok" and pred["model"]["usage"] == {
+        "calls": 2, "sent": 2, "replayed": 0, "input_tokens": 20, "output_tokens": 10
+    }  # fmt: skip
+    stub.close()

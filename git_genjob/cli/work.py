@@ -79,6 +79,15 @@ from git_genjob.documents.states import LEASE_S, TIMEOUT_S
 @click.option(
     "--no-sandbox", is_flag=True, help="Run an exec generator unconfined (each receipt records it; see docs/trust.md)."
 )
+@click.option(
+    "--gateway",
+    "gateways",
+    multiple=True,
+    metavar="NAME=URL",
+    help="Send an exec generator's model calls through the worker's gateway to this upstream (repeatable).",
+)
+@click.option("--max-calls", type=click.IntRange(0), help="At most N model calls per job through the gateway.")
+@click.option("--max-tokens", type=click.IntRange(0), help="At most N tokens per job through the gateway.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 @json_option
 def work(
@@ -101,6 +110,9 @@ def work(
     allow_hosts: tuple[str, ...],
     sandbox_limits: tuple[str, ...],
     no_sandbox: bool,
+    gateways: tuple[str, ...],
+    max_calls: int | None,
+    max_tokens: int | None,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -146,6 +158,15 @@ def work(
         from git_genjob.worker.generators.sandbox import check_guarded, program_paths
 
         check_guarded(sandbox, program_paths(spec[5:], os.environ.get("PATH", os.defpath)))
+    from git_genjob.worker.gateway.dialects import parse_gateway
+
+    upstreams = tuple(parse_gateway(g) for g in gateways)
+    leaked = sorted({u.key_env for u in upstreams} & set(pass_env))
+    if leaked:  # refused before any claim: the key stays with the worker (SPEC §12.1)
+        raise BadInput(
+            f"--pass-env {leaked[0]} would hand the gateway's key to the generator",
+            "drop it: the generator gets a token for its attempt in that variable, the gateway adds the key",
+        )
     opts = WorkerOptions(
         generator=parse_spec(spec, timeout_s, sandbox),
         signing_key=signing_key_of(store, key_file, "work"),
@@ -159,6 +180,9 @@ def work(
         allow_secrets=allow_secrets,
         strict=strict,
         trust_file=trust_file or git_config(store, "genjob.allowedSigners"),
+        gateways=upstreams,
+        max_calls=max_calls,
+        max_tokens=max_tokens,
     )
     report = _interruptible(lambda: do_work(store, opts, progress_printer(quiet)))
 

@@ -125,6 +125,19 @@ class ExecGenerator:
             except (OSError, GenjobError) as exc:
                 return GenResult("aborted", f"the sandbox could not be set up: {exc}")
             ctx.sandbox = launch.record
+            gateway = None
+            if ctx.gateway is not None and self.mechanism == "none":  # under a sandbox: not yet (the relay)
+                from git_genjob.worker.gateway.server import Gateway
+
+                gateway = Gateway(list(ctx.upstreams), ctx.gateway)
+                env.update(gateway.env(f"http://127.0.0.1:{gateway.listen_tcp()}"))
+                finish = launch.finish
+
+                def finished() -> None:
+                    finish()
+                    gateway.close()
+
+                launch.finish = finished
             if self.mechanism != "none":
                 env.update(HOME=attempt.home, **launch.env)
             sandboxed = launch.preexec
