@@ -118,7 +118,10 @@ open("out.txt", "w").write(open("/proc/self/environ", "rb").read().decode("latin
 """
 
 
-def test_work_through_the_gateway_receipt_has_usage_and_no_key(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("sandbox", ["none", "bwrap", "landlock"])
+def test_work_through_the_gateway_receipt_has_usage_and_no_key(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
+) -> None:
     from tests.conftest import run_genjob, setup_worker, submit_key
 
     stub = Stub()
@@ -130,8 +133,9 @@ def test_work_through_the_gateway_receipt_has_usage_and_no_key(repo: Path, monke
     gen = ("--generator", f"exec:python3 {agent}", "--signing-key", str(key), "--gateway", f"openai={stub.url}")
     refused = run_genjob("work", *gen, "--pass-env", "OPENAI_API_KEY", "--once", cwd=repo)
     assert refused.code == 2 and "OPENAI_API_KEY" in refused.err
-    r = run_genjob("work", "--generator", f"exec:python3 {agent}", "--signing-key", str(key), "--no-sandbox",
-                   "--gateway", f"openai={stub.url}", "--once", "--json", cwd=repo)  # fmt: skip
+    if sandbox != "none":
+        monkeypatch.setenv("GENJOB_SANDBOX", sandbox)
+    r = run_genjob("work", *gen, *(["--no-sandbox"] if sandbox == "none" else []), "--once", "--json", cwd=repo)
     assert r.code == 0, r.err
     assert len(stub.requests) == 2 and all(x["auth"] == f"Bearer {KEY}" for x in stub.requests)
     shown = json.loads(run_genjob("show", job, "--json", cwd=repo).out)
