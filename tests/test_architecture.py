@@ -104,9 +104,12 @@ def test_click_pygit2_and_private_names_stay_where_they_belong() -> None:
             if top == "pygit2" and (plane == "documents" or module.startswith("worker.generators")):
                 bad.append(f"{module}:{line} imports pygit2")
             inner = target.removeprefix("git_genjob.")
-            # a generator sees the job, its scratch directory and the replay client, nothing of the repository
+            # a generator sees the job, its scratch directory and the replay client, nothing of the repository;
+            # an exec generator starts its attempt's gateway (worker.gateway, the plane of model calls, SPEC §12.1)
             ours = target != inner
-            sees = ours and (inner.startswith(("worker.generators", "replay.web")) or _plane(inner) == "documents")
+            sees = ours and (
+                inner.startswith(("worker.generators", "worker.gateway", "replay.web")) or _plane(inner) == "documents"
+            )
             if module.startswith("worker.generators") and ours and not sees:
                 bad.append(f"{module}:{line} imports {target}")
             if target.startswith("git_genjob"):

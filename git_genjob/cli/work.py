@@ -84,6 +84,15 @@ from git_genjob.documents.states import LEASE_S, TIMEOUT_S
     metavar="I/N",
     help="Claim the jobs of shard I of N first (0 <= I < N; env GENJOB_SHARD), then help the others.",
 )
+@click.option(
+    "--gateway",
+    "gateways",
+    multiple=True,
+    metavar="NAME=URL",
+    help="Send an exec generator's model calls through the worker's gateway to this upstream (repeatable).",
+)
+@click.option("--max-calls", type=click.IntRange(0), help="At most N model calls per job through the gateway.")
+@click.option("--max-tokens", type=click.IntRange(0), help="At most N tokens per job through the gateway.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 @json_option
 def work(
@@ -107,6 +116,9 @@ def work(
     sandbox_limits: tuple[str, ...],
     no_sandbox: bool,
     shard: str | None,
+    gateways: tuple[str, ...],
+    max_calls: int | None,
+    max_tokens: int | None,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -154,6 +166,15 @@ def work(
         from git_genjob.worker.generators.sandbox import check_guarded, program_paths
 
         check_guarded(sandbox, program_paths(spec[5:], os.environ.get("PATH", os.defpath)))
+    from git_genjob.worker.gateway.dialects import parse_gateway
+
+    upstreams = tuple(parse_gateway(g) for g in gateways)
+    leaked = sorted({u.key_env for u in upstreams} & set(pass_env))
+    if leaked:  # refused before any claim: the key stays with the worker (SPEC §12.1)
+        raise BadInput(
+            f"--pass-env {leaked[0]} would hand the gateway's key to the generator",
+            "drop it: the generator gets a token for its attempt in that variable, the gateway adds the key",
+        )
     opts = WorkerOptions(
         generator=parse_spec(spec, timeout_s, sandbox),
         signing_key=signing_key_of(store, key_file, "work"),
@@ -168,6 +189,9 @@ def work(
         strict=strict,
         trust_file=trust_file or git_config(store, "genjob.allowedSigners"),
         shard=shards,
+        gateways=upstreams,
+        max_calls=max_calls,
+        max_tokens=max_tokens,
     )
     report = _interruptible(lambda: do_work(store, opts, _progress(quiet, as_json)))
 

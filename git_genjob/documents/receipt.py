@@ -32,7 +32,8 @@ PREDICATE_FIELDS = {
     "started_at",
     "finished_at",
 }
-OPTIONAL_FIELDS = {"sandbox"}  # absent in receipts signed before the sandbox (read as mechanism none)
+OPTIONAL_FIELDS = {"sandbox", "model"}  # model: the gateway's calls and usage (SPEC §12.1)
+_OLD_OPTIONAL = {"sandbox"}  # absent in receipts signed before the sandbox (read as mechanism none)
 
 
 def job_subject(key: str, job_digest: str) -> dict[str, Any]:
@@ -174,6 +175,7 @@ class Predicate:
     started_at: str
     finished_at: str
     sandbox: SandboxInfo | None = None  # None: a receipt from before the field (no sandbox known)
+    model: dict[str, Any] | None = None  # the gateway's calls and usage; None: no gateway
 
     @property
     def confinement(self) -> SandboxInfo:
@@ -214,10 +216,13 @@ class Predicate:
             started_at=check_time(doc["started_at"], f"{w} started_at"),
             finished_at=check_time(doc["finished_at"], f"{w} finished_at"),
             sandbox=_sandbox(doc["sandbox"]) if "sandbox" in doc else None,
+            model=_model(doc["model"]) if "model" in doc else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        extra = {"sandbox": self.sandbox.to_dict()} if self.sandbox is not None else {}
+        extra: dict[str, Any] = {"sandbox": self.sandbox.to_dict()} if self.sandbox is not None else {}
+        if self.model is not None:
+            extra["model"] = self.model
         return extra | {
             "job_digest": self.job_digest,
             "key": self.key,
@@ -233,6 +238,15 @@ class Predicate:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
         }
+
+
+def _model(doc: object) -> dict[str, Any]:
+    w = "receipt predicate model"
+    if not isinstance(doc, dict) or not {"calls", "usage"} <= set(doc) <= {"calls", "usage", "budget"}:
+        raise BadInput(f"{w} must have calls and usage (and budget)")
+    if not isinstance(doc["calls"], list) or not isinstance(doc["usage"], dict):
+        raise BadInput(f"{w} calls must be a list and usage an object")
+    return dict(doc)
 
 
 def sandbox_problems(pred: Predicate, require_sandbox: bool) -> list[str]:

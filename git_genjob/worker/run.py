@@ -123,6 +123,9 @@ class WorkerOptions:
     allow_secrets: bool = False
     strict: bool = False
     trust_file: str | None = None  # allowed_signers for planners, when the clone has no .genjob/
+    gateways: tuple[Any, ...] = ()  # worker.gateway.dialects.Upstream (work --gateway)
+    max_calls: int | None = None
+    max_tokens: int | None = None
     refresh_s: float = 1.0  # through a remote: how old a view a claim may be picked from (s)
     shard: tuple[int, int] | None = None  # `work --shard I/N`: this runner's shard first (worker.picker)
 
@@ -498,6 +501,13 @@ def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> 
     ctx = GenContext(
         record.job, scratch, instruction_file, job_file, inputs, opts.timeout_s, threading.Event(), opts.pass_env, cache
     )
+    if opts.gateways and opts.generator.kind == "exec":
+        from git_genjob.worker.gateway.calls import Session
+
+        refresh = bool(record.attempts_doc.refresh)
+        n = max((a.n for a in record.attempts), default=1)
+        ctx.gateway = Session(store, record.key, n, refresh, opts.signing_key, opts.max_calls, opts.max_tokens)
+        ctx.upstreams = opts.gateways
     return scratch, ctx
 
 
@@ -610,6 +620,7 @@ def predicate_for(
         "generator": opts.generator.describe(),
         "replays": list(ctx.replays),
         "sandbox": sandbox_record(opts.generator.kind, ctx.sandbox),
+        **({"model": ctx.gateway.model_record()} if ctx.gateway is not None else {}),
         "started_at": started,
         "finished_at": utc_now(),
     }

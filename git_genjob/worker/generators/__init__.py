@@ -23,6 +23,8 @@ class GenContext:
     cache: Any = None  # replay.CacheClient for model generators
     replays: list[str] = field(default_factory=list)
     sandbox: dict[str, Any] | None = None  # the receipt's record of the confinement (worker.generators.sandbox)
+    gateway: Any = None  # worker.gateway.calls.Session: this attempt's model calls (SPEC §12.1)
+    upstreams: tuple[Any, ...] = ()  # worker.gateway.dialects.Upstream, from work --gateway
     logs: dict[str, bytes] = field(default_factory=dict)  # an exec generator's stdout/stderr, the last LOG_TAIL bytes
 
 

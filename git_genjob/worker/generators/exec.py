@@ -120,11 +120,36 @@ class ExecGenerator:
                 os.path.join(attempt_dir, "tmp"),
                 err_log=err_path,
             )
+            gateway, sock = None, None
+            if ctx.gateway is not None:
+                from git_genjob.worker.gateway.server import Gateway
+                from git_genjob.worker.generators.proxy import GATEWAY_PORT
+
+                gateway = Gateway(list(ctx.upstreams), ctx.gateway)
+                gateway.session.volatile.append(attempt_dir)
+                if self.mechanism == "none" or self.sandbox.allow_net:
+                    env.update(gateway.env(f"http://127.0.0.1:{gateway.listen_tcp()}"))
+                else:  # through the relay inside the sandbox, with or without a network namespace
+                    sock = os.path.join(attempt_dir, "gateway", "sock")
+                    os.makedirs(os.path.dirname(sock), mode=0o755)
+                    os.chmod(os.path.dirname(sock), 0o755)
+                    gateway.listen_unix(sock)
+                    env.update(gateway.env(f"http://127.0.0.1:{GATEWAY_PORT}"))
             try:
-                launch = confine(self.mechanism, self.sandbox, self.command, attempt, env.get("PATH", os.defpath))
+                launch = confine(self.mechanism, self.sandbox, self.command, attempt, env.get("PATH", os.defpath), sock)
             except (OSError, GenjobError) as exc:
+                if gateway is not None:
+                    gateway.close()
                 return GenResult("aborted", f"the sandbox could not be set up: {exc}")
             ctx.sandbox = launch.record
+            if gateway is not None:
+                finish = launch.finish
+
+                def finished() -> None:
+                    finish()
+                    gateway.close()
+
+                launch.finish = finished
             if self.mechanism != "none":
                 env.update(HOME=attempt.home, **launch.env)
             sandboxed = launch.preexec

@@ -20,17 +20,21 @@ import urllib.parse
 from git_genjob.documents.errors import BadInput
 
 RELAY_PORT = 3128
+GATEWAY_PORT = 3129  # the relay's second pair: the attempt's model gateway (worker.gateway, SPEC §12.1)
 HEAD_MAX = 64 * 1024
 
-# Run inside the sandbox as `python -I -S -c RELAY SOCKET PORT`: bind, then fork; the parent
-# exits 0 once the port listens, so the generator starts only after it.
+# Run inside the sandbox as `python -I -S -c RELAY SOCKET PORT [SOCKET PORT]`: bind each, then
+# fork; the parent exits 0 once the ports listen, so the generator starts only after it.
 RELAY = r"""
 import os, socket, sys, threading
-path, port = sys.argv[1], int(sys.argv[2])
-srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("127.0.0.1", port))
-srv.listen(64)
+pairs = [(sys.argv[i], int(sys.argv[i + 1])) for i in range(1, len(sys.argv) - 1, 2)]
+servers = []
+for path, port in pairs:
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", port))
+    srv.listen(64)
+    servers.append((srv, path))
 if os.fork():
     os._exit(0)
 os.setsid()
@@ -50,7 +54,7 @@ def pipe(a, b):
             s.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-def serve(client):
+def serve(client, path):
     try:
         up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         up.connect(path)
@@ -59,9 +63,13 @@ def serve(client):
         return
     threading.Thread(target=pipe, args=(client, up), daemon=True).start()
     pipe(up, client)
-while True:
-    conn, _ = srv.accept()
-    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+def accept(srv, path):
+    while True:
+        conn, _ = srv.accept()
+        threading.Thread(target=serve, args=(conn, path), daemon=True).start()
+for srv, path in servers[1:]:
+    threading.Thread(target=accept, args=(srv, path), daemon=True).start()
+accept(*servers[0])
 """
 
 

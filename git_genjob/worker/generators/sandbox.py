@@ -577,8 +577,11 @@ def _set_rlimits(values: list[tuple[int, int]]) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def confine(mechanism: str, opts: SandboxOptions, command: str, attempt: Attempt, path_env: str) -> Launch:
-    """The launch of `sh -c COMMAND` under `mechanism` for one attempt."""
+def confine(
+    mechanism: str, opts: SandboxOptions, command: str, attempt: Attempt, path_env: str, gateway: str | None = None
+) -> Launch:
+    """The launch of `sh -c COMMAND` under `mechanism` for one attempt; `gateway`: the Unix socket
+    of the attempt's model gateway, relayed to 127.0.0.1:GATEWAY_PORT inside."""
     argv = ["sh", "-c", command]
     if mechanism == "none":
         return unconfined(argv)
@@ -594,22 +597,34 @@ def confine(mechanism: str, opts: SandboxOptions, command: str, attempt: Attempt
     limits = _rlimits(opts.limits, user[0] if user else os.getuid())
     proxy = None
     hidden: list[str] = []
+    pairs: list[str] = []
     if opts.allow_hosts:
-        from git_genjob.worker.generators.proxy import RELAY, RELAY_PORT, HostProxy, parse_hosts
+        from git_genjob.worker.generators.proxy import RELAY_PORT, HostProxy, parse_hosts
 
         proxy_dir = os.path.join(os.path.dirname(attempt.scratch), "proxy")
         os.makedirs(proxy_dir, exist_ok=True)
         os.chmod(proxy_dir, 0o755)
         proxy = HostProxy(os.path.join(proxy_dir, "sock"), parse_hosts(opts.allow_hosts), user)
+        hidden = [proxy_dir]
+        pairs += [proxy.path, str(RELAY_PORT)]
+    if gateway is not None:
+        from git_genjob.worker.generators.proxy import GATEWAY_PORT
+
+        if user is not None:
+            os.chown(gateway, *user)
+        hidden.append(os.path.dirname(gateway))
+        pairs += [gateway, str(GATEWAY_PORT)]
+    if pairs:
+        from git_genjob.worker.generators.proxy import RELAY
+
         python = os.path.abspath(sys.executable)
         auto += [p for p in _installation(python, path_env, 0) if not in_system(p) and p not in auto]
-        hidden = [proxy_dir]
-        argv = ["sh", "-c", RELAY_WRAPPER, command, python, RELAY, proxy.path, str(RELAY_PORT)]
+        argv = ["sh", "-c", RELAY_WRAPPER, command, python, RELAY, *pairs]
     try:
         if mechanism == "bwrap":
             launch = _bwrap(opts, argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto)
         else:
-            launch = _landlock(opts, argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto)
+            launch = _landlock(opts, argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto, bool(pairs))
     except BaseException:
         if proxy is not None:
             proxy.close()
@@ -624,7 +639,8 @@ def confine(mechanism: str, opts: SandboxOptions, command: str, attempt: Attempt
 
 # The --allow-host relay starts first (it listens before it returns), then the generator: `$0`.
 RELAY_WRAPPER = (
-    '"$1" -I -S -c "$2" "$3" "$4" || { echo "genjob: the --allow-host relay did not start" >&2; exit 97; }; '
+    'p="$1"; r="$2"; shift 2; '
+    '"$p" -I -S -c "$r" "$@" || { echo "genjob: the --allow-host relay did not start" >&2; exit 97; }; '
     'exec sh -c "$0"'
 )
 
@@ -986,6 +1002,7 @@ def _landlock(
     user: tuple[int, int] | None,
     limits: list[tuple[int, int]],
     auto: list[str],
+    relay: bool = False,  # the relay runs (--allow-host, the gateway): it needs the namespace's loopback
 ) -> Launch:
     rules = [(d, RO) for d in SYSTEM_DIRS] + [(p, RO) for p in _etc_paths()] + [("/proc", RO)]
     rules += [(d, DEV) for d in DEVICES] + [(p, DEV) for p in (attempt.log, attempt.err_log) if p]
@@ -1002,7 +1019,7 @@ def _landlock(
         flags |= CLONE_NEWUSER
     # With a network namespace of its own (--allow-host needs one) the relay binds and connects on
     # its loopback: Landlock's TCP rule would only stop it; the namespace already holds nothing else.
-    ruleset = landlock_ruleset(rules, deny_tcp=not opts.allow_net and not (opts.allow_hosts and flags & CLONE_NEWNET))
+    ruleset = landlock_ruleset(rules, deny_tcp=not opts.allow_net and not (relay and flags & CLONE_NEWNET))
     uid, gid = os.getuid(), os.getgid()
     libc = _libc()
     last_cap = _last_cap()
@@ -1026,7 +1043,7 @@ def _landlock(
         def confine_thread() -> None:
             if libc.unshare(flags) != 0:
                 raise OSError(ctypes.get_errno(), "unshare")
-            if flags & CLONE_NEWNET and opts.allow_hosts:
+            if flags & CLONE_NEWNET and relay:
                 _loopback_up()
             _become(user, last_cap, setid)
             if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
@@ -1063,7 +1080,7 @@ def _landlock(
                 for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
                     with open(f"/proc/self/{name}", "w") as fh:
                         fh.write(text)
-            if flags & CLONE_NEWNET and opts.allow_hosts:
+            if flags & CLONE_NEWNET and relay:
                 _loopback_up()
             if forker is None:
                 _become_pid_one()

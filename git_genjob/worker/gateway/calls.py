@@ -1,0 +1,197 @@
+"""Each call of an attempt: its identity journaled before the send, its answer recorded in the
+replay cache (signed `genjob-replay` by the worker) before its last byte reaches the generator,
+replayed into a later attempt of the same job, counted against the budget and in the receipt."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from git_genjob.documents.canonical import canonical_bytes, sha256_hex, utc_now
+from git_genjob.documents.errors import GenjobError
+from git_genjob.replay.cache import Cache, accept, fingerprint, request_doc
+from git_genjob.replay.prompt import normalize_text
+from git_genjob.storage.store import Store
+from git_genjob.worker.gateway.dialects import Upstream
+
+# Fields an SDK or agent fills with what differs per run: replaced by placeholders.
+VOLATILE = ("user_id", "request_id", "session_id", "idempotency_key")
+_HEX_ID = re.compile(r"\b(?:req|msg|chatcmpl|resp|call|toolu)_[A-Za-z0-9]{8,}\b")
+
+
+@dataclass
+class Replayed:
+    status: int
+    content_type: str
+    body: bytes
+    stream: bool
+
+
+class Budget(Exception):
+    def __init__(self, name: str, limit: int):
+        super().__init__(f"{name} {limit}")
+        self.name, self.limit = name, limit
+
+
+class Session:
+    """The calls of one attempt of one job."""
+
+    def __init__(
+        self,
+        store: Store,
+        job_key: str,
+        attempt: int,
+        refresh: bool,
+        sign: Any,
+        max_calls: int | None = None,
+        max_tokens: int | None = None,
+    ):
+        self.store, self.job_key, self.attempt = store, job_key, attempt
+        self.cache = Cache(store, sign)
+        folder = os.path.join(store.common_dir, "genjob", "gateway")
+        os.makedirs(folder, exist_ok=True)
+        self.journal = os.path.join(folder, f"{job_key}.jsonl")
+        self.calls: list[dict[str, Any]] = []
+        self.diverged = refresh  # retry --refresh: every call is sent
+        self.lock = threading.Lock()
+        self.max_calls, self.max_tokens = max_calls, max_tokens
+        self.budget: dict[str, Any] | None = None
+        self.volatile: list[str] = []  # the scratch path, the attempt's token: placeholders in fingerprints
+
+    def normalized(self, body: bytes) -> str:
+        text = body.decode("utf-8")
+        for i, value in enumerate(self.volatile):
+            text = text.replace(value, f"<volatile-{i}>")
+        try:
+            doc = json.loads(text) if text.strip() else None
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            _scrub(doc)
+            text = json.dumps(doc, sort_keys=True, ensure_ascii=False)
+        text = _HEX_ID.sub("<id>", text)
+        return normalize_text(text)[0]
+
+    def begin(self, up: Upstream, path: str, body: bytes, model: str) -> tuple[dict[str, Any], Replayed | None]:
+        """Call n's identity, journaled before any send; its recorded answer when it replays."""
+        with self.lock:
+            used = sum((c["input_tokens"] or 0) + (c["output_tokens"] or 0) for c in self.calls)
+            if self.max_calls is not None and len(self.calls) >= self.max_calls:
+                self.budget = {"exceeded": "max_calls", "limit": self.max_calls}
+                raise Budget("max_calls", self.max_calls)
+            if self.max_tokens is not None and used >= self.max_tokens:
+                self.budget = {"exceeded": "max_tokens", "limit": self.max_tokens}
+                raise Budget("max_tokens", self.max_tokens)
+            n = len(self.calls) + 1
+            prompt = self.normalized(body)
+            doc = request_doc(f"gateway:{up.name}{path.partition('?')[0]}", model, {"n": n}, prompt, self.job_key)
+            fp = fingerprint(doc)
+            call: dict[str, Any] = {
+                "n": n,
+                "upstream": up.name,
+                "model": model,
+                "fingerprint": fp,
+                "answer_sha256": None,
+                "replayed": False,
+                "status": "sending",
+                "input_tokens": None,
+                "output_tokens": None,
+            }
+            self.calls.append(call)
+            replay = None
+            if not self.diverged:
+                entry = self.cache.entry(fp)
+                served = entry.served() if entry is not None else None
+                if entry is not None and served is not None:
+                    rec = json.loads(self.cache.answer(entry, served))
+                    replay = Replayed(rec["status"], rec["content_type"], rec["body"].encode("utf-8"), rec["stream"])
+                    call.update(replayed=True, status="ok", answer_sha256=served)
+                    call.update(input_tokens=rec.get("input_tokens"), output_tokens=rec.get("output_tokens"))
+                else:
+                    self.diverged = True  # from the first call that differs on, everything is sent
+            call["_doc"] = doc
+            self._journal(call)
+            return call, replay
+
+    def record(self, call: dict[str, Any], status: int, content_type: str, body: bytes, stream: bool,
+               tokens: tuple[int | None, int | None]) -> None:  # fmt: skip
+        """The assembled answer into the replay cache; GenjobError when it may not be stored."""
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise GenjobError("the upstream's answer is not UTF-8 text") from None
+        answer = canonical_bytes(
+            {
+                "status": status,
+                "content_type": content_type,
+                "stream": stream,
+                "body": text,
+                "input_tokens": tokens[0],
+                "output_tokens": tokens[1],
+            }  # fmt: skip
+        ).decode("utf-8")
+        sha = sha256_hex(answer.encode("utf-8"))
+        fp = call["fingerprint"]
+        with self.lock:
+            entry = self.cache.entry(fp)
+            served = entry.served() if entry is not None else None
+            if served is None:
+                self.cache.add(fp, {"type": "recorded", "answer": sha}, answer, call["_doc"])
+            elif served == sha:
+                self.cache.add(fp, {"type": "refresh", "answer": sha})
+            else:  # retry --refresh: what this attempt saw is what a later one replays
+                self.cache.add(fp, {"type": "drift", "answer": sha, "against": served}, answer)
+                accept(self.cache, fp, sha)
+            call.update(answer_sha256=sha, input_tokens=tokens[0], output_tokens=tokens[1])
+
+    def end(self, call: dict[str, Any], status: str) -> None:
+        with self.lock:
+            call["status"] = status
+            self._journal(call)
+
+    def _journal(self, call: dict[str, Any]) -> None:
+        row = {k: v for k, v in call.items() if not k.startswith("_")}
+        row.update(key=self.job_key, attempt=self.attempt, time=utc_now())
+        fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, json.dumps(row, sort_keys=True).encode("utf-8") + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def model_record(self) -> dict[str, Any]:
+        """The receipt's `model`."""
+        with self.lock:
+            calls = [{k: v for k, v in c.items() if not k.startswith("_")} for c in self.calls]
+        for c in calls:
+            if c["status"] == "sending":
+                c["status"] = "unknown"
+        out: dict[str, Any] = {
+            "calls": calls,
+            "usage": {
+                "calls": len(calls),
+                "sent": sum(1 for c in calls if not c["replayed"]),
+                "replayed": sum(1 for c in calls if c["replayed"]),
+                "input_tokens": sum(c["input_tokens"] or 0 for c in calls),
+                "output_tokens": sum(c["output_tokens"] or 0 for c in calls),
+            },
+        }
+        if self.budget is not None:
+            out["budget"] = self.budget
+        return out
+
+
+def _scrub(doc: Any) -> None:
+    if isinstance(doc, dict):
+        for k in list(doc):
+            if k in VOLATILE:
+                doc[k] = "<volatile>"
+            else:
+                _scrub(doc[k])
+    elif isinstance(doc, list):
+        for x in doc:
+            _scrub(x)

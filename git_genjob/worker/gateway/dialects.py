@@ -1,0 +1,91 @@
+"""What each upstream speaks: its paths, where its key goes, where its usage is reported."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from git_genjob.documents.errors import BadInput
+
+DIALECTS = ("openai", "anthropic")
+PATHS = {
+    "openai": ("/v1/chat/completions", "/v1/responses", "/v1/completions", "/v1/embeddings", "/v1/models"),
+    "anthropic": ("/v1/messages", "/v1/messages/count_tokens", "/v1/models"),
+}
+KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
+@dataclass(frozen=True)
+class Upstream:
+    name: str
+    url: str  # the provider's base, without /v1
+    dialect: str
+    key_env: str
+
+    def key_headers(self, key: str) -> dict[str, str]:
+        if self.dialect == "anthropic":
+            return {"x-api-key": key}
+        return {"authorization": f"Bearer {key}"}
+
+
+def parse_gateway(text: str, dialect: str | None = None, key_env: str | None = None) -> Upstream:
+    """`NAME=URL` (`work --gateway`); BadInput when NAME's dialect is unknown."""
+    name, sep, url = text.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier() or not url.startswith(("http://", "https://")):
+        raise BadInput(f"--gateway {text!r} is not NAME=URL", "e.g. --gateway openai=https://api.openai.com")
+    dialect = dialect or (name if name in DIALECTS else None)
+    if dialect not in DIALECTS:
+        raise BadInput(
+            f"gateway {name!r} needs a dialect",
+            f"name it openai or anthropic, or set dialect = in [gateway.{name}] of .genjob/config.toml",
+        )
+    url = url.rstrip("/")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    return Upstream(name, url, dialect, key_env or KEY_ENV[dialect])
+
+
+def offered(up: Upstream, path: str) -> bool:
+    return path.partition("?")[0] in PATHS[up.dialect]
+
+
+def usage_of(dialect: str, body: bytes, streamed: bool) -> tuple[int | None, int | None]:
+    """(input_tokens, output_tokens) as the provider reported them, plain or streamed."""
+    docs: list[Any] = []
+    if streamed:
+        for line in body.split(b"\n"):
+            if line.startswith(b"data:"):
+                try:
+                    docs.append(json.loads(line[5:].strip()))
+                except ValueError:
+                    pass
+    else:
+        try:
+            docs.append(json.loads(body))
+        except ValueError:
+            pass
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    for doc in docs:
+        if not isinstance(doc, dict):
+            continue
+        for usage in _usages(doc):
+            i = usage.get("prompt_tokens", usage.get("input_tokens"))
+            o = usage.get("completion_tokens", usage.get("output_tokens"))
+            if isinstance(i, int):
+                tokens_in = i
+            if isinstance(o, int):
+                tokens_out = o
+    return tokens_in, tokens_out
+
+
+def _usages(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    # OpenAI: usage at the top (a chunk with stream_options.include_usage too); /responses:
+    # response.usage; Anthropic: message_start's message.usage, then message_delta's usage.
+    out = []
+    for holder in (doc, doc.get("message"), doc.get("response")):
+        if isinstance(holder, dict) and isinstance(holder.get("usage"), dict):
+            out.append(holder["usage"])
+    return out

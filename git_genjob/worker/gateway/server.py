@@ -1,0 +1,231 @@
+"""The gateway's HTTP server, one per attempt.
+
+Server side: the standard library's threaded `http.server` (on a Unix socket under a sandbox,
+on 127.0.0.1 without one). An agent's calls are few and long (a model answers in seconds), so
+a thread per connection costs nothing that matters, and no event loop or new dependency is
+needed; a semaphore bounds the connections (an agent opening 100 at once gets 503s, the worker
+never crashes). Streamed answers pass through chunk by chunk as they arrive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import socketserver
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+
+from git_genjob.documents.errors import GenjobError
+from git_genjob.storage.store import CONTENT_MAX
+from git_genjob.worker.gateway.calls import Budget, Session
+from git_genjob.worker.gateway.dialects import Upstream, offered, usage_of
+from git_genjob.worker.gateway.upstream import Client
+
+MAX_CONNECTIONS = 32
+REQUEST_MAX = 64 * 1024 * 1024
+
+
+class Gateway:
+    """Upstreams, their keys (read from the worker's environment), the attempt's token."""
+
+    def __init__(self, upstreams: list[Upstream], session: Session, deadline_s: float = 120.0):
+        self.upstreams = {u.name: u for u in upstreams}
+        self.keys = {u.name: os.environ.get(u.key_env, "") for u in upstreams}
+        self.token = "genjob-" + secrets.token_hex(24)
+        self.session = session
+        session.volatile.append(self.token)
+        self.deadline_s = deadline_s
+        self.client = Client(read_s=deadline_s)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.server: socketserver.BaseServer | None = None
+        self.thread: threading.Thread | None = None
+
+    def env(self, base: str) -> dict[str, str]:
+        """What the generator sees: base URLs and, in each key variable, the token."""
+        env = {"GENJOB_GATEWAY_URL": base}
+        for u in self.upstreams.values():
+            env[u.key_env] = self.token
+            if u.dialect == "openai":
+                env.update(OPENAI_BASE_URL=f"{base}/{u.name}/v1", OPENAI_API_BASE=f"{base}/{u.name}/v1")
+            else:
+                env["ANTHROPIC_BASE_URL"] = f"{base}/{u.name}"
+        return env
+
+    def listen_unix(self, path: str) -> None:
+        gw = self
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        self._start(Server(path, _handler(gw)))
+        os.chmod(path, 0o666)
+
+    def listen_tcp(self) -> int:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        server.daemon_threads = True
+        self._start(server)
+        return int(server.server_address[1])
+
+    def _start(self, server: socketserver.BaseServer) -> None:
+        self.server = server
+        self.thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+        self.client.close()
+
+
+def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # no request line (or key) in any log
+            pass
+
+        def do_GET(self) -> None:
+            self._serve()
+
+        def do_POST(self) -> None:
+            self._serve()
+
+        def _serve(self) -> None:
+            if not gw.slots.acquire(blocking=False):
+                return self._error(503, "too many connections to the gateway at once")
+            try:
+                self._call()
+            except (OSError, ConnectionError):
+                self.close_connection = True
+            finally:
+                gw.slots.release()
+
+        def _error(self, status: int, text: str, kind: str = "genjob_gateway") -> None:
+            body = json.dumps({"error": {"type": kind, "message": text}}).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _call(self) -> None:
+            name, _, rest = self.path.lstrip("/").partition("/")
+            up = gw.upstreams.get(name)
+            path = "/" + rest
+            if up is None or not offered(up, path):
+                return self._error(404, f"{self.path} is not a path of this gateway's dialects")
+            auth = self.headers.get("x-api-key") or self.headers.get("authorization", "").removeprefix("Bearer ")
+            if not secrets.compare_digest(auth.strip().encode(), gw.token.encode()):
+                return self._error(401, "not this attempt's token", "authentication_error")
+            size = int(self.headers.get("content-length") or 0)
+            if size > REQUEST_MAX:
+                return self._error(400, "request too large")
+            body = self.rfile.read(size) if size else b""
+            model = ""
+            if self.command == "POST":
+                try:
+                    doc = json.loads(body)
+                    assert isinstance(doc, dict)
+                except (ValueError, AssertionError):
+                    return self._error(400, "the request body is not a JSON object")
+                model = str(doc.get("model", ""))
+            try:
+                call, replay = gw.session.begin(up, path, body, model)
+            except Budget as exc:
+                return self._error(429, f"the job's budget {exc.name} = {exc.limit} is spent", "budget_exceeded")
+            except UnicodeDecodeError:
+                return self._error(400, "the request body is not UTF-8")
+            if replay is not None:
+                return self._answer(replay.status, replay.content_type, [replay.body], replay.stream)
+            self._send(up, path, body, call)
+
+        def _answer(self, status: int, ctype: str, chunks: list[bytes], stream: bool) -> None:
+            self.send_response(status)
+            self.send_header("content-type", ctype)
+            if stream:
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                for c in chunks:
+                    self._chunk(c)
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                data = b"".join(chunks)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        def _chunk(self, data: bytes) -> None:
+            if data:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+        def _send(self, up: Upstream, path: str, body: bytes, call: dict[str, Any]) -> None:
+            deadline = time.monotonic() + gw.deadline_s
+            started = False
+            try:
+                with gw.client.send(up, gw.keys[up.name], self.command, path, dict(self.headers), body) as resp:
+                    ctype = resp.headers.get("content-type", "application/json")
+                    stream = "text/event-stream" in ctype
+                    got: list[bytes] = []
+                    size = 0
+                    held = b""
+                    if stream:
+                        self.send_response(resp.status_code)
+                        self.send_header("content-type", ctype)
+                        self.send_header("transfer-encoding", "chunked")
+                        self.end_headers()
+                        started = True
+                    for data in resp.iter_bytes():
+                        size += len(data)
+                        if size > CONTENT_MAX:
+                            raise _TooBig
+                        if time.monotonic() > deadline:
+                            raise httpx.ReadTimeout("the call's deadline passed")
+                        got.append(data)
+                        if stream:  # passed through as it comes, all but the last bytes
+                            self._chunk(held)
+                            held = data
+                    answer = b"".join(got)
+                    tokens = usage_of(up.dialect, answer, stream)
+                    if 200 <= resp.status_code < 300:
+                        gw.session.record(call, resp.status_code, ctype, answer, stream, tokens)
+                        gw.session.end(call, "ok")
+                    else:
+                        gw.session.end(call, f"error {resp.status_code}")
+                    if stream:
+                        self._chunk(held)
+                        self.wfile.write(b"0\r\n\r\n")
+                    else:
+                        self._answer(resp.status_code, ctype, [answer], False)
+            except httpx.ConnectError as exc:
+                gw.session.end(call, "failed")  # never reached the upstream: nothing was sent
+                self._error(502, f"the upstream {up.name} refused the connection: {exc}")
+            except _TooBig:
+                gw.session.end(call, "unknown")
+                self._fail(started, 502, "the upstream's answer is over the size limit; nothing recorded")
+            except GenjobError as exc:
+                gw.session.end(call, "unknown")
+                self._fail(started, 502, f"the answer was not recorded: {exc.message}")
+            except httpx.HTTPError as exc:
+                gw.session.end(call, "unknown")
+                self._fail(started, 504, f"the upstream {up.name} stalled or broke mid-answer: {exc}")
+
+        def _fail(self, started: bool, status: int, text: str) -> None:
+            self.close_connection = True
+            if started:  # the stream is cut: no final chunk, the agent sees a broken answer
+                self.connection.shutdown(socket.SHUT_RDWR)
+            else:
+                self._error(status, text)
+
+    return Handler
+
+
+class _TooBig(Exception):
+    pass

@@ -1,0 +1,151 @@
+"""The gateway (SPEC §12.1): key out of sight, identity journaled before the send, replay, usage, budget."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from git_genjob.storage.store import Store
+from git_genjob.worker.gateway.calls import Session
+from git_genjob.worker.gateway.dialects import parse_gateway
+from git_genjob.worker.gateway.server import Gateway
+from tests.stubprovider import Stub
+
+KEY = "sk-real-worker-key-0123456789"
+
+
+def post(url: str, token: str, doc: dict[str, Any], anthropic: bool = False) -> tuple[int, bytes]:
+    headers = {"content-type": "application/json"}
+    headers.update({"x-api-key": token} if anthropic else {"authorization": f"Bearer {token}"})
+    req = urllib.request.Request(url, json.dumps(doc).encode(), headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def attempt(store: Store, stub_url: str, n: int, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> tuple[Gateway, str]:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    session = Session(store, "job-1", n, kw.pop("refresh", False), None, **kw)
+    gw = Gateway([parse_gateway(f"openai={stub_url}"), parse_gateway(f"anthropic={stub_url}")], session)
+    return gw, f"http://127.0.0.1:{gw.listen_tcp()}"
+
+
+def session_calls(base: str, env: dict[str, str]) -> list[tuple[int, bytes]]:
+    tok = env["OPENAI_API_KEY"]
+    return [
+        post(
+            env["OPENAI_BASE_URL"] + "/chat/completions",
+            tok,
+            {"model": "m", "messages": [{"role": "user", "content": "x"}]},
+        ),
+        post(env["OPENAI_BASE_URL"] + "/chat/completions", tok, {"model": "m", "stream": True, "messages": []}),
+        post(env["ANTHROPIC_BASE_URL"] + "/v1/messages", tok, {"model": "c", "stream": True, "messages": []}, True),
+    ]
+
+
+def test_calls_are_journaled_metered_and_replayed(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stub = Stub()
+    store = Store.open(str(repo))
+    gw, base = attempt(store, stub.url, 1, monkeypatch)
+    env = gw.env(base)
+    assert KEY not in json.dumps(env) and env["OPENAI_BASE_URL"].endswith("/v1")
+    answers = session_calls(base, env)
+    gw.close()
+    assert [s for s, _ in answers] == [200, 200, 200]
+    assert b"hel" in answers[1][1] and b"tool_calls" in answers[1][1]
+    assert len(stub.requests) == 3 and all(r["auth"] in (KEY, f"Bearer {KEY}") for r in stub.requests)
+    model = gw.session.model_record()
+    assert model["usage"] == {"calls": 3, "sent": 3, "replayed": 0, "input_tokens": 41, "output_tokens": 21}
+    journal = Path(gw.session.journal).read_text()
+    assert KEY not in journal and len(journal.splitlines()) == 6  # sending, then ok, per call
+    # The next attempt of the job replays every call: nothing is sent, the same bytes come back.
+    gw2, base2 = attempt(store, stub.url, 2, monkeypatch)
+    again = session_calls(base2, gw2.env(base2))
+    gw2.close()
+    assert again == answers and len(stub.requests) == 3
+    assert gw2.session.model_record()["usage"]["replayed"] == 3
+    stub.close()
+
+
+def test_bad_token_unknown_path_budget_and_refused_upstream(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stub = Stub()
+    store = Store.open(str(repo))
+    gw, base = attempt(store, stub.url, 1, monkeypatch, max_calls=1)
+    env = gw.env(base)
+    tok = env["OPENAI_API_KEY"]
+    assert post(env["OPENAI_BASE_URL"] + "/chat/completions", KEY, {"model": "m"})[0] == 401
+    assert post(base + "/openai/v1/nowhere", tok, {"model": "m"})[0] == 404
+    req = urllib.request.Request(
+        env["OPENAI_BASE_URL"] + "/chat/completions", b"{not json", {"authorization": f"Bearer {tok}"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        urllib.request.urlopen(req, timeout=10)
+    assert bad.value.code == 400 and stub.requests == []
+    assert post(env["OPENAI_BASE_URL"] + "/chat/completions", tok, {"model": "m"})[0] == 200
+    status, body = post(env["OPENAI_BASE_URL"] + "/chat/completions", tok, {"model": "m", "n": 2})
+    assert status == 429 and b"max_calls" in body and len(stub.requests) == 1
+    assert gw.session.model_record()["budget"] == {"exceeded": "max_calls", "limit": 1}
+    gw.close()
+    stub.close()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    gw, base = attempt(store, dead, 3, monkeypatch)
+    env = gw.env(base)
+    status, _ = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], {"model": "z"})
+    gw.close()
+    assert status == 502 and gw.session.model_record()["calls"][0]["status"] == "failed"
+    assert os.path.exists(gw.session.journal)
+
+
+AGENT = """import json, os, urllib.request
+base, tok = os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"]
+for i in range(2):
+    req = urllib.request.Request(base + "/chat/completions", json.dumps({"model": "m", "messages": [i]}).encode(),
+                                 {"authorization": "Bearer " + tok, "content-type": "application/json"})
+    urllib.request.urlopen(req).read()
+open("out.txt", "w").write(open("/proc/self/environ", "rb").read().decode("latin-1").replace(chr(0), chr(10)))
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bwrap", "landlock"])
+def test_work_through_the_gateway_receipt_has_usage_and_no_key(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
+) -> None:
+    from tests.conftest import run_genjob, setup_worker, submit_key
+
+    stub = Stub()
+    key = setup_worker(repo)
+    job = submit_key(repo, "-m", "call twice", "--create", "out.txt")
+    agent = repo.parent / "agent.py"
+    agent.write_text(AGENT)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    gen = ("--generator", f"exec:python3 {agent}", "--signing-key", str(key), "--gateway", f"openai={stub.url}")
+    refused = run_genjob("work", *gen, "--pass-env", "OPENAI_API_KEY", "--once", cwd=repo)
+    assert refused.code == 2 and "OPENAI_API_KEY" in refused.err
+    if sandbox != "none":
+        monkeypatch.setenv("GENJOB_SANDBOX", sandbox)
+    r = run_genjob("work", *gen, *(["--no-sandbox"] if sandbox == "none" else []), "--once", "--json", cwd=repo)
+    assert r.code == 0, r.err
+    assert len(stub.requests) == 2 and all(x["auth"] == f"Bearer {KEY}" for x in stub.requests)
+    shown = json.loads(run_genjob("show", job, "--json", cwd=repo).out)
+    text = json.dumps(shown)
+    at = text.find(KEY)
+    assert at < 0, text[max(0, at - 300) : at + 50]
+    import base64
+
+    pred = json.loads(base64.b64decode(shown["receipt"]["payload"]))["predicate"]
+    assert pred["status"] == "ok" and pred["model"]["usage"] == {
+        "calls": 2, "sent": 2, "replayed": 0, "input_tokens": 20, "output_tokens": 10
+    }  # fmt: skip
+    stub.close()
