@@ -251,7 +251,7 @@ def test_apply_commit_trailers_note_and_worktree(done: tuple[Path, Path, str]) -
     assert git(repo, "log", "-1", "--format=%an <%ae>").strip() == "Ada Author <ada@example.com>"
     assert "Assisted-by: exec:echo" in git(repo, "log", "-1", "--format=%B")
     shown = git(repo, "log", "-1", "--notes=genjob")
-    assert f"genjob {k} ok: signed by SHA256:" in shown
+    assert f"genjob {k} ok: signed by w1 (SHA256:" in shown  # named as the trust store names the key
     assert (repo / "src/user.py").read_text().startswith("def fetch_user(uid, timeout=1)")
     assert git(repo, "status", "--porcelain") == " M README.md\n"  # unrelated edits survive
     assert f"refs/genjob/jobs/{k}" not in refs(repo) and "refs/genjob/archive" in refs(repo)

@@ -30,7 +30,7 @@ def test_git_log_shows_a_short_summary_and_the_envelope_is_in_its_own_ref(applie
     log = git(repo, "log", "-1")  # init's notes.displayRef: what a reviewer sees
     notes = log.split("Notes (genjob):\n", 1)[1].splitlines()
     assert len(notes) <= 6 and len(log) < 1200
-    assert notes[0].strip().startswith(f"genjob {k} ok: signed by SHA256:")
+    assert notes[0].strip().startswith(f"genjob {k} ok: signed by w1 (SHA256:")  # the trust store's name
     assert "instruction: Add a timeout" in log and "generator: exec:echo" in log and "sandbox " in log
     assert "planner: " in log
     assert "envelope" not in log and "payloadType" not in log  # no base64 envelope in the log

@@ -140,7 +140,8 @@ JSON_SHAPES = {
             "unchecked": [],
             "provenance": "verified",
             "facts": [],
-            "note": [f"genjob {K} ok: signed by SHA256:… (worker w1), receipt {D}", "  instruction: …"],
+            "note": [f"genjob {K} ok: signed by w1 (SHA256:…), receipt {D}", "  instruction: …"],
+            "forged_note": None,
             "envelope_ref": "refs/notes/genjob-receipts",
             "jobs": [K],
         }

@@ -154,8 +154,12 @@ def _markdown(fmt: str, as_json: bool) -> bool:
 @format_option
 @json_option
 def log_cmd(range_: str | None, fmt: str, as_json: bool) -> None:
-    """Provenance of genjob commits in RANGE, and whether each receipt still verifies."""
-    from git_genjob.landing.audit import audit
+    """Provenance of genjob commits in RANGE, and whether each receipt still verifies.
+
+    Each summary shown is rendered from the receipt that verified; a note that is not that
+    rendering is named as forged and quoted escaped. Exit 1 when any commit fails, 3 when one
+    cannot be checked in this clone."""
+    from git_genjob.landing.audit import audit, audit_exit
 
     markdown = _markdown(fmt, as_json)
     store = open_store()
@@ -174,6 +178,9 @@ def log_cmd(range_: str | None, fmt: str, as_json: bool) -> None:
         doc = terminal_json(json.dumps(rows, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
         remember_log(store, results, text, doc)
     emit(rows, as_json, lambda: click.echo(text, nl=False))
+    code = audit_exit(results)
+    if code:
+        raise SystemExit(code)
 
 
 def log_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -188,7 +195,9 @@ def log_lines(rows: list[dict[str, Any]]) -> list[str]:
             mark = f"{r['provenance']}, FAILS: " + "; ".join(r["problems"])
         out.append(f"{r['commit'][:12]} {r['key']} worker={r['worker']} signer={r['signer']} {mark}")
         out += [f"             {fact}" for fact in r["facts"]]
-        out += [f"             note: {line.strip()}" for line in r["note"]]  # SPEC §11: the summary note
+        out += [f"             note: {line.strip()}" for line in r["note"]]  # SPEC §11: the verified rendering
+        if r.get("forged_note") is not None:  # never shown as a summary: quoted, escaped, named
+            out.append(f"             NOT VERIFIED, forged note reads: {r['forged_note']}")
         if r["envelope_ref"]:  # then where the envelope is
             out.append(f"             receipt: {r['receipt']} in {r['envelope_ref']}")
     return out

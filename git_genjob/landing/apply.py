@@ -13,10 +13,10 @@ from typing import Any
 import pygit2
 
 from git_genjob.documents.config import read_config
-from git_genjob.documents.display import printable
 from git_genjob.documents.errors import BadInput, Conflict, LockHeld, Refused
 from git_genjob.documents.receipt import GeneratorInfo
 from git_genjob.landing.merge import MERGED_TRAILER, changed_paths, merge_onto, side_branch_base
+from git_genjob.landing.summary import Facts, Party, generator_label, render
 from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, next_step
 from git_genjob.planner.ledger import archive
 from git_genjob.storage import locks
@@ -78,34 +78,24 @@ def _branch(store: Store, branch: str | None) -> tuple[str, bool]:
     return name, name == current and store.workdir is not None
 
 
-def generator_label(gen: GeneratorInfo) -> str:
-    """`kind:detail` of a generator, as the disclosure trailer and the note name it."""
-    kind = gen.kind
-    if gen.model:
-        detail = gen.model
-    elif gen.command and gen.command.split():
-        detail = os.path.basename(gen.command.split()[0])
-        if not detail.isprintable() or len(detail) > 128:
-            detail = kind
-    elif gen.endpoint:
-        detail = gen.endpoint
-    else:
-        detail = kind
-    return f"{kind}:{detail}"
-
-
 def disclosure(cfg_name: str | None, gen: GeneratorInfo) -> str | None:
     if not cfg_name:
         return None
     return f"{cfg_name}: {generator_label(gen)}"
 
 
+def message_head(record: JobRecord) -> str:
+    """What an applied commit's message says before its trailers: subject and instruction, from
+    the signed job (audit compares it, so an amended subject is named)."""
+    instruction = record.job.message_text  # no control character reaches git log
+    first = instruction.splitlines()[0] if instruction else record.key
+    return f"genjob: {first}\n\n{instruction}\n\n"
+
+
 def commit_message(
     record: JobRecord, verdict: Verdict, disclosure_line: str | None, merged_onto: str | None = None
 ) -> str:
     assert verdict.envelope is not None and verdict.signer is not None
-    instruction = record.job.message_text  # no control character reaches git log
-    first = instruction.splitlines()[0] if instruction else record.key
     pred = verdict.envelope.predicate
     trailers = [
         f"Genjob-Key: {record.key}",
@@ -118,40 +108,41 @@ def commit_message(
         trailers.append(f"{MERGED_TRAILER}: {merged_onto}")
     if disclosure_line:
         trailers.append(disclosure_line)
-    return f"genjob: {first}\n\n{instruction}\n\n" + "\n".join(trailers) + "\n"
+    return message_head(record) + "\n".join(trailers) + "\n"
+
+
+def summary_facts(record: JobRecord, verdict: Verdict) -> Facts:
+    assert verdict.envelope is not None and verdict.signer is not None
+    planner = verdict.planner
+    return Facts(
+        key=record.key,
+        receipt=verdict.envelope.digest,
+        pred=verdict.envelope.predicate,
+        signer=Party(verdict.signer.principal, verdict.signer.keyid),
+        planner=Party(planner.principal, planner.keyid) if planner is not None else None,
+        instruction=record.job.message_text,
+    )
 
 
 def note_text(record: JobRecord, verdict: Verdict) -> bytes:
-    """The human summary in refs/notes/genjob, what `git log` shows (SPEC §11): job and verdict,
-    instruction, generator and sandbox, planner. Printable text only, never the envelope."""
-    assert verdict.envelope is not None and verdict.signer is not None
-    pred = verdict.envelope.predicate
-    instruction = record.job.message_text.splitlines()[0] if record.job.message_text else ""
-    if len(instruction) > 100:
-        instruction = instruction[:99] + "…"
-    planner = f"{verdict.planner.keyid} ({verdict.planner.principal})" if verdict.planner else "unsigned job"
-    lines = [
-        f"genjob {record.key} ok: signed by {verdict.signer.keyid} (worker {pred.worker_id}), "
-        f"receipt {verdict.envelope.digest}",
-        f"  instruction: {instruction}",
-        f"  generator: {generator_label(pred.generator)}, sandbox {pred.confinement.summary()}",
-        f"  planner: {planner}",
-    ]
-    return "".join(printable(line) + "\n" for line in lines).encode("utf-8")
+    """The human summary in refs/notes/genjob, what `git log` shows (SPEC §11): a rendering of the
+    verified receipt (landing.summary), which audit renders again and compares."""
+    return render(summary_facts(record, verdict))
 
 
 def receipt_note_text(record: JobRecord, verdict: Verdict) -> bytes:
-    """The note in refs/notes/genjob-receipts: one compact JSON line {"summary", "envelope"}."""
+    """The note in refs/notes/genjob-receipts: one compact JSON line {"summary", "envelope", "job",
+    "job_envelope"}: the receipt and the planner-signed job it answers travel together, so audit
+    checks the planner's signature where the job's refs were never fetched."""
     import json
 
     assert verdict.envelope is not None and verdict.signer is not None
     summary = note_text(record, verdict).decode("utf-8").splitlines()[0]
-    line = json.dumps(
-        {"summary": summary, "envelope": verdict.envelope.raw.decode("utf-8")},
-        separators=(",", ":"),
-        ensure_ascii=False,
-        sort_keys=True,
-    )
+    doc = {"summary": summary, "envelope": verdict.envelope.raw.decode("utf-8")}
+    doc["job"] = record.job_bytes.decode("utf-8")
+    if record.job_envelope is not None:
+        doc["job_envelope"] = record.job_envelope.decode("utf-8")
+    line = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
     return (line + "\n").encode("utf-8")
 
 
@@ -491,7 +482,7 @@ def _reconcile_worktree(store: Store, landed: pygit2.Oid, outputs: dict[str, pyg
 
 def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oid, ref_name: str) -> None:
     write_note(store, commit, receipt_note_text(record, verdict), RECEIPTS_REF)  # the envelope first: audit needs it
-    write_note(store, commit, note_text(record, verdict))
+    write_note(store, commit, note_text(record, verdict), replace=True)  # a rendering, never a union
     crash_point("after-note")
     final = {
         "state": "applied",

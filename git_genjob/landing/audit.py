@@ -22,7 +22,7 @@ from git_genjob.documents.errors import (
     Unavailable,
     plain,
 )
-from git_genjob.documents.job import check_key
+from git_genjob.documents.job import Job, check_key
 from git_genjob.documents.receipt import (
     Predicate,
     check_output_paths,
@@ -32,11 +32,12 @@ from git_genjob.documents.receipt import (
 )
 from git_genjob.landing.apply import TRAILERS
 from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
-from git_genjob.landing.verify import TrustStore, note_envelope, trust_from_tree
+from git_genjob.landing.summary import FORGED, Facts, Party, check, generator_label, quoted, renderings
+from git_genjob.landing.verify import TrustStore, note_envelope, note_job, trust_from_tree
 from git_genjob.planner.trust import job_trust
 from git_genjob.storage.gitdir import canonical_trailer_key, genjob_trailers_of_commit, read_commit_trailers
-from git_genjob.storage.notes import note_blobs, read_note, receipt_note
-from git_genjob.storage.records import load_archived, load_live
+from git_genjob.storage.notes import note_blobs, note_path, read_note, receipt_note
+from git_genjob.storage.records import JobRecord, load_archived, load_live
 from git_genjob.storage.store import NOTES_REF, RECEIPTS_REF, Store, lookup
 
 NULL_OID = pygit2.Oid(hex="0" * 40)
@@ -55,7 +56,8 @@ class CommitAudit:
     jobs: list[str] = field(default_factory=list)
     squashed: bool = False
     merged: bool = False  # a merged apply (`Genjob-Merged-Onto`, SPEC §11)
-    note: list[str] = field(default_factory=list)  # the summary in refs/notes/genjob (what git log shows)
+    note: list[str] = field(default_factory=list)  # the verified summary (what git log shows), rendered
+    forged_note: str | None = None  # a note in refs/notes/genjob that is not the rendering, quoted escaped
     envelope_ref: str | None = None  # the notes ref its envelope was read from (SPEC §11)
     # What the Markdown report shows beside the verdict (read from the receipt and the stored job).
     merged_onto: str | None = None
@@ -96,6 +98,7 @@ class CommitAudit:
             "provenance": self.provenance,
             "facts": self.facts,
             "note": self.note,
+            "forged_note": self.forged_note,
             "envelope_ref": self.envelope_ref,
             "jobs": self.jobs or ([self.trailers["Genjob-Key"]] if "Genjob-Key" in self.trailers else []),
         }
@@ -184,17 +187,19 @@ def audit_commit(
     found = receipt_note(store, commit.id)  # refs/notes/genjob-receipts, or a note from before the split
     parsed = note_envelope(found[1], t.get("Genjob-Receipt")) if found else None
     summary = read_note(store, commit.id)
-    if summary is not None:
-        result.note = [printable(line) for line in summary.decode("utf-8", "replace").splitlines() if line[:1] != "{"]
     if found is not None:
         result.envelope_ref = found[0]
     if parsed is None:
+        if summary is not None:
+            result.forged_note = quoted(summary)
+            p.append(f"{FORGED}: no receipt on this commit backs it")
         p.append(
             "no genjob note with an envelope on this commit (looked in refs/notes/genjob-receipts and "
             "refs/notes/genjob; git genjob fetch brings notes)" + _copy_hint(store, commit, t)
         )
         return result
-    raw = parsed[1]
+    raw, ref_and_note = parsed[1], found
+    assert ref_and_note is not None
     if digest(raw) != t.get("Genjob-Receipt"):
         p.append(f"note envelope hashes to {digest(raw)}, trailer says {t.get('Genjob-Receipt')}")
     try:
@@ -203,9 +208,10 @@ def audit_commit(
         p.append(f"check 1: {exc.message}")
         return result
     pred = env.predicate
-    result.model, result.sandbox = generator_label(pred), pred.confinement.summary()
+    result.model, result.sandbox = generator_label(pred.generator), pred.confinement.summary()
     here = trust_from if trust_from is not None else trust_from_tree(store, commit.tree)
     trust = TrustStore(here.signers, here.revoked | tip_trust.revoked)
+    signer = None
     try:
         signer = check_signature(env, trust.signers, trust.revoked, float(commit.committer.time))
         result.signer_name = signer.principal
@@ -242,32 +248,109 @@ def audit_commit(
         result.facts += facts
     else:
         p += _diff_problems(store, commit, pred)
-    if record is not None:
-        result.instruction = record.job.instruction
-        # Check 9 at the commit's time (SPEC §11): the planner is reported; a job signed by a key
-        # the store does not trust fails, an unsigned one (made before signed jobs) is named.
-        planned = job_trust(record.job_bytes, record.job_envelope, trust, float(commit.committer.time))
-        result.planner = planned.detail if planned.ok else f"{planned.label}: {planned.detail}"
-        if planned.label == "untrusted":
-            p.append(f"check 9: the job's planner is untrusted: {planned.detail}")
-        else:
-            result.facts.append(f"planner: {planned.detail if planned.ok else 'unsigned job'}")
-        if record.job.digest != t.get("Genjob-Job"):
-            p.append(f"stored job digest is {record.job.digest}, trailer says {t.get('Genjob-Job')}")
-        if commit.parents and not absent and merged_onto is None:
-            from git_genjob.landing.verify import check_fresh
+    job = _job_of(record, ref_and_note[1], t.get("Genjob-Receipt"))
+    if job is None:
+        p.append(
+            "check 9: the job this receipt answers is neither stored here nor carried by its receipts note, so "
+            "its planner's signature cannot be checked (git genjob fetch brings the archive)"
+        )
+        return result
+    job_bytes, job_envelope, job_doc = job
+    result.instruction = job_doc.instruction
+    if digest(job_doc.canonical()) != pred.job_digest:
+        p.append(f"check 3: the job hashes to {digest(job_doc.canonical())}, the receipt says {pred.job_digest}")
+    # Check 9 (SPEC §11): a job no trusted planner signed fails, whatever signed its receipt.
+    planned = job_trust(job_bytes, job_envelope, trust, float(commit.committer.time))
+    result.planner = planned.detail if planned.ok else f"{planned.label}: {planned.detail}"
+    if not planned.ok:
+        p.append(f"check 9: the job is {planned.label}: {planned.detail}")
+    else:
+        result.facts.append(f"planner: {planned.detail}")
+    if job_doc.digest != t.get("Genjob-Job"):
+        p.append(f"stored job digest is {job_doc.digest}, trailer says {t.get('Genjob-Job')}")
+    if not commit.message.startswith(message_head_of(job_doc, pred.key)):
+        p.append("the commit message is not the one apply wrote: its subject or body is not the signed instruction")
+    if record is not None and commit.parents and not absent and merged_onto is None:
+        from git_genjob.landing.verify import check_fresh
 
-            p += [f"parent: {x}" for x in check_fresh(store, record, commit.parents[0].tree)]
+        p += [f"parent: {x}" for x in check_fresh(store, record, commit.parents[0].tree)]
+    if signer is not None:
+        rendered = Facts(
+            pred.key,
+            digest(raw),
+            pred,
+            Party(signer.principal, signer.keyid),
+            Party(planned.signer.principal, planned.signer.keyid) if planned.signer is not None else None,
+            job_doc.message_text,
+        )
+        _judge_summary(result, summary, ref_and_note, rendered, [here, trust_from_tree(store, commit.tree)])
     return result
 
 
-def generator_label(pred: Predicate) -> str:
-    """`kind:model` (`openai:smollm2`), or `exec:` and its command's first word."""
-    gen = pred.generator
-    if gen.model:
-        return f"{gen.kind}:{gen.model}"
-    words = (gen.command or "").split()
-    return f"{gen.kind}:{words[0].rsplit('/', 1)[-1]}" if words else gen.kind
+def message_head_of(job: Job, key: str) -> str:
+    """The message head apply writes for `job` (landing.apply.message_head)."""
+    instruction = job.message_text
+    first = instruction.splitlines()[0] if instruction else key
+    return f"genjob: {first}\n\n{instruction}\n\n"
+
+
+def _job_of(record: JobRecord | None, note: bytes, receipt: str | None) -> tuple[bytes, bytes | None, Job] | None:
+    """The job a receipt answers: the stored one, else the one its receipts note carries."""
+    if record is not None:
+        return record.job_bytes, record.job_envelope, record.job
+    carried = note_job(note, receipt)
+    if carried is None:
+        return None
+    try:
+        return carried[0], carried[1], Job.from_bytes(carried[0])
+    except GenjobError:
+        return None
+
+
+def _judge_summary(
+    result: CommitAudit,
+    summary: bytes | None,
+    found: tuple[str, bytes],
+    facts: Facts,
+    stores: list[TrustStore],
+) -> None:
+    """The summary note counts only as a rendering of what verified (landing.summary): under the
+    trust that verified it or the commit's own, in today's form or the one before it."""
+    expected: list[bytes] = []
+    for named in _named(facts, stores):
+        for want in renderings(named):
+            if want not in expected:
+                expected.append(want)
+    if summary is None:
+        result.note = []
+    elif check(summary, expected, combined=found[0] == NOTES_REF):
+        result.note = [line for line in expected[0].decode("utf-8").splitlines()]
+    else:
+        result.forged_note = quoted(summary)
+        result.problems.append(f"{FORGED}: refs/notes/genjob does not hold what the verified receipt renders")
+        result.note = []
+    if found[0] == RECEIPTS_REF:
+        carried = note_envelope(found[1], facts.receipt)
+        line = carried[0] if carried else ""
+        if line and line not in {want.decode("utf-8").splitlines()[0] for want in expected}:
+            result.problems.append(f"{FORGED}: the receipts note's summary is not what the verified receipt renders")
+
+
+def _named(facts: Facts, stores: list[TrustStore]) -> list[Facts]:
+    """`facts` with signer and planner named each way one of `stores` names their keys."""
+
+    def names(party: Party | None) -> list[Party | None]:
+        if party is None:
+            return [None]
+        found = [Party(k.principal, k.keyid) for ts in stores for k in ts.signers if k.keyid == party.keyid]
+        return list(dict.fromkeys([party, *found]))
+
+    out = []
+    for signer in names(facts.signer):
+        assert signer is not None
+        for planner in names(facts.planner):
+            out.append(Facts(facts.key, facts.receipt, facts.pred, signer, planner, facts.instruction))
+    return out
 
 
 def _copy_hint(store: Store, commit: pygit2.Commit, t: dict[str, str]) -> str:
@@ -306,15 +389,44 @@ def genjob_groups(message: str) -> list[dict[str, str]]:
 
 
 def audit_one(
-    store: Store, commit: pygit2.Commit, tip_trust: TrustStore, trust_from: TrustStore | None = None
+    store: Store,
+    commit: pygit2.Commit,
+    tip_trust: TrustStore,
+    trust_from: TrustStore | None = None,
+    noted: pygit2.Tree | None | bool = True,
 ) -> CommitAudit | None:
-    """The audit of one commit that names a job (None for a commit that names none)."""
+    """The audit of one commit that names a job or carries a genjob summary note (None for a
+    commit that does neither). `noted` is refs/notes/genjob's tree (None: no notes; True: read it)."""
     trailers, groups = genjob_trailers(commit, store.gitdir), genjob_groups(commit.message)
     if len({g.get("Genjob-Key") for g in groups}) > 1 or (groups and not trailers):
-        return audit_squash(store, commit, groups, tip_trust, trust_from)  # trailers in the body
+        result = audit_squash(store, commit, groups, tip_trust, trust_from)  # trailers in the body
+        summary = read_note(store, commit.id)
+        if summary is not None:  # apply never notes a squash: each job's note sits on its own commit
+            result.forged_note = quoted(summary)
+            result.problems.append(f"{FORGED}: a squash commit carries no genjob summary")
+        return result
     if trailers:
         return audit_commit(store, commit, tip_trust, trust_from)
+    tree = notes_tree_of(store) if noted is True else noted
+    if isinstance(tree, pygit2.Tree) and note_path(tree, str(commit.id)) is not None:
+        return audit_unnamed(store, commit)
     return None
+
+
+def notes_tree_of(store: Store) -> pygit2.Tree | None:
+    tip = store.ref_target(NOTES_REF)
+    return store.get_commit(tip).tree if tip is not None else None
+
+
+def audit_unnamed(store: Store, commit: pygit2.Commit) -> CommitAudit:
+    """A commit without Genjob trailers that carries a genjob summary note: no job made it, so
+    the note claims what nothing signed."""
+    subject = commit.message.splitlines()[0] if commit.message else ""
+    result = CommitAudit(str(commit.id), subject, {})
+    note = read_note(store, commit.id) or b""
+    result.forged_note = quoted(note)
+    result.problems.append(f"{FORGED}: this commit has no Genjob trailers, so no job made it")
+    return result
 
 
 def audit_squash(
@@ -471,10 +583,11 @@ def audit(
         _prefetch(store, commits)
     read_commit_trailers(store.gitdir, [(str(c.id), c.message) for c in commits])  # one git for the range
     out = []
+    noted = notes_tree_of(store)
     for n, commit in enumerate(commits, 1):
         if n % 200 == 0:
             progress(f"audit: {n}/{len(commits)} commits")
-        checked = audit_one(store, commit, tip_trust, fixed)
+        checked = audit_one(store, commit, tip_trust, fixed, noted)
         if checked is not None:
             out.append(checked)
     return out

@@ -467,14 +467,19 @@ def _pre_push(args: list[str]) -> int:
     checked = [
         line for line in pushed if not line[2].startswith(("refs/genjob/", "refs/notes/")) and set(line[1]) != {"0"}
     ]
-    if not any(_may_push_a_genjob_commit(remote, local, base) for _l, local, _r, base in checked):
-        return EXIT_OK  # no pushed commit can name a job: libgit2 is never loaded
+    from git_genjob.landing.fast import NOTES_REFS as SUMMARY_REFS  # the fast path leaves libgit2 unloaded
+
+    summaries = [line for line in pushed if line[2] == SUMMARY_REFS[0] and set(line[1]) != {"0"}]
+    if not summaries and not any(_may_push_a_genjob_commit(remote, local, base) for _l, local, _r, base in checked):
+        return EXIT_OK  # no pushed commit can name a job, no summary note is pushed: libgit2 is never loaded
     store = _store()
     from git_genjob.storage.store import NOTES_REFS
 
     pushing_notes = {ref for ref in NOTES_REFS if any(p[2] == ref and p[0] != "(delete)" for p in pushed)}
     notes_on_remote = _RemoteNotes(store, remote)
     problems = []
+    for _local_ref, local_sha, _remote_ref, remote_sha in summaries:
+        problems += _check_pushed_notes(store, local_sha, remote_sha)
     for _local_ref, local_sha, _remote_ref, remote_sha in checked:
         problems += _check_pushed(store, remote, local_sha, remote_sha, pushing_notes, notes_on_remote)
     if problems:
@@ -545,6 +550,43 @@ def _check_pushed(
                 and not notes.has(ref, str(commit.id))
             ):
                 problems.append(f"{short}: its note is not on {remote} ({ref}; run git genjob push first)")
+    return problems
+
+
+def _check_pushed_notes(store: Store, local_sha: str, remote_sha: str) -> list[str]:
+    """A push of refs/notes/genjob: every summary note it adds or changes must be the rendering
+    of the verified receipt on its commit (landing.summary), else it is a forged summary."""
+    import pygit2
+
+    from git_genjob.documents.errors import GenjobError
+    from git_genjob.landing.audit import audit_one
+    from git_genjob.landing.summary import FORGED
+    from git_genjob.landing.verify import trust_from_tree
+    from git_genjob.storage.notes import all_notes
+
+    new = all_notes(store, store.get_commit(local_sha).tree)
+    old = (
+        all_notes(store, store.get_commit(remote_sha).tree)
+        if set(remote_sha) != {"0"} and store.has(remote_sha)
+        else {}
+    )
+    head = store.ref_target("HEAD")
+    tip_trust = trust_from_tree(store, store.get_commit(head).tree) if head is not None else None
+    problems = []
+    for obj, blob in sorted(new.items()):
+        if old.get(obj) == blob:
+            continue
+        if not store.has(obj):
+            problems.append(f"{obj[:12]}: {FORGED}: it annotates an object this repository does not have")
+            continue
+        try:
+            commit = store.get_commit(pygit2.Oid(hex=obj))
+        except (GenjobError, ValueError, KeyError):
+            problems.append(f"{obj[:12]}: {FORGED}: it annotates an object that is not a commit")
+            continue
+        checked = audit_one(store, commit, tip_trust or trust_from_tree(store, commit.tree))
+        forged = [p for p in (checked.problems if checked else []) if p.startswith(FORGED)]
+        problems += [f"{obj[:12]}: {p} (refs/notes/genjob)" for p in forged]
     return problems
 
 

@@ -374,3 +374,24 @@ def note_envelope(note: bytes, want: str | None = None) -> tuple[str, bytes] | N
                     return found
                 first = first or found
     return first
+
+
+def note_job(note: bytes, want: str | None) -> tuple[bytes, bytes | None] | None:
+    """(job.json, the planner's envelope or None) the receipts note's JSON line for the envelope
+    hashing to `want` carries (apply writes them beside the envelope, SPEC §11), or None."""
+    for line in note.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            doc = parse_strict(line.encode("utf-8"), "note")
+        except BadInput:
+            continue
+        if not isinstance(doc, dict) or not isinstance(doc.get("envelope"), str):
+            continue
+        if want is not None and digest(doc["envelope"].encode("utf-8")) != want:
+            continue
+        job, envelope = doc.get("job"), doc.get("job_envelope")
+        if isinstance(job, str):
+            return job.encode("utf-8"), envelope.encode("utf-8") if isinstance(envelope, str) else None
+    return None

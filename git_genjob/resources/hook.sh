@@ -18,11 +18,13 @@ pre-commit)  # no live job holds a path
 commit-msg)  # no line of the message could be a Genjob-* trailer
     grep -qiE '^[[:space:]]*genjob-' "$1" 2>/dev/null
     [ $? -ne 1 ] || exit 0 ;;
-pre-push)  # no pushed commit has a message line that could name a job (one rev-list per ref)
+pre-push)  # no pushed commit has a message line that could name a job (one rev-list per ref),
+    # and no summary note is pushed (each must be the rendering of its commit's verified receipt)
     LINES= CHECK=
     while read -r LREF LSHA RREF RSHA; do
         LINES="$LINES$LREF $LSHA $RREF $RSHA
 "
+        case $LSHA in *[!0]*) [ "$RREF" != refs/notes/genjob ] || CHECK=1 ;; esac
         case $RREF in refs/genjob/* | refs/notes/*) continue ;; esac
         case $LSHA in *[!0]*) ;; *) continue ;; esac
         case $RSHA in *[!0]*) HIDE=$RSHA ;; *) HIDE= ;; esac

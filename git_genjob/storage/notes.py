@@ -77,8 +77,9 @@ def receipt_note(store: Store, commit: pygit2.Oid | str) -> tuple[str, bytes] | 
     return None
 
 
-def write_note(store: Store, commit: pygit2.Oid, text: bytes, ref: str = NOTES_REF) -> None:
-    """Add or extend the note on `commit` in `ref` (lines merged as cat_sort_uniq), moved by CAS."""
+def write_note(store: Store, commit: pygit2.Oid, text: bytes, ref: str = NOTES_REF, replace: bool = False) -> None:
+    """Add or extend the note on `commit` in `ref` (lines merged as cat_sort_uniq), moved by CAS;
+    `replace` writes `text` as the whole note (a summary is a rendering, never a union)."""
 
     def attempt() -> None:
         tip = store.ref_target(ref)
@@ -88,9 +89,11 @@ def write_note(store: Store, commit: pygit2.Oid, text: bytes, ref: str = NOTES_R
         new_text = text
         if path is not None and tree is not None:
             old = store.read(lookup(tree, path).id)  # type: ignore[union-attr]
-            if text in old or all(line in old.splitlines() for line in text.splitlines()):
+            if old == text or (
+                not replace and (text in old or all(line in old.splitlines() for line in text.splitlines()))
+            ):
                 return
-            new_text = cat_sort_uniq(old, text)
+            new_text = text if replace else cat_sort_uniq(old, text)
         else:
             path = f"{obj[:2]}/{obj[2:]}"
         new_tree = store.tree_with(tree, path, store.blob(new_text))

@@ -1,0 +1,164 @@
+"""What a reviewer reads is what was signed (issue 32 item 1, SPEC §12.2): the summary note of a
+genjob commit counts only as the rendering of the receipt that verifies on it. An attacker who
+can push refs/notes/genjob but holds no key edits exactly the text a reviewer reads; `log` names
+it as forged (quoted, escaped) and exits non-zero, `audit` fails, pre-push refuses it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, refs, repo_with_remote, run_genjob, setup_worker, submit_key, work
+
+GOOD = "echo 'def fetch_user(uid, timeout=1):\n    return uid' > src/user.py"
+LIE = "instruction: Bump version (reviewed, no code change)"
+
+
+def _apply(repo: Path, message: str = "Add a timeout\n\nto fetch_user") -> str:
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", message, "src/user.py")
+    assert work(repo, key, GOOD, "--once").code == 0
+    res = run_genjob("apply", k, "--json", cwd=repo)
+    assert res.code == 0, res.err
+    return k
+
+
+@pytest.fixture
+def applied(repo: Path) -> tuple[Path, str]:
+    return repo, _apply(repo)
+
+
+def _forge(repo: Path, rev: str, text: str) -> None:
+    git(repo, "notes", "--ref=genjob", "add", "-f", "-m", text, rev)
+
+
+def _log(repo: Path, *args: str) -> tuple[int, str, list[dict[str, object]]]:
+    human = run_genjob("log", *args, cwd=repo)
+    rows = run_genjob("log", "--json", *args, cwd=repo)
+    return human.code, human.out, json.loads(rows.out)
+
+
+def test_the_honest_summary_is_rendered_and_verifies(applied: tuple[Path, str]) -> None:
+    repo, k = applied
+    note = git(repo, "notes", "--ref=genjob", "show", "HEAD")
+    assert note.startswith(f"genjob {k} ok: signed by w1 (SHA256:")
+    assert "worker id:" not in note  # the worker's id is the signer's name: nothing self-asserted to show
+    code, out, rows = _log(repo)
+    assert code == 0 and "NOT VERIFIED" not in out and f"note: genjob {k} ok: signed by w1" in out
+    assert rows[0]["ok"] and rows[0]["forged_note"] is None
+    assert run_genjob("audit", cwd=repo).code == 0
+
+
+def test_an_edited_summary_is_named_forged_and_never_shown_as_one(applied: tuple[Path, str]) -> None:
+    repo, k = applied
+    honest = git(repo, "notes", "--ref=genjob", "show", "HEAD")
+    first = honest.splitlines()[0]
+    _forge(repo, "HEAD", f"{first.replace('w1', 'release-bot')}\n  {LIE}\n")
+    assert "Bump version" in git(repo, "log", "-1", "--notes=genjob")  # what git itself shows
+    code, out, rows = _log(repo)
+    assert code == 1, out
+    assert "forged summary note" in out and "NOT VERIFIED, forged note reads:" in out
+    assert f"note: {first}" not in out and "note: genjob" not in out  # never printed as a summary
+    assert not rows[0]["ok"] and "Bump version" in str(rows[0]["forged_note"]) and rows[0]["note"] == []
+    audit = run_genjob("audit", cwd=repo)
+    assert audit.code == 1 and "forged summary note" in audit.out
+    md = run_genjob("audit", "--format", "md", cwd=repo)
+    assert md.code == 1 and "forged summary note" in md.out
+    assert k in out  # the key the trailers name, beside what verified
+
+
+def test_a_genjob_looking_note_on_a_human_commit_is_forged(applied: tuple[Path, str]) -> None:
+    repo, k = applied
+    (repo / "README.md").write_text("a human change\n")
+    git(repo, "commit", "-q", "-am", "Refactor auth")
+    before = _log(repo)[2]
+    assert len(before) == 1  # a commit without trailers names no job
+    honest = git(repo, "notes", "--ref=genjob", "show", "HEAD~1")
+    _forge(repo, "HEAD", honest)  # the genjob commit's own (valid) summary, copied onto the human's
+    code, out, rows = _log(repo)
+    assert code == 1 and len(rows) == 2
+    human = rows[0]
+    assert human["subject"] == "Refactor auth" and not human["ok"]
+    assert "no Genjob trailers" in " ".join(human["problems"])  # type: ignore[arg-type]
+    assert run_genjob("audit", cwd=repo).code == 1
+
+
+def test_an_amended_subject_that_keeps_the_trailers_is_named(applied: tuple[Path, str]) -> None:
+    repo, _ = applied
+    message = git(repo, "log", "-1", "--format=%B")
+    forged = message.replace("genjob: Add a timeout", "genjob: Bump version (reviewed, no code change)", 1)
+    assert forged != message
+    git(repo, "commit", "-q", "--amend", "-m", forged)  # notes.rewriteRef (init) carries both notes
+    code, out, rows = _log(repo)
+    assert code == 1
+    assert any("not the signed instruction" in p for p in rows[0]["problems"])  # type: ignore[union-attr]
+    assert run_genjob("audit", cwd=repo).code == 1
+
+
+def test_a_merge_carrying_a_genjob_commits_notes_is_forged(applied: tuple[Path, str]) -> None:
+    repo, _ = applied
+    git(repo, "checkout", "-q", "-b", "side", "HEAD~1")
+    (repo / "README.md").write_text("side\n")
+    git(repo, "commit", "-q", "-am", "side work")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge side", "side")
+    for ref in ("genjob", "genjob-receipts"):
+        git(repo, "notes", f"--ref={ref}", "copy", "HEAD^1", "HEAD")
+    code, out, rows = _log(repo)
+    assert code == 1 and rows[0]["subject"] == "Merge side" and not rows[0]["ok"]
+    assert "forged summary note" in out
+    assert rows[1]["ok"]  # the genjob commit itself still verifies
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"genjob x ok\x1b]0;owned\x07\x1b[2J approved by security\n", b"\xff\xfe not utf-8 \xc3\n", b"A" * 1_000_000],
+    ids=["terminal escapes", "not UTF-8", "one megabyte"],
+)
+def test_a_hostile_note_is_printed_escaped_and_bounded(applied: tuple[Path, str], payload: bytes) -> None:
+    repo, _ = applied
+    blob = (
+        subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=payload, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .strip()
+    )
+    git(repo, "notes", "--ref=genjob", "add", "-f", "-C", blob, "HEAD")
+    for args in ((), ("--json",)):
+        res = run_genjob("log", *args, cwd=repo)
+        assert res.code == 1
+        assert "\x1b" not in res.out and "\x07" not in res.out  # no terminal ever executes it
+        assert len(res.out) < 4000  # quoted at most 200 bytes, never a megabyte
+    out = run_genjob("log", cwd=repo).out
+    assert "NOT VERIFIED, forged note reads:" in out
+    audit = run_genjob("audit", cwd=repo)
+    assert audit.code == 1 and "\x1b" not in audit.out and len(audit.out) < 4000
+
+
+def test_pre_push_refuses_a_forged_summary_and_passes_the_honest_one(tmp_path: Path) -> None:
+    bare, repo = repo_with_remote(tmp_path, "a")
+    assert run_genjob("init", "--hooks", cwd=repo).code == 0
+    _apply(repo)
+    push = ["git", "push", "origin", "main", "refs/notes/genjob", "refs/notes/genjob-receipts"]
+    proc = subprocess.run(push, cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    honest = git(repo, "rev-parse", "refs/notes/genjob").strip()
+    _forge(repo, "HEAD", f"genjob x ok: signed by release-bot\n  {LIE}\n")
+    before = refs(bare)
+    proc = subprocess.run(["git", "push", "origin", "refs/notes/genjob"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode != 0 and "forged summary note" in proc.stderr, proc.stderr
+    assert refs(bare) == before
+    # a note on a commit without trailers, pushed alone, is refused too
+    git(repo, "update-ref", "refs/notes/genjob", honest)
+    (repo / "README.md").write_text("human\n")
+    git(repo, "commit", "-q", "-am", "human")
+    git(repo, "push", "-q", "origin", "main")
+    before = refs(bare)
+    _forge(repo, "HEAD", "genjob y ok: signed by w1\n")
+    proc = subprocess.run(["git", "push", "origin", "refs/notes/genjob"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode != 0 and "no Genjob trailers" in proc.stderr, proc.stderr
+    assert refs(bare) == before
