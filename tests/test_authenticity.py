@@ -687,6 +687,7 @@ def test_a_notes_ref_with_entries_that_name_no_object_still_fetches_and_pushes(t
     attacker = _attacker(tmp_path, bare)
     # git keeps non-note entries of a notes tree as they are; the attacker diverges the ref with some
     junk = git(attacker, "hash-object", "-w", "--stdin", input="junk\n").strip()
+    git(attacker, "fetch", "-q", "origin", "refs/notes/*:refs/notes/*")  # main was never pushed: genjob holds them
     notes_tip = git(attacker, "rev-parse", "refs/notes/genjob").strip()
     tree = git(attacker, "mktree", input=f"100644 blob {junk}\tREADME\n100644 blob {junk}\tzz\n").strip()
     forged = git(attacker, "commit-tree", tree, "-p", notes_tip, "-m", "junk").strip()

@@ -162,3 +162,49 @@ def test_pre_push_refuses_a_forged_summary_and_passes_the_honest_one(tmp_path: P
     proc = subprocess.run(["git", "push", "origin", "refs/notes/genjob"], cwd=repo, capture_output=True, text=True)
     assert proc.returncode != 0 and "no Genjob trailers" in proc.stderr, proc.stderr
     assert refs(bare) == before
+
+
+def _published(tmp_path: Path) -> tuple[Path, Path, str]:
+    bare, repo = repo_with_remote(tmp_path, "a")
+    k = _apply(repo)
+    git(repo, "push", "-q", "origin", "main")
+    assert run_genjob("push", cwd=repo).code == 0
+    return bare, repo, k
+
+
+def test_fetch_takes_notes_that_verify_and_refuses_a_forged_summary(tmp_path: Path) -> None:
+    bare, repo, k = _published(tmp_path)
+    reviewer = tmp_path / "reviewer"
+    git(tmp_path, "clone", "-q", str(bare), str(reviewer))
+    res = run_genjob("fetch", cwd=reviewer)
+    assert res.code == 0 and "refused note" not in res.err, res.err
+    honest = git(repo, "notes", "--ref=genjob", "show", "HEAD")
+    assert git(reviewer, "notes", "--ref=genjob", "show", "HEAD") == honest
+    assert run_genjob("log", cwd=reviewer).code == 0
+    # the attacker (push access, no key) rewrites the summary on the remote
+    attacker = tmp_path / "attacker"
+    git(tmp_path, "clone", "-q", str(bare), str(attacker))
+    git(attacker, "fetch", "-q", "origin", "refs/notes/*:refs/notes/*")
+    _forge(attacker, "HEAD", f"genjob {k} ok: signed by release-bot\n  {LIE}\n")
+    git(attacker, "push", "-q", "--no-verify", "-f", "origin", "refs/notes/genjob")
+    before = refs(reviewer)
+    res = run_genjob("fetch", "--json", cwd=reviewer)
+    assert res.code == 0, res.err
+    head = git(reviewer, "rev-parse", "HEAD").strip()
+    assert f"refused note {head[:12]} refs/notes/genjob: the remote's differs; the local note verifies" in res.err
+    assert any(head[:12] in n for n in json.loads(res.out)["refused_notes"])
+    # a clone with no notes of its own checks the remote's and takes none of the forgery
+    fresh = tmp_path / "fresh"
+    git(tmp_path, "clone", "-q", str(bare), str(fresh))
+    res = run_genjob("fetch", cwd=fresh)
+    assert res.code == 0 and f"refused note {head[:12]} refs/notes/genjob: forged summary note" in res.err, res.err
+    assert "refs/notes/genjob" not in refs(fresh) and "refs/notes/genjob-receipts" in refs(fresh)
+    assert git(fresh, "log", "-1", "--notes=genjob", "--format=%N").strip() == ""
+    assert run_genjob("audit", cwd=fresh).code == 0  # the receipt verified; only the summary was refused
+    after = refs(reviewer)
+    assert after["refs/notes/genjob"] == before["refs/notes/genjob"]  # the reviewer's notes are unchanged
+    assert git(reviewer, "notes", "--ref=genjob", "show", "HEAD") == honest
+    assert "Bump version" not in git(reviewer, "log", "--notes=genjob", "-1")
+    # push puts back what verifies
+    assert run_genjob("push", cwd=reviewer).code == 0
+    assert git(bare, "notes", "--ref=genjob", "show", head) == honest

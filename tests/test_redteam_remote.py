@@ -186,8 +186,11 @@ def test_a_keyless_ref_under_refs_genjob_notes_stops_no_worker(tmp_path: Path) -
     assert [(o["key"], o["result"]) for o in json.loads(proc.stdout)["jobs"]] == [("r0", "ok")]
     assert json.loads(git(bare, "show", "refs/genjob/jobs/r0:attempts.json"))["state"] == "done"
     assert git(wa, "rev-parse", "refs/genjob/jobs/r0") == git(bare, "rev-parse", "refs/genjob/jobs/r0")
-    # the remote's notes are the planner's; the ref the keyless clone added is nobody's notes here
-    assert git(wa, "rev-parse", "refs/notes/genjob") == git(planner, "rev-parse", "refs/notes/genjob")
+    # the remote's notes are the planner's, held for fetch's quarantine (SPEC §12.2: a worker takes
+    # no notes); the ref the keyless clone added is nobody's notes here
+    held = git(wa, "rev-parse", "refs/genjob-remotes/origin/notes/genjob")
+    assert held == git(planner, "rev-parse", "refs/notes/genjob")
+    assert git(wa, "rev-parse", "-q", "--verify", "refs/notes/genjob", check=False) == ""
 
 
 def test_a_keyless_ref_under_refs_genjob_notes_leaves_plain_git_fetch_working(tmp_path: Path) -> None:

@@ -121,10 +121,12 @@ def test_fetch_merges_diverged_replays_and_notes(tmp_path: Path) -> None:
     assert run_genjob("push", cwd=a).code == 0
     res = run_genjob("fetch", "--json", cwd=b)
     assert res.code == 0, res.err
-    assert set(json.loads(res.out)["merged"]) == {"refs/genjob/replays", "refs/notes/genjob"}
+    assert set(json.loads(res.out)["merged"]) == {"refs/genjob/replays"}
     assert len(json.loads(run_genjob("cache", "ls", "--json", cwd=b).out)) == 2
     assert git(b, "rev-list", "--parents", "-1", "refs/genjob/replays").count(" ") == 2  # a merge
-    assert git(b, "notes", "--ref=genjob", "show", head) == "line from a\nline from b\n"
+    # SPEC §12.2: a note is no union of lines anyone may add; a's note on a commit no job made is refused
+    assert git(b, "notes", "--ref=genjob", "show", head) == "line from b\n"
+    assert f"refused note {head[:12]} refs/notes/genjob: forged summary note" in res.err
     assert run_genjob("push", cwd=b).code == 0
     assert run_genjob("fetch", cwd=a).code == 0
     assert len(json.loads(run_genjob("cache", "ls", "--json", cwd=a).out)) == 2

@@ -121,9 +121,10 @@ def submit(
     )
     doc = result.to_json()
     if remote is not None:
+        from git_genjob.landing.quarantine import reconcile_notes
         from git_genjob.storage.remote import push
 
-        doc["pushed"] = push(store, remote).pushed
+        doc["pushed"] = push(store, remote, reconcile_notes).pushed
 
     def human() -> None:
         verb = "created" if result.created else ("exists (archived)" if result.archived else "exists")

@@ -24,7 +24,11 @@ def push(remote: str | None, as_json: bool) -> None:
 
     store = open_store()
     remote = remote_name(store, remote)
-    report = do_push(store, remote)
+    from git_genjob.landing.quarantine import reconcile_notes
+
+    report = do_push(store, remote, reconcile_notes)
+    for line in report.warnings():
+        click.echo(line, err=True)
     emit(report.to_json(), as_json, lambda: echo_lines(report.lines(f"pushed {len(report.pushed)} ref(s) to {remote}")))
 
 
@@ -37,5 +41,9 @@ def fetch(remote: str | None, as_json: bool) -> None:
 
     store = open_store()
     remote = remote_name(store, remote)
-    report = do_fetch(store, remote)
+    from git_genjob.landing.quarantine import reconcile_notes
+
+    report = do_fetch(store, remote, reconcile_notes)
+    for line in report.warnings():
+        click.echo(line, err=True)
     emit(report.to_json(), as_json, lambda: echo_lines(report.lines(f"fetched from {remote}")))

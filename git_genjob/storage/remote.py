@@ -178,9 +178,17 @@ class SyncReport:
     refused: list[str] = field(default_factory=list)  # remote refs that name no commit or no job: left alone
     kept: list[str] = field(default_factory=list)  # live jobs an archive entry this clone cannot vouch for did not end
     recovered: list[str] = field(default_factory=list)  # ledger refs moved backwards outside genjob, merged back
+    refused_notes: list[str] = field(default_factory=list)  # a remote's notes that did not verify: not taken
+    held_notes: list[str] = field(default_factory=list)  # a remote's notes on commits this clone lacks: not yet
 
     def to_json(self) -> dict[str, list[str]]:
         return dict(self.__dict__)
+
+    def warnings(self) -> list[str]:
+        """What stderr names: each of the remote's notes that was not taken, and why."""
+        return [f"warning: refused note {n}" for n in self.refused_notes] + [
+            f"warning: held note {n}" for n in self.held_notes
+        ]
 
     def lines(self, headline: str) -> list[str]:
         """The human report under `headline`."""
@@ -217,10 +225,16 @@ def merge_union(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> pygit2.O
     return store.commit(store.union_tree(a.tree, b.tree), [local, remote], "genjob: merge\n")
 
 
-def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncReport) -> None:
-    """Bring local refs up to what the remote holds, without losing local work."""
+NotesReconciler = Callable[[Store, dict[str, pygit2.Oid], SyncReport], None]
+
+
+def reconcile(
+    store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncReport, notes: NotesReconciler | None = None
+) -> None:
+    """Bring local refs up to what the remote holds, without losing local work. The notes refs
+    are taken only through `notes` (landing.quarantine: only notes that verify, SPEC §12.2);
+    without it they stay in their holding refs."""
     from git_genjob.documents.job import is_key
-    from git_genjob.storage.notes import merge_notes
 
     recover_kept(store, report)
     remote_refs = dict(remote_refs)
@@ -238,11 +252,11 @@ def reconcile(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncRepo
     for name, merge in (
         (ARCHIVE_REF, merge_union),
         (REPLAYS_REF, merge_union),
-        (NOTES_REF, merge_notes),
-        (RECEIPTS_REF, merge_notes),
     ):
         if name in remote_refs:
             _reconcile_mergeable(store, name, remote_refs[name], merge, report)
+    if notes is not None:
+        notes(store, {r: remote_refs[r] for r in NOTES_REFS if r in remote_refs}, report)
     forward: list[RefUpdate] = []  # job refs the remote advanced: one transaction, one sync
     for name, oid in sorted(remote_refs.items()):
         if not name.startswith(JOBS_PREFIX):
@@ -376,10 +390,11 @@ def _drop_archived_live(store: Store, report: SyncReport) -> None:
             report.dropped.append(key)
 
 
-def fetch(store: Store, remote: str) -> SyncReport:
-    """`git genjob fetch`: fast-forward, merge the shared ledgers, drop what was archived."""
+def fetch(store: Store, remote: str, notes: NotesReconciler | None = None) -> SyncReport:
+    """`git genjob fetch`: fast-forward, merge the shared ledgers, drop what was archived; the
+    notes through `notes` (their quarantine)."""
     report = SyncReport()
-    reconcile(store, fetch_raw(store, remote), report)
+    reconcile(store, fetch_raw(store, remote), report, notes)
     _refuse_non_commits(report, remote)
     if report.diverged:
         raise Conflict(
@@ -387,6 +402,22 @@ def fetch(store: Store, remote: str) -> SyncReport:
             "two machines wrote different events for the same job; inspect with git genjob show KEY",
         )
     return report
+
+
+def _notes_to_push(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> pygit2.Oid:
+    """What a notes push sends: ours, or, where the remote holds notes ours lacks on commits this
+    clone does not have (held by the quarantine, unchecked here), ours plus those, so a push
+    never drops another clone's notes. A refused note on a commit this clone has is replaced by
+    ours (or dropped): the push puts back what verifies."""
+    from git_genjob.storage.notes import all_notes, notes_tree
+
+    if store.descendant_of(local, remote):
+        return local
+    mine = all_notes(store, store.get_commit(local).tree)
+    theirs = all_notes(store, store.get_commit(remote).tree)
+    kept = {obj: blob for obj, blob in theirs.items() if obj not in mine and store.object_type(obj) is None}
+    tree = notes_tree(store, {**mine, **kept})
+    return store.commit(tree, [local, remote], "genjob: notes, and the remote's on commits not fetched here\n")
 
 
 def _refuse_non_commits(report: SyncReport, remote: str) -> None:
@@ -401,19 +432,25 @@ def _refuse_non_commits(report: SyncReport, remote: str) -> None:
         )
 
 
-def push(store: Store, remote: str) -> SyncReport:
-    """`git genjob push`: fetch and reconcile first, then push what differs, atomically with leases."""
+def push(store: Store, remote: str, notes: NotesReconciler | None = None) -> SyncReport:
+    """`git genjob push`: fetch and reconcile first, then push what differs, atomically with leases.
+    Without `notes` (the quarantine) the notes refs are neither taken nor pushed."""
     report = SyncReport()
     remote_refs = fetch_raw(store, remote)
-    reconcile(store, remote_refs, report)
+    reconcile(store, remote_refs, report, notes)
     _refuse_non_commits(report, remote)
     updates: list[RefUpdate] = []
-    local_names = [n for n, _ in store.iter_refs("refs/genjob/")] + [r for r in NOTES_REFS if store.ref_target(r)]
+    local_names = [n for n, _ in store.iter_refs("refs/genjob/")]
+    if notes is not None:
+        local_names += [r for r in NOTES_REFS if store.ref_target(r)]
     held_back = {JOBS_PREFIX + key for key in report.diverged}  # the rest goes out; these are exit 4 after
     for name in local_names:
         oid = store.ref_target(name)
         if oid is not None and remote_refs.get(name) != oid and name not in held_back:
-            updates.append(RefUpdate(name, remote_refs.get(name), oid))
+            if name in NOTES_REFS and name in remote_refs:
+                oid = _notes_to_push(store, oid, remote_refs[name])
+            if oid != remote_refs.get(name):
+                updates.append(RefUpdate(name, remote_refs.get(name), oid))
     for name, oid in remote_refs.items():
         key = name[len(JOBS_PREFIX) :]
         archived = name.startswith(JOBS_PREFIX) and store.archive_entry(key) is not None

@@ -1,0 +1,206 @@
+"""Fetch's quarantine for the notes refs (SPEC §12.2): a remote's notes count only once checked.
+
+`git genjob fetch` (and `push`, which fetches first) leave the remote's refs/notes/genjob and
+refs/notes/genjob-receipts in their holding refs (refs/genjob-remotes/REMOTE/notes/…), and take
+into the local notes only what verifies on this clone's commits:
+
+- a receipts note whose envelope hashes to its commit's Genjob-Receipt trailer;
+- a summary note that is exactly the rendering of the receipt that verifies there
+  (landing.summary);
+- where both sides hold a note on one commit and the local one verifies, the local one stays.
+
+Every other note is refused and named with its commit and why (a note on a commit without
+Genjob trailers, an edited summary, an envelope the trailer does not name). A note on a commit
+this clone does not have cannot be checked: it is held (named, left in the holding ref) and taken
+by a later fetch once the commit's branch is here. Nothing refused reaches the local notes'
+history either, so `git log --notes` never shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pygit2
+
+from git_genjob.landing.audit import CommitAudit, audit_commit, genjob_groups, genjob_trailers
+from git_genjob.landing.summary import FORGED
+from git_genjob.landing.verify import TrustStore, trust_from_tree
+from git_genjob.storage.notes import all_notes, notes_tree
+from git_genjob.storage.remote import SyncReport
+from git_genjob.storage.store import NOTES_REF, RECEIPTS_REF, RefUpdate, Store, lookup
+
+REFS = (RECEIPTS_REF, NOTES_REF)  # the envelope first: the summary is judged against it
+KEPT = "the remote's differs; the local note verifies and is kept"
+ENVELOPE_PROBLEMS = ("no genjob note with an envelope", "note envelope hashes", "check 1:")
+
+
+@dataclass
+class _Side:
+    tip: pygit2.Oid | None
+    notes: dict[str, pygit2.Oid] = field(default_factory=dict)
+    read: bool = False
+
+
+def reconcile_notes(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncReport) -> None:
+    """Take into the local notes refs what of the remote's verifies (module docstring)."""
+    ours: dict[str, _Side] = {}
+    theirs: dict[str, _Side] = {}
+    todo: set[str] = set()
+    for ref in REFS:
+        tip, remote = store.ref_target(ref), remote_refs.get(ref)
+        ours[ref], theirs[ref] = _Side(tip), _Side(remote)
+        if remote is None or remote == tip or (tip is not None and store.descendant_of(tip, remote)):
+            continue  # nothing the remote has is new here: ours is what counts
+        ours[ref].notes, theirs[ref].notes = _notes(store, tip), _notes(store, remote)
+        ours[ref].read = True
+        todo |= {obj for obj, blob in theirs[ref].notes.items() if ours[ref].notes.get(obj) != blob}
+    if not todo:
+        return
+    for side in ours.values():  # the summary is judged against the receipts note, new or not
+        if not side.read:
+            side.notes, side.read = _notes(store, side.tip), True
+    if store.promisor_remote is not None:
+        _prefetch(store, todo, ours, theirs)
+    head = store.ref_target("HEAD")
+    tip_trust = trust_from_tree(store, store.get_commit(head).tree) if head is not None else TrustStore([], set())
+    taken: dict[str, dict[str, pygit2.Oid]] = {ref: {} for ref in REFS}
+    refused: dict[str, list[str]] = {ref: [] for ref in REFS}
+    held: dict[str, list[str]] = {ref: [] for ref in REFS}
+    for obj in sorted(todo):
+        _judge(store, obj, ours, theirs, tip_trust, taken, refused, held)
+    for ref in REFS:
+        _write(store, ref, ours[ref], theirs[ref], taken[ref], clean=not refused[ref] and not held[ref], report=report)
+        report.refused_notes += refused[ref]
+        report.held_notes += held[ref]
+
+
+def _prefetch(store: Store, todo: set[str], ours: dict[str, _Side], theirs: dict[str, _Side]) -> None:
+    """A partial clone lacks the notes' blobs and what judging them reads (each commit's trust
+    store; the job travels in the receipts note): one batch, not one process per blob."""
+    want = [side[ref].notes[obj] for side in (ours, theirs) for ref in REFS for obj in todo if obj in side[ref].notes]
+    store.fetch_missing(want)
+    trees = []
+    for obj in todo:
+        if store.object_type(obj) != "commit":
+            continue
+        commit = store.get_commit(pygit2.Oid(hex=obj))
+        trust = lookup(commit.tree, ".genjob")
+        trees += [trust] if isinstance(trust, pygit2.Tree) else []
+    store.fetch_missing(e.id for tree in trees for e in tree if e.type_str == "blob")
+
+
+def _notes(store: Store, tip: pygit2.Oid | None) -> dict[str, pygit2.Oid]:
+    return all_notes(store, store.get_commit(tip).tree) if tip is not None else {}
+
+
+def _judge(
+    store: Store,
+    obj: str,
+    ours: dict[str, _Side],
+    theirs: dict[str, _Side],
+    tip_trust: TrustStore,
+    taken: dict[str, dict[str, pygit2.Oid]],
+    refused: dict[str, list[str]],
+    held: dict[str, list[str]],
+) -> None:
+    """Decide the remote's notes on one annotated object."""
+    new: dict[str, pygit2.Oid] = {}
+    for ref in REFS:
+        blob = theirs[ref].notes.get(obj)
+        if blob is not None and blob != ours[ref].notes.get(obj):  # a note the remote lacks: ours stays
+            new[ref] = blob
+    if not new:
+        return
+    short = obj[:12]
+    if store.object_type(obj) is None:
+        for ref in new:
+            held[ref].append(f"{short} {ref}: the commit is not in this clone (fetch its branch, then fetch again)")
+        return
+    if store.object_type(obj) != "commit":
+        for ref in new:
+            refused[ref].append(f"{short} {ref}: {FORGED}: it annotates a {store.object_type(obj)}, not a commit")
+        return
+    commit = store.get_commit(pygit2.Oid(hex=obj))
+    if (
+        not genjob_trailers(commit, store.gitdir)
+        or len({g.get("Genjob-Key") for g in genjob_groups(commit.message)}) > 1
+    ):
+        for ref in new:
+            refused[ref].append(
+                f"{short} {ref}: {FORGED}: the commit has no Genjob trailers (or is a squash of several)"
+            )
+        return
+
+    def read(ref: str, side: dict[str, _Side]) -> bytes | None:
+        blob = side[ref].notes.get(obj)
+        return store.read(blob) if blob is not None else None
+
+    def audit(receipts: bytes | None, summary: bytes | None) -> CommitAudit:
+        return audit_commit(store, commit, tip_trust, notes=(receipts, summary))
+
+    receipts = read(RECEIPTS_REF, ours)
+    if RECEIPTS_REF in new:
+        candidate = read(RECEIPTS_REF, theirs)
+        if receipts is not None and _envelope_ok(audit(receipts, None)):
+            refused[RECEIPTS_REF].append(f"{short} {RECEIPTS_REF}: {KEPT}")
+        else:
+            why = _envelope_why(audit(candidate, None))
+            if why is None:
+                taken[RECEIPTS_REF][obj] = new[RECEIPTS_REF]
+                receipts = candidate
+            else:
+                refused[RECEIPTS_REF].append(f"{short} {RECEIPTS_REF}: {why}")
+    if NOTES_REF in new:
+        mine = read(NOTES_REF, ours)
+        if mine is not None and _summary_ok(audit(receipts, mine)):
+            refused[NOTES_REF].append(f"{short} {NOTES_REF}: {KEPT}")
+            return
+        checked = audit(receipts, read(NOTES_REF, theirs))
+        if _summary_ok(checked):
+            taken[NOTES_REF][obj] = new[NOTES_REF]
+        else:
+            forged = [p for p in checked.problems if p.startswith(FORGED)]
+            why = forged[0] if forged else "its commit's receipt does not verify, so no summary of it counts"
+            refused[NOTES_REF].append(f"{short} {NOTES_REF}: {why}")
+
+
+def _envelope_why(a: CommitAudit) -> str | None:
+    bad = [p for p in a.problems if p.startswith(ENVELOPE_PROBLEMS)]
+    return bad[0] if bad else None
+
+
+def _envelope_ok(a: CommitAudit) -> bool:
+    return _envelope_why(a) is None
+
+
+def _summary_ok(a: CommitAudit) -> bool:
+    return a.signer_name is not None and a.forged_note is None and not any(p.startswith(FORGED) for p in a.problems)
+
+
+def _write(
+    store: Store,
+    ref: str,
+    ours: _Side,
+    theirs: _Side,
+    taken: dict[str, pygit2.Oid],
+    clean: bool,
+    report: SyncReport,
+) -> None:
+    """Move `ref` to hold what was taken: the remote's own commit when everything of it was, a
+    commit on ours (no refused note in its history) otherwise."""
+    if theirs.tip is None or not taken:
+        return
+    merged = {**ours.notes, **taken}
+    if clean and merged == theirs.notes and (ours.tip is None or store.descendant_of(theirs.tip, ours.tip)):
+        store.update_refs([RefUpdate(ref, ours.tip, theirs.tip)], message="genjob: fetch")  # all of it verified
+        report.updated.append(ref)
+        return
+    if clean and ours.tip is not None:
+        new = store.commit(notes_tree(store, merged), [ours.tip, theirs.tip], "genjob: merge notes\n")
+        store.update_refs([RefUpdate(ref, ours.tip, new)], message="genjob: merge")
+        report.merged.append(ref)
+        return
+    parents = [ours.tip] if ours.tip is not None else []
+    new = store.commit(notes_tree(store, merged), parents, "genjob: notes that verified\n")
+    store.update_refs([RefUpdate(ref, ours.tip, new)], message="genjob: fetch (checked notes)")
+    report.updated.append(ref)
