@@ -208,3 +208,20 @@ def test_fetch_takes_notes_that_verify_and_refuses_a_forged_summary(tmp_path: Pa
     # push puts back what verifies
     assert run_genjob("push", cwd=reviewer).code == 0
     assert git(bare, "notes", "--ref=genjob", "show", head) == honest
+
+
+def test_a_fresh_clone_without_notes_says_so_once_and_exits_3(tmp_path: Path) -> None:
+    bare, _, k = _published(tmp_path)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(bare), str(clone))
+    before = refs(clone)
+    for command in (["audit"], ["log"], ["audit", "--json"], ["log", "--json"]):
+        res = run_genjob(*command, cwd=clone)
+        assert res.code == 3, res.out + res.err
+        assert "notes not fetched" in res.err and "git genjob fetch origin" in res.err
+        assert "FAIL" not in res.out and res.err.count("notes not fetched") == 1
+    assert refs(clone) == before  # nothing written
+    assert run_genjob("fetch", cwd=clone).code == 0
+    res = run_genjob("audit", cwd=clone)
+    assert res.code == 0 and "1 genjob commit(s), 0 failing" in res.out
+    assert k in run_genjob("log", cwd=clone).out

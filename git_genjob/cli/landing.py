@@ -158,7 +158,7 @@ def log_cmd(range_: str | None, fmt: str, as_json: bool) -> None:
 
     Each summary shown is rendered from the receipt that verified; a note that is not that
     rendering is named as forged and quoted escaped. Exit 1 when any commit fails, 3 when one
-    cannot be checked in this clone."""
+    cannot be checked in this clone or the notes were never fetched (git genjob fetch)."""
     from git_genjob.landing.audit import audit, audit_exit
 
     markdown = _markdown(fmt, as_json)
@@ -218,7 +218,8 @@ def audit_cmd(range_: str | None, quiet: bool, trust_from: str | None, fmt: str,
     """Re-verify every commit with Genjob-* trailers in RANGE (for CI); exit 1 on any failure.
 
     Exit 3 when none fails but one cannot be checked in this clone (a shallow clone: its parent
-    was not fetched; see docs/ci.md), 2 when RANGE names no commit."""
+    was not fetched; see docs/ci.md) or when the notes were never fetched (a fresh git clone:
+    git genjob fetch), 2 when RANGE names no commit."""
     from git_genjob.landing.audit import audit, audit_counts, audit_exit, audit_lines
 
     markdown = _markdown(fmt, as_json)

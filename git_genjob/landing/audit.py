@@ -588,6 +588,22 @@ def _prefetch(store: Store, commits: list[pygit2.Commit]) -> None:
     store.fetch_missing(w for w in want if w != NULL_OID)
 
 
+def _notes_fetched(store: Store, commits: list[pygit2.Commit], spec: str | None) -> None:
+    """A fresh `git clone` has no notes: one message with the fix and exit 3, not a FAIL per commit."""
+    if any(store.ref_target(ref) is not None for ref in (NOTES_REF, RECEIPTS_REF)):
+        return
+    named = [c for c in commits if genjob_trailers(c, store.gitdir) or genjob_groups(c.message)]
+    if not named or all(len({g.get("Genjob-Key") for g in genjob_groups(c.message)}) > 1 for c in named):
+        return  # squash commits are read from the archive, not from notes
+    names = store.remote_names()
+    remote = "origin" if "origin" in names else names[0] if len(names) == 1 else "REMOTE"
+    raise Unavailable(
+        f"notes not fetched: {len(named)} genjob commit(s) in {spec or 'HEAD'}, but this clone has no "
+        f"{RECEIPTS_REF} or {NOTES_REF} (git clone does not fetch notes), so none can be checked",
+        f"git genjob fetch {remote}",
+    )
+
+
 def audit(
     store: Store, spec: str | None, progress: Callable[[str], None] = lambda _: None, trust_from: str | None = None
 ) -> list[CommitAudit]:
@@ -602,6 +618,7 @@ def audit(
     if store.promisor_remote is not None:
         _prefetch(store, commits)
     read_commit_trailers(store.gitdir, [(str(c.id), c.message) for c in commits])  # one git for the range
+    _notes_fetched(store, commits, spec)
     out = []
     noted = notes_tree_of(store)
     for n, commit in enumerate(commits, 1):
