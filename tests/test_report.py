@@ -200,7 +200,7 @@ def test_audit_md_names_every_genjob_commit_failures_first_with_the_fix(repo: Pa
     quiet = run_genjob("audit", "-q", "--format", "md", "HEAD~3..HEAD", cwd=repo)
     assert quiet.code == 1 and [r["commit"] for r in _md_rows(quiet.out)] == [forged[:12]]
     log = run_genjob("log", "--format", "md", "HEAD~3..HEAD", cwd=repo)
-    assert log.code == 0 and [r["job"] for r in _md_rows(log.out)] == [a, b, a]
+    assert log.code == 1 and [r["job"] for r in _md_rows(log.out)] == [a, b, a]  # log, too, exits 1 on a failure
     assert log.out.startswith("### git genjob log HEAD\\~\u20603\\.\\.HEAD\n")
 
 

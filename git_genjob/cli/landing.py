@@ -149,38 +149,98 @@ def _markdown(fmt: str, as_json: bool) -> bool:
     return fmt == "md"
 
 
-@main.command("log", context_settings=CONTEXT)
-@click.argument("range_", metavar="[RANGE]", required=False)
+class GitLogCommand(click.Command):
+    """A command that reads git log's arguments as git does: `-N` is `--max-count=N`, and what
+    follows `--` is paths, never revisions."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            at = args.index("--")
+            args, ctx.meta["genjob.paths"] = args[:at], tuple(args[at + 1 :])
+        args = [f"--max-count={a[1:]}" if len(a) > 1 and a[0] == "-" and a[1:].isdigit() else a for a in args]
+        return super().parse_args(ctx, args)
+
+
+def walk_options(f: F) -> F:
+    """git log's limiting options (SPEC §12.2), passed through to git's own revision walk."""
+    for option in reversed(
+        [
+            click.argument("revs", metavar="[REVISION-RANGE]... [-- PATH...]", nargs=-1),
+            click.option("-n", "--max-count", "max_count", type=click.IntRange(min=0), help="As git log: -N too."),
+            click.option("--since", "--after", "since", metavar="DATE", help="As git log."),
+            click.option("--until", "--before", "until", metavar="DATE", help="As git log."),
+            click.option("--author", "authors", multiple=True, metavar="PATTERN", help="As git log."),
+            click.option("--grep", "greps", multiple=True, metavar="PATTERN", help="As git log."),
+            click.option("--reverse", is_flag=True, help="Oldest first, after the limits (as git log)."),
+            click.option("--first-parent", is_flag=True, help="As git log."),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def _walk(revs: tuple[str, ...], opts: dict[str, Any]) -> Any:
+    from git_genjob.documents.errors import BadInput
+    from git_genjob.landing.audit import Walk
+
+    bad = [r for r in revs if r.startswith("-")]
+    if bad:
+        raise BadInput(f"unknown option {bad[0]!r}", "see git genjob log -h; paths go after --")
+    paths = click.get_current_context().meta.get("genjob.paths", ())
+    return Walk(revs=revs, paths=paths, **opts)
+
+
+@main.command("log", cls=GitLogCommand, context_settings=CONTEXT)
+@walk_options
+@click.option("--oneline", is_flag=True, help="One line per commit: short sha, verdict, job key, subject.")
 @format_option
 @json_option
-def log_cmd(range_: str | None, fmt: str, as_json: bool) -> None:
+def log_cmd(revs: tuple[str, ...], oneline: bool, fmt: str, as_json: bool, **opts: Any) -> None:
     """Provenance of genjob commits in RANGE, and whether each receipt still verifies.
 
-    Each summary shown is rendered from the receipt that verified; a note that is not that
-    rendering is named as forged and quoted escaped. Exit 1 when any commit fails, 3 when one
-    cannot be checked in this clone or the notes were never fetched (git genjob fetch)."""
+    RANGE and the options mean what they mean to git log (git's revision walk applies them):
+    `git genjob log -3 --author=ada main -- src/`. Each summary shown is rendered from the
+    receipt that verified; a note that is not that rendering is named as forged and quoted
+    escaped. Exit 1 when any commit fails, 3 when one cannot be checked in this clone or the
+    notes were never fetched (git genjob fetch)."""
     from git_genjob.landing.audit import audit, audit_exit
 
     markdown = _markdown(fmt, as_json)
     store = open_store()
-    results = audit(store, range_)
+    walk = _walk(revs, opts)
+    results = audit(store, walk)
+    code = audit_exit(results)
+    plain = walk == type(walk)()
     if markdown:
         from git_genjob.landing.report import markdown_report
 
-        emit(None, False, lambda: click.echo(markdown_report(f"git genjob log {range_ or 'HEAD'}", results)))
-        return
-    rows = [a.to_json() for a in results]
-    text = "".join(f"{line}\n" for line in log_lines(rows))
-    if range_ is None:  # what plain `log` prints from here on without libgit2
-        from git_genjob.documents.display import terminal_json
-        from git_genjob.landing.fast import remember_log
+        emit(None, False, lambda: click.echo(markdown_report(f"git genjob log {walk.label}", results)))
+    else:
+        rows = [a.to_json() for a in results]
+        text = "".join(f"{line}\n" for line in (oneline_lines(rows) if oneline else log_lines(rows)))
+        if plain and not oneline:  # what plain `log` prints from here on without libgit2
+            from git_genjob.documents.display import terminal_json
+            from git_genjob.landing.fast import remember_log
 
-        doc = terminal_json(json.dumps(rows, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
-        remember_log(store, results, text, doc)
-    emit(rows, as_json, lambda: click.echo(text, nl=False))
-    code = audit_exit(results)
+            doc = terminal_json(json.dumps(rows, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
+            remember_log(store, results, text, doc)
+        emit(rows, as_json, lambda: click.echo(text, nl=False))
     if code:
         raise SystemExit(code)
+
+
+def oneline_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """`log --oneline`: short sha, verdict, job key, subject; one line per commit."""
+    from git_genjob.documents.display import printable
+
+    if not rows:
+        return ["no genjob commits"]
+    out = []
+    for r in rows:
+        verdict = "verified" if r["ok"] else "FAILS" if r["problems"] else "unchecked"
+        keys = ",".join(r["jobs"]) or "-"
+        out.append(f"{r['commit'][:12]} {verdict:<9} {keys} {printable(r['subject'])}")
+    return out
 
 
 def log_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -203,8 +263,8 @@ def log_lines(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-@main.command("audit", context_settings=CONTEXT)
-@click.argument("range_", metavar="[RANGE]", required=False)
+@main.command("audit", cls=GitLogCommand, context_settings=CONTEXT)
+@walk_options
 @click.option("-q", "--quiet", is_flag=True, help="Print only failing commits and the total.")
 @click.option(
     "--trust-from",
@@ -214,21 +274,23 @@ def log_lines(rows: list[dict[str, Any]]) -> list[str]:
 )
 @format_option
 @json_option
-def audit_cmd(range_: str | None, quiet: bool, trust_from: str | None, fmt: str, as_json: bool) -> None:
+def audit_cmd(revs: tuple[str, ...], quiet: bool, trust_from: str | None, fmt: str, as_json: bool, **opts: Any) -> None:
     """Re-verify every commit with Genjob-* trailers in RANGE (for CI); exit 1 on any failure.
 
     Exit 3 when none fails but one cannot be checked in this clone (a shallow clone: its parent
     was not fetched; see docs/ci.md) or when the notes were never fetched (a fresh git clone:
-    git genjob fetch), 2 when RANGE names no commit."""
+    git genjob fetch), 2 when RANGE names no commit. RANGE and the limiting options mean what
+    they mean to git log: `git genjob audit -20 origin/main..HEAD -- src/`."""
     from git_genjob.landing.audit import audit, audit_counts, audit_exit, audit_lines
 
     markdown = _markdown(fmt, as_json)
-    results = audit(open_store(), range_, progress_printer(quiet), trust_from)
+    walk = _walk(revs, opts)
+    results = audit(open_store(), walk, progress_printer(quiet), trust_from)
     failing, unchecked = audit_counts(results)
     if markdown:
         from git_genjob.landing.report import markdown_report
 
-        text = markdown_report(f"git genjob audit {range_ or 'HEAD'}", results, quiet)
+        text = markdown_report(f"git genjob audit {walk.label}", results, quiet)
         emit(None, False, lambda: click.echo(text))
     else:
         emit(

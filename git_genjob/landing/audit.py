@@ -138,16 +138,68 @@ SHALLOW_HINT = (
 )
 
 
-def commits_in(store: Store, spec: str | None) -> list[pygit2.Commit]:
-    """Commits of RANGE (`A..B` or a rev; default HEAD's history), newest first."""
-    spec = spec or "HEAD"
-    if ".." in spec:
-        a, b = spec.split("..", 1)
-        base = _range_commit(store, a, spec)
-        walker = store.walk(_range_commit(store, b or "HEAD", spec).id, [base.id])
-    else:
-        walker = store.walk(_range_commit(store, spec, spec).id)
-    return list(walker)
+@dataclass(frozen=True)
+class Walk:
+    """Which commits `log` and `audit` read: revisions, paths and git log's limiting options,
+    which mean what they mean to `git log` because git's own revision walk applies them
+    (`git rev-list`, SPEC §12.2); nothing else of git's reaches it."""
+
+    revs: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    max_count: int | None = None
+    since: str | None = None
+    until: str | None = None
+    authors: tuple[str, ...] = ()
+    greps: tuple[str, ...] = ()
+    reverse: bool = False
+    first_parent: bool = False
+
+    @property
+    def label(self) -> str:
+        """The walk as a `git log` command line would say it (for report titles)."""
+        words = list(self.revs) or ["HEAD"]
+        if self.max_count is not None:
+            words.append(f"-n {self.max_count}")
+        words += [f"--since={self.since}"] if self.since else []
+        words += [f"--until={self.until}"] if self.until else []
+        words += [f"--author={a}" for a in self.authors] + [f"--grep={g}" for g in self.greps]
+        words += ["--reverse"] if self.reverse else []
+        words += ["--first-parent"] if self.first_parent else []
+        return " ".join(words + (["--", *self.paths] if self.paths else []))
+
+    def rev_list(self) -> list[str]:
+        args = ["--no-replace-objects", "rev-list"]
+        if self.max_count is not None:
+            args.append(f"--max-count={self.max_count}")
+        args += [f"--since={self.since}"] if self.since else []
+        args += [f"--until={self.until}"] if self.until else []
+        args += [f"--author={a}" for a in self.authors] + [f"--grep={g}" for g in self.greps]
+        args += ["--first-parent"] if self.first_parent else []
+        return [*args, "--end-of-options", *(self.revs or ("HEAD",)), "--", *self.paths]
+
+
+def commits_in(store: Store, spec: str | None | Walk) -> list[pygit2.Commit]:
+    """Commits of RANGE (`A..B`, revisions, `^A`; default HEAD's history) in git log's order,
+    newest first (oldest first with `--reverse`), limited as git log limits them."""
+    walk = spec if isinstance(spec, Walk) else Walk(revs=(spec,) if spec else ())
+    for rev in walk.revs or ("HEAD",):
+        for side in re.split(r"\.\.\.?", rev.removeprefix("^")) if rev != "..." else [rev]:
+            _range_commit(store, side or "HEAD", rev)
+    import subprocess
+
+    from git_genjob.storage.remote import clean_env
+
+    proc = subprocess.run(
+        ["git", f"--git-dir={store.gitdir}", *walk.rev_list()],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    if proc.returncode != 0:
+        raise BadInput(f"git rev-list refused {walk.label!r}: {proc.stderr.strip()}", "see git help log")
+    commits = [store.get_commit(pygit2.Oid(hex=line)) for line in proc.stdout.split()]
+    return commits[::-1] if walk.reverse else commits
 
 
 def _range_commit(store: Store, rev: str, spec: str) -> pygit2.Commit:
@@ -588,27 +640,31 @@ def _prefetch(store: Store, commits: list[pygit2.Commit]) -> None:
     store.fetch_missing(w for w in want if w != NULL_OID)
 
 
-def _notes_fetched(store: Store, commits: list[pygit2.Commit], spec: str | None) -> None:
+def _notes_fetched(store: Store, commits: list[pygit2.Commit], spec: str | None | Walk) -> None:
     """A fresh `git clone` has no notes: one message with the fix and exit 3, not a FAIL per commit."""
     if any(store.ref_target(ref) is not None for ref in (NOTES_REF, RECEIPTS_REF)):
         return
     named = [c for c in commits if genjob_trailers(c, store.gitdir) or genjob_groups(c.message)]
     if not named or all(len({g.get("Genjob-Key") for g in genjob_groups(c.message)}) > 1 for c in named):
         return  # squash commits are read from the archive, not from notes
-    names = store.remote_names()
+    names, where = store.remote_names(), spec.label if isinstance(spec, Walk) else spec or "HEAD"
     remote = "origin" if "origin" in names else names[0] if len(names) == 1 else "REMOTE"
     raise Unavailable(
-        f"notes not fetched: {len(named)} genjob commit(s) in {spec or 'HEAD'}, but this clone has no "
+        f"notes not fetched: {len(named)} genjob commit(s) in {where}, but this clone has no "
         f"{RECEIPTS_REF} or {NOTES_REF} (git clone does not fetch notes), so none can be checked",
         f"git genjob fetch {remote}",
     )
 
 
 def audit(
-    store: Store, spec: str | None, progress: Callable[[str], None] = lambda _: None, trust_from: str | None = None
+    store: Store,
+    spec: str | None | Walk,
+    progress: Callable[[str], None] = lambda _: None,
+    trust_from: str | None = None,
 ) -> list[CommitAudit]:
     commits = commits_in(store, spec)
-    tip_trust = trust_from_tree(store, commits[0].tree) if commits else TrustStore([], set())
+    newest = commits[-1] if isinstance(spec, Walk) and spec.reverse and commits else commits[0] if commits else None
+    tip_trust = trust_from_tree(store, newest.tree) if newest is not None else TrustStore([], set())
     fixed = None
     if trust_from is not None:
         try:
