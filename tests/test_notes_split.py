@@ -95,7 +95,7 @@ def test_push_and_fetch_carry_the_receipts_ref_and_a_fresh_clone_audits(tmp_path
     assert on_remote["refs/notes/genjob-receipts"] == refs(a)["refs/notes/genjob-receipts"]
     b = tmp_path / "b"
     git(tmp_path, "clone", "-q", str(bare), str(b))
-    assert run_genjob("audit", cwd=b).code == 1  # a plain clone has no notes
+    assert run_genjob("audit", cwd=b).code == 3  # a plain clone has no notes: said once, exit 3 (SPEC §12.2)
     assert run_genjob("fetch", cwd=b).code == 0
     assert refs(b)["refs/notes/genjob-receipts"] == on_remote["refs/notes/genjob-receipts"]
     assert run_genjob("audit", cwd=b).code == 0
