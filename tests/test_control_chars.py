@@ -69,3 +69,56 @@ def test_a_job_minted_elsewhere_with_an_escape_lands_with_it_escaped(
     assert message.startswith("genjob: Fix the bug\\x1b]0;pwned\\x07\\x1b[2J\\x1b[H\n"), message
     assert "and \\x1b[1A more" in message
     assert run_genjob("audit", cwd=repo).code == 0
+
+
+DECEPTIVE_CASES = {
+    "\u2028": "line or paragraph separator",
+    "\u2029": "line or paragraph separator",
+    "\u200b": "zero-width or invisible",
+    "\u2060": "zero-width or invisible",
+    "\ufeff": "zero-width or invisible",
+    "\u115f": "zero-width or invisible",
+    "\u1160": "zero-width or invisible",
+    "\u3164": "zero-width or invisible",
+    "\u061c": "bidi control",
+    "\u200e": "bidi control",
+    "\u200f": "bidi control",
+    "\u2066": "bidi control",
+    "\u202e": "bidi control",
+}
+
+
+@pytest.mark.parametrize("char", list(DECEPTIVE_CASES), ids=[f"U+{ord(c):04X}" for c in DECEPTIVE_CASES])
+def test_instructions_and_paths_refuse_what_shows_a_reader_something_else(repo: Path, char: str) -> None:
+    """SPEC §12.2: what reorders, hides or breaks a line unseen is refused with the character
+    named (issue 32 item 9), in an instruction and in a path `submit --create` would write."""
+    before = refs(repo)
+    res = run_genjob("submit", "-m", f"Bump version{char} (reviewed)", "src/user.py", cwd=repo)
+    assert res.code == 2 and f"U+{ord(char):04X} (a {DECEPTIVE_CASES[char]}" in res.err, res.err
+    assert char not in res.err
+    res = run_genjob("submit", "-m", "Add a file", "--create", f"src/{char}yp.a", cwd=repo)
+    assert res.code == 2 and f"U+{ord(char):04X}" in res.err, res.err
+    assert char not in res.err
+    assert refs(repo) == before and not (repo / "src" / f"{char}yp.a").exists()
+
+
+def test_a_joiner_between_ascii_letters_is_refused_and_one_in_a_word_is_kept(repo: Path) -> None:
+    res = run_genjob("submit", "-m", "ap\u200cproved by security", "src/user.py", cwd=repo)
+    assert res.code == 2 and "U+200C" in res.err
+    assert submit_key(repo, "-m", "in Persian: \u0645\u200c\u06cc", "src/user.py")
+
+
+def test_a_job_minted_elsewhere_with_a_filler_is_printed_escaped(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key_path = setup_worker(repo)
+    with monkeypatch.context() as m:  # minted by a tool (or a genjob before this) that let it in
+        m.setattr("git_genjob.documents.job._CONTROL", re.compile("(?!)"))
+        k = submit_key(repo, "-m", "Bump version\u3164\u2028approved by security", "src/user.py")
+    shown = run_genjob("show", k, cwd=repo)
+    assert shown.code == 0 and "\u3164" not in shown.out and "\u2028" not in shown.out
+    assert "\\u3164" in shown.out
+    assert work(repo, key_path, "echo 'x = 1' > src/user.py", "--once").code == 0
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    message = git(repo, "log", "-1", "--format=%B")
+    assert "\u3164" not in message and "\u2028" not in message and "\\u3164" in message
+    log = run_genjob("log", cwd=repo)
+    assert log.code == 0 and "\u3164" not in log.out and "\u2028" not in log.out

@@ -15,11 +15,35 @@ import re
 _RAW_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff]")
 
 
+# Characters that change what a reader sees without being seen (SPEC §12.2): bidi controls that
+# reorder text, zero-width characters and invisible fillers that hide or fake a difference, and
+# line and paragraph separators that break a line where no newline shows. Python calls the
+# fillers (U+115F, U+1160, U+3164, U+FFA0: Hangul letters) printable; a reader sees nothing.
+_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_INVISIBLE = "\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u115f\u1160\u3164\uffa0\u180e\u034f"
+_SEPARATORS = "\u2028\u2029"
+DECEPTIVE = frozenset(_BIDI + _INVISIBLE + _SEPARATORS)
+
+
+def deceptive(c: str) -> str | None:
+    """What kind of deceptive character `c` is ("a bidi control", …), or None."""
+    if c in _BIDI:
+        return "a bidi control, which reorders what is shown"
+    if c in _INVISIBLE:
+        return "a zero-width or invisible character"
+    if c in _SEPARATORS:
+        return "a line or paragraph separator"
+    return None
+
+
 def printable(text: str, keep: str = "") -> str:
-    """`text` with every unprintable character but those in `keep` shown escaped."""
-    if text.isprintable():
+    """`text` with every unprintable or deceptive character but those in `keep` shown escaped."""
+    if text.isprintable() and DECEPTIVE.isdisjoint(text):
         return text
-    return "".join(c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii") for c in text)
+    return "".join(
+        c if (c.isprintable() and c not in DECEPTIVE) or c in keep else c.encode("unicode_escape").decode("ascii")
+        for c in text
+    )
 
 
 def terminal_json(text: str) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from git_genjob.documents.canonical import canonical_bytes, digest, is_digest, parse_strict, sha256_hex
+from git_genjob.documents.display import DECEPTIVE, deceptive
 from git_genjob.documents.errors import BadInput, Refused
 from git_genjob.documents.paths import check_distinct, check_path
 
@@ -36,21 +37,34 @@ def check_key(key: str) -> str:
 # What a terminal acts on rather than prints: C0 controls but tab and newline (ESC starts every
 # escape sequence; CR and BS overwrite what was shown), DEL, C1 controls, and the bidi embeddings,
 # overrides and isolates that reorder what is shown. `git log` prints a commit message raw.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# With them, what shows a reader other than what is there (display.DECEPTIVE: bidi marks,
+# zero-width characters and invisible fillers, line and paragraph separators; SPEC §12.2).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + "".join(sorted(DECEPTIVE)) + "]")
+
+
+def _joins(text: str, at: int) -> bool:
+    """Whether text[at] is a joiner doing its work: ZWNJ or ZWJ between two non-ASCII visible
+    characters (Persian and Indic words, emoji sequences like 👩‍💻). Between ASCII letters
+    (`ap\u200cproved`) it only hides a difference, and is refused."""
+    if text[at] not in "\u200c\u200d" or at == 0 or at + 1 >= len(text):
+        return False
+    before, after = text[at - 1], text[at + 1]
+    return all(not c.isascii() and c.isprintable() and c not in DECEPTIVE for c in (before, after))
 
 
 def check_instruction_text(instruction: str) -> str:
     """`instruction` if it holds no control character, else BadInput naming the first one: an
     instruction becomes the applied commit's message, which `git log` prints raw."""
-    m = _CONTROL.search(instruction)
+    m = next((m for m in _CONTROL.finditer(instruction) if not _joins(instruction, m.start())), None)
     if m is None:
         return instruction
     line = instruction.count("\n", 0, m.start()) + 1
     column = m.start() - (instruction.rfind("\n", 0, m.start()) + 1) + 1
     name = {"\x1b": " (ESC, which starts a terminal escape)", "\r": " (CR: a file with CRLF line endings?)"}
+    kind = deceptive(m.group())
+    what = f"U+{ord(m.group()):04X} ({kind})" if kind else f"the control character U+{ord(m.group()):04X}"
     raise BadInput(
-        f"the instruction contains the control character U+{ord(m.group()):04X}{name.get(m.group(), '')} "
-        f"at line {line}, column {column}",
+        f"the instruction contains {what}{name.get(m.group(), '')} at line {line}, column {column}",
         "remove it (tabs and newlines are fine): the instruction becomes the commit message, and git log "
         "would send it to every terminal raw",
     )
@@ -86,7 +100,11 @@ class Job:
         """The instruction as a commit message carries it: stripped, and any control character
         (in a job minted elsewhere: submit refuses them) written as its escape, since git log
         prints a message raw."""
-        return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), self.instruction.strip())
+        text = self.instruction.strip()
+        return _CONTROL.sub(
+            lambda m: m.group() if _joins(text, m.start()) else m.group().encode("unicode_escape").decode("ascii"),
+            text,
+        )
 
     @property
     def allowed_paths(self) -> list[str]:

@@ -14,6 +14,7 @@ import posixpath
 import re
 import unicodedata
 
+from git_genjob.documents.display import DECEPTIVE, deceptive, printable
 from git_genjob.documents.errors import BadInput
 
 MAX_PATH = 4096
@@ -56,6 +57,12 @@ def check_path(path: str, *, what: str = "path") -> str:
         raise BadInput(f"{what} is longer than {MAX_PATH} bytes")
     if any(_control(c) for c in path):
         raise BadInput(f"{what} {path!r} contains a control character")
+    shown = next((c for c in path if c in DECEPTIVE), None)
+    if shown is not None:  # SPEC §12.2: a reviewer would read another path than the one written
+        raise BadInput(
+            f"{what} {printable(path)!r} contains U+{ord(shown):04X} ({deceptive(shown)})",
+            "rename it: a reviewer would read another path than the one written",
+        )
     if any(0xD800 <= ord(c) <= 0xDFFF for c in path):
         raise BadInput(f"{what} {path!r} is not valid UTF-8")
     if "\\" in path:

@@ -142,7 +142,7 @@ def receipt_note_text(record: JobRecord, verdict: Verdict) -> bytes:
     doc["job"] = record.job_bytes.decode("utf-8")
     if record.job_envelope is not None:
         doc["job_envelope"] = record.job_envelope.decode("utf-8")
-    line = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    line = json.dumps(doc, separators=(",", ":"), ensure_ascii=True, sort_keys=True)  # one line, whatever the job holds
     return (line + "\n").encode("utf-8")
 
 

@@ -361,7 +361,7 @@ def note_envelope(note: bytes, want: str | None = None) -> tuple[str, bytes] | N
     `want` (a commit's Genjob-Receipt) when there is one, else the first. Notes merge as sorted
     unions of lines, so a line a remote added may sort before the real one."""
     first = None
-    for line in note.decode("utf-8", "replace").splitlines():
+    for line in note.decode("utf-8", "replace").split("\n"):  # JSON may hold U+2028 raw
         line = line.strip()
         if line.startswith("{"):
             try:
@@ -379,7 +379,7 @@ def note_envelope(note: bytes, want: str | None = None) -> tuple[str, bytes] | N
 def note_job(note: bytes, want: str | None) -> tuple[bytes, bytes | None] | None:
     """(job.json, the planner's envelope or None) the receipts note's JSON line for the envelope
     hashing to `want` carries (apply writes them beside the envelope, SPEC §11), or None."""
-    for line in note.decode("utf-8", "replace").splitlines():
+    for line in note.decode("utf-8", "replace").split("\n"):  # JSON may hold U+2028 raw
         line = line.strip()
         if not line.startswith("{"):
             continue
