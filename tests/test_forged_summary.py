@@ -225,3 +225,28 @@ def test_a_fresh_clone_without_notes_says_so_once_and_exits_3(tmp_path: Path) ->
     res = run_genjob("audit", cwd=clone)
     assert res.code == 0 and "1 genjob commit(s), 0 failing" in res.out
     assert k in run_genjob("log", cwd=clone).out
+
+
+def test_an_assisted_by_line_no_receipt_backs_is_refused_everywhere(tmp_path: Path) -> None:
+    """Issue 32 item 9: `Assisted-by: … via genjob (receipt …)` on a hand commit is a provenance
+    claim nothing backs: commit-msg refuses it, audit and log name it, pre-push refuses it."""
+    bare, repo = repo_with_remote(tmp_path, "a")
+    assert run_genjob("init", "--hooks", cwd=repo).code == 0
+    _apply(repo)
+    assert run_genjob("push", cwd=repo).code == 0  # the notes first: pre-push wants them on the remote
+    git(repo, "push", "-q", "origin", "main")
+    claim = "Assisted-by: w1 via genjob (receipt sha256:" + "0" * 63 + "1)"
+    (repo / "README.md").write_text("by hand\n")
+    git(repo, "add", "README.md")
+    before = refs(repo)
+    proc = subprocess.run(["git", "commit", "-q", "-m", f"Tidy up\n\n{claim}"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode != 0 and "no Genjob trailers" in proc.stderr, proc.stderr
+    assert refs(repo) == before
+    git(repo, "commit", "-q", "--no-verify", "-m", f"Tidy up\n\n{claim.lower()}")  # in any case
+    audit = run_genjob("audit", cwd=repo)
+    assert audit.code == 1 and "unbacked attribution" in audit.out
+    assert run_genjob("log", cwd=repo).code == 1
+    before = refs(bare)
+    proc = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode != 0 and "unbacked attribution" in proc.stderr, proc.stderr
+    assert refs(bare) == before

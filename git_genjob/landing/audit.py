@@ -35,7 +35,12 @@ from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
 from git_genjob.landing.summary import FORGED, Facts, Party, check, generator_label, quoted, renderings
 from git_genjob.landing.verify import TrustStore, note_envelope, note_job, trust_from_tree
 from git_genjob.planner.trust import job_trust
-from git_genjob.storage.gitdir import canonical_trailer_key, genjob_trailers_of_commit, read_commit_trailers
+from git_genjob.storage.gitdir import (
+    attributions,
+    canonical_trailer_key,
+    genjob_trailers_of_commit,
+    read_commit_trailers,
+)
 from git_genjob.storage.notes import note_blobs, note_path, read_note, receipt_note
 from git_genjob.storage.records import JobRecord, load_archived, load_live
 from git_genjob.storage.store import NOTES_REF, RECEIPTS_REF, Store, lookup
@@ -241,6 +246,12 @@ def audit_commit(
     missing = [name for name in TRAILERS if name not in t]
     if missing:
         p.append("missing trailers: " + ", ".join(missing))
+    p += [
+        f"unbacked attribution: Assisted-by names genjob receipt {printable(r)}, Genjob-Receipt is "
+        f"{t.get('Genjob-Receipt')}"
+        for r in attributions(commit.message)
+        if r != t.get("Genjob-Receipt")
+    ]
     if notes is None:
         found = receipt_note(store, commit.id)  # refs/notes/genjob-receipts, or a note from before the split
         summary = read_note(store, commit.id)
@@ -479,6 +490,16 @@ def audit_one(
         return result
     if trailers:
         return audit_commit(store, commit, tip_trust, trust_from)
+    claimed = attributions(commit.message)
+    if claimed:  # SPEC §12.2: an attribution names a verified receipt on its own commit, or it is named
+        subject = commit.message.splitlines()[0] if commit.message else ""
+        unbacked = CommitAudit(str(commit.id), subject, {})
+        unbacked.problems += [
+            f"unbacked attribution: Assisted-by names genjob receipt {printable(r)}, but this commit has no "
+            "Genjob trailers (genjob commits are made by git genjob apply)"
+            for r in claimed
+        ]
+        return unbacked
     tree = notes_tree_of(store) if noted is True else noted
     if isinstance(tree, pygit2.Tree) and note_path(tree, str(commit.id)) is not None:
         return audit_unnamed(store, commit)

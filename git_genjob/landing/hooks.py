@@ -377,13 +377,23 @@ def _staged(paths: list[str]) -> set[str]:
 
 def _commit_msg(args: list[str]) -> int:
     """Refuse Genjob-* trailers that no verified receipt backs (read as git reads trailers)."""
-    from git_genjob.storage.gitdir import genjob_trailers_of, may_name_a_job
+    from git_genjob.storage.gitdir import attributions, genjob_trailers_of, may_name_a_job
 
     with open(args[0], "rb") as fh:
         message = fh.read().decode("utf-8", "surrogateescape")
     if not may_name_a_job(message):
         return EXIT_OK  # no line could be a Genjob-* trailer: no git, no libgit2
     trailers = genjob_trailers_of(message)
+    claimed = attributions(message)
+    if not trailers and claimed:
+        print("git-genjob commit-msg: an attribution no verified receipt backs:", file=sys.stderr)
+        for receipt in claimed:
+            print(
+                f"  - Assisted-by names genjob receipt {receipt}, but the message has no Genjob trailers",
+                file=sys.stderr,
+            )
+        print("hint: genjob commits are made by git genjob apply; remove the Assisted-by line", file=sys.stderr)
+        return EXIT_REFUSED
     if not trailers:
         return EXIT_OK
     store = _store()
@@ -408,6 +418,11 @@ def _commit_msg(args: list[str]) -> int:
                 )
         except GenjobError as exc:  # any failure to find or read the job means: not backed
             problems.append(exc.message)
+    problems += [
+        f"Assisted-by names genjob receipt {r}, the commit's Genjob-Receipt is {trailers.get('Genjob-Receipt')}"
+        for r in claimed
+        if r != trailers.get("Genjob-Receipt")
+    ]
     if problems:
         print("git-genjob commit-msg: Genjob-* trailers that no verified receipt backs:", file=sys.stderr)
         for p in problems:
@@ -451,7 +466,7 @@ def _may_push_a_genjob_commit(remote: str, local_sha: str, remote_sha: str) -> b
             "--ignore-missing",
             "--regexp-ignore-case",
             "--extended-regexp",
-            "--grep=^[[:space:]]*genjob-",
+            "--grep=^[[:space:]]*(genjob-|assisted-by:.*genjob)",
             local_sha,
             "--not",
             f"--glob=refs/remotes/{remote}/*",

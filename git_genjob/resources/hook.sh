@@ -15,8 +15,8 @@ case $HOOK in
 pre-commit)  # no live job holds a path
     LIVE=$(git for-each-ref --count=1 --format=x refs/genjob/jobs/ 2>/dev/null) || LIVE=x
     [ -n "$LIVE" ] || exit 0 ;;
-commit-msg)  # no line of the message could be a Genjob-* trailer
-    grep -qiE '^[[:space:]]*genjob-' "$1" 2>/dev/null
+commit-msg)  # no line of the message could be a Genjob-* trailer or genjob's Assisted-by
+    grep -qiE '^[[:space:]]*(genjob-|assisted-by:.*genjob)' "$1" 2>/dev/null
     [ $? -ne 1 ] || exit 0 ;;
 pre-push)  # no pushed commit has a message line that could name a job (one rev-list per ref),
     # and no summary note is pushed (each must be the rendering of its commit's verified receipt)
@@ -29,7 +29,7 @@ pre-push)  # no pushed commit has a message line that could name a job (one rev-
         case $LSHA in *[!0]*) ;; *) continue ;; esac
         case $RSHA in *[!0]*) HIDE=$RSHA ;; *) HIDE= ;; esac
         FOUND=$(git rev-list -n1 --ignore-missing --regexp-ignore-case --extended-regexp \
-            '--grep=^[[:space:]]*genjob-' "$LSHA" --not "--glob=refs/remotes/${1:-origin}/*" $HIDE 2>/dev/null) || FOUND=x
+            '--grep=^[[:space:]]*(genjob-|assisted-by:.*genjob)' "$LSHA" --not "--glob=refs/remotes/${1:-origin}/*" $HIDE 2>/dev/null) || FOUND=x
         [ -z "$FOUND" ] || CHECK=1
     done
     [ -n "$CHECK" ] || exit 0

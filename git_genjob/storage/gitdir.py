@@ -219,9 +219,19 @@ def parse_trailers(message: str) -> dict[str, str]:
 # that lets a message without one skip asking git (git reads a trailer key from the start of a
 # line, case-insensitively; a squash body may indent it).
 def may_name_a_job(message: str) -> bool:
+    """Whether a line of `message` could be a Genjob-* trailer or genjob's Assisted-by."""
     import re
 
-    return re.search(r"^[ \t]*genjob-", message, re.IGNORECASE | re.MULTILINE) is not None
+    return re.search(r"^[ \t]*(genjob-|assisted-by:.*genjob)", message, re.IGNORECASE | re.MULTILINE) is not None
+
+
+def attributions(message: str) -> list[str]:
+    """The receipts an `Assisted-by: … via genjob (receipt sha256:…)` line names (SPEC §12.2:
+    each must be the commit's own verified Genjob-Receipt), in any case and spacing."""
+    import re
+
+    pattern = r"^[ \t]*assisted-by[ \t]*:.*\bgenjob\b.*?\breceipt[ \t:]+(sha256:[0-9a-fA-F]*\S*?)[ \t)]*$"
+    return [m.group(1).rstrip(")") for m in re.finditer(pattern, message, re.IGNORECASE | re.MULTILINE)]
 
 
 # A trailer key is letters, digits and dashes to git (trailer.c find_separator); what follows it
