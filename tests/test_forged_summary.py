@@ -239,7 +239,8 @@ def test_an_assisted_by_line_no_receipt_backs_is_refused_everywhere(tmp_path: Pa
     (repo / "README.md").write_text("by hand\n")
     git(repo, "add", "README.md")
     before = refs(repo)
-    proc = subprocess.run(["git", "commit", "-q", "-m", f"Tidy up\n\n{claim}"], cwd=repo, capture_output=True, text=True)
+    commit = ["git", "commit", "-q", "-m", f"Tidy up\n\n{claim}"]
+    proc = subprocess.run(commit, cwd=repo, capture_output=True, text=True)
     assert proc.returncode != 0 and "no Genjob trailers" in proc.stderr, proc.stderr
     assert refs(repo) == before
     git(repo, "commit", "-q", "--no-verify", "-m", f"Tidy up\n\n{claim.lower()}")  # in any case
