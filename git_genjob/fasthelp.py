@@ -12,7 +12,11 @@ GROUPS: list[tuple[str, list[tuple[str, str]]]] = [
             ("init", "Create .genjob/, the notes display and the remote refspecs."),
             ("submit", "Mint a job for PATH... and store it under refs/genjob/jobs/KEY."),
             ("status", "The queue: one line per job (or one job's state)."),
-            ("show", "One job: its work order, events, attempts and receipt."),
+            (
+                "show",
+                "One job: its work order, events, attempts and receipt; how it ended and why, who signed its "
+                "receipt, and the commit it became.",
+            ),
             ("bundle", "Write the exact, byte-identical bundle of job KEY as a tar."),
         ],
     ),

@@ -251,3 +251,29 @@ def test_an_assisted_by_line_no_receipt_backs_is_refused_everywhere(tmp_path: Pa
     proc = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
     assert proc.returncode != 0 and "unbacked attribution" in proc.stderr, proc.stderr
     assert refs(bare) == before
+
+
+def test_show_names_the_commit_the_reason_and_the_signer_and_reads_a_commit(applied: tuple[Path, str]) -> None:
+    """Issue 32 item 6: `show KEY` answers where the job landed and who signed; `show COMMIT`
+    shows the job behind a genjob commit, or says a commit has none."""
+    repo, k = applied
+    head = git(repo, "rev-parse", "HEAD").strip()
+    out = run_genjob("show", k, cwd=repo)
+    assert out.code == 0
+    assert f"applied  as {head[:12]} on refs/heads/main" in out.out
+    assert "signed   by w1 (SHA256:" in out.out and "result   ok" in out.out
+    doc = json.loads(run_genjob("show", k, "--json", cwd=repo).out)
+    assert doc["landed"]["commit"] == head and doc["signer"]["name"] == "w1" and doc["signer"]["verified"]
+    assert doc["ended"]["status"] == "ok"
+    for rev in ("HEAD", head, head[:10]):
+        shown = run_genjob("show", rev, cwd=repo)
+        assert shown.code == 0, shown.err
+        assert f"commit   {head} is the landing of job {k}" in shown.out and f"job      {k}" in shown.out
+    res = run_genjob("show", "HEAD~1", cwd=repo)
+    assert res.code == 2 and "has no job behind it" in res.err
+    # an aborted receipt: show says why
+    key = repo.parent / "keys" / "w1"
+    k2 = submit_key(repo, "-m", "Fail on purpose", "src/user.py")
+    assert work(repo, key, "exit 7", "--once").code == 0
+    out = run_genjob("show", k2, cwd=repo).out
+    assert "result   aborted: " in out or "result   rejected: " in out, out

@@ -80,6 +80,9 @@ JSON_SHAPES = {
         "events": [{"commit": "…", "event": "claimed", "state": "claimed", "epoch": 1, "time": 0}],
         "outputs": ["src/user.py"],
         "receipt": {"payloadType": "application/vnd.in-toto+json"},
+        "ended": {"status": "ok", "reason": None, "worker_id": "w1"},
+        "signer": {"name": "w1", "keyid": "SHA256:…", "verified": True},
+        "landed": None,
     },
     "bundle": {"key": K, "file": "job.tar", "bytes": 10240, "digest": D},
     "keygen": {

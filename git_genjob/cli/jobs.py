@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from git_genjob.storage.store import Store
 
 from git_genjob.cli.common import (
     CONTEXT,
@@ -214,6 +218,31 @@ def _row_painter() -> Painter:
     return paint if colour_wanted() else plain
 
 
+def _job_behind(store: Store, text: str) -> tuple[str, str] | None:
+    """(commit, job key) when `text` names no job but a commit: the job its Genjob-Key names;
+    a commit with none is refused here, saying so. None when `text` is a job's key."""
+    import pygit2
+
+    from git_genjob.documents.errors import BadInput, GenjobError
+    from git_genjob.storage.store import job_ref
+
+    if store.ref_target(job_ref(text)) is not None or store.archive_entry(text) is not None:
+        return None
+    try:
+        commit = store.revparse_commit(text)
+    except (KeyError, ValueError, pygit2.GitError, GenjobError):  # no revision either: the job lookup names it
+        return None
+    from git_genjob.storage.gitdir import genjob_trailers_of_commit
+
+    found = genjob_trailers_of_commit(str(commit.id), commit.message, store.gitdir).get("Genjob-Key")
+    if not found:
+        raise BadInput(
+            f"commit {str(commit.id)[:12]} has no job behind it (no Genjob-Key trailer)",
+            "git genjob log lists the genjob commits",
+        )
+    return str(commit.id), found
+
+
 def _write_blocks(lines: list[str], block: int = 2000) -> None:
     for start in range(0, len(lines), block):
         sys.stdout.write("".join(lines[start : start + block]))
@@ -225,12 +254,23 @@ def _write_blocks(lines: list[str], block: int = 2000) -> None:
 @click.option("--log", "log", is_flag=True, help="Each attempt's generator stdout and stderr (the last 64 KiB).")
 @json_option
 def show(key: str, log: bool, as_json: bool) -> None:
-    """One job: its work order, events, attempts and receipt."""
+    """One job: its work order, events, attempts and receipt; how it ended and why, who signed
+    its receipt, and the commit it became.
+
+    KEY may also be a commit (any revision: HEAD, a sha, main~2): the job behind that genjob
+    commit is shown, or the command says the commit has none."""
     from git_genjob.planner import statusfast
     from git_genjob.planner.queue import show as do_show
     from git_genjob.planner.queue import show_lines
 
     store = open_store()
+    behind = _job_behind(store, key)
+    if behind is not None:
+        commit, key = behind
+        doc = do_show(store, key)
+        doc["commit_shown"] = commit
+        emit(doc, as_json, lambda: echo_lines(show_lines(doc)))
+        return
     if log:
         from git_genjob.planner.queue import log_lines, show_logs
 

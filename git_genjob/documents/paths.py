@@ -57,12 +57,6 @@ def check_path(path: str, *, what: str = "path") -> str:
         raise BadInput(f"{what} is longer than {MAX_PATH} bytes")
     if any(_control(c) for c in path):
         raise BadInput(f"{what} {path!r} contains a control character")
-    shown = next((c for c in path if c in DECEPTIVE), None)
-    if shown is not None:  # SPEC §12.2: a reviewer would read another path than the one written
-        raise BadInput(
-            f"{what} {printable(path)!r} contains U+{ord(shown):04X} ({deceptive(shown)})",
-            "rename it: a reviewer would read another path than the one written",
-        )
     if any(0xD800 <= ord(c) <= 0xDFFF for c in path):
         raise BadInput(f"{what} {path!r} is not valid UTF-8")
     if "\\" in path:
@@ -82,6 +76,12 @@ def check_path(path: str, *, what: str = "path") -> str:
         raise BadInput(
             f"{what} {path!r} lies under .genjob/",
             "repository settings are changed by hand and reviewed, never by a job",
+        )
+    shown = next((c for c in path if c in DECEPTIVE), None)
+    if shown is not None:  # SPEC §12.2: a reviewer would read another path than the one written
+        raise BadInput(
+            f"{what} {printable(path)!r} contains U+{ord(shown):04X} ({deceptive(shown)})",
+            "rename it: a reviewer would read another path than the one written",
         )
     return path
 

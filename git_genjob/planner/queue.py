@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -756,7 +757,44 @@ def show(store: Store, key: str) -> dict[str, Any]:
         {"commit": str(e.commit), "event": e.event, "state": e.state, "epoch": e.epoch, "time": e.time}
         for e in (events(store, tip) if tip is not None else [])
     ]
+    doc.update(_answers(store, record))
     return doc
+
+
+def _answers(store: Store, record: JobRecord) -> dict[str, Any]:
+    """What a reviewer asks `show` (SPEC §12.4): how the receipt ended and why, who signed it (as
+    the trust store names the key, once its signature verified), and the commit it became."""
+    from git_genjob.documents.receipt import check_signature, parse_envelope
+    from git_genjob.planner.trust import trust_from_worktree
+    from git_genjob.storage.records import parse_trailers
+
+    out: dict[str, Any] = {"ended": None, "signer": None, "landed": None}
+    if record.receipt_bytes is not None:
+        try:
+            env = parse_envelope(record.receipt_bytes)
+        except GenjobError as exc:
+            out["ended"] = {"status": None, "reason": f"the receipt does not parse: {exc.message}"}
+        else:
+            pred = env.predicate
+            out["ended"] = {"status": pred.status, "reason": pred.reason or None, "worker_id": pred.worker_id}
+            try:
+                trust = trust_from_worktree(store)
+                key = check_signature(env, trust.signers, trust.revoked, time.time())
+                out["signer"] = {"name": key.principal, "keyid": key.keyid, "verified": True}
+            except GenjobError as exc:
+                out["signer"] = {"name": None, "keyid": None, "verified": False, "why": exc.message}
+    final = record.meta.final
+    if final is not None and final.state == "applied" and final.commit:
+        merged = None
+        if store.has(final.commit):
+            merged = parse_trailers(store.get_commit(final.commit).message).get("Genjob-Merged-Onto")
+        out["landed"] = {
+            "commit": final.commit,
+            "branch": final.branch,
+            "merged_onto": merged,
+            "here": store.has(final.commit),
+        }
+    return out
 
 
 def show_lines(doc: dict[str, Any]) -> list[str]:
@@ -785,6 +823,24 @@ def show_lines(doc: dict[str, Any]) -> list[str]:
     ]
     if doc["receipt"]:
         lines.append(f"receipt  present; outputs: {', '.join(doc['outputs']) or '(none)'}")
+    result, signer, landed = doc.get("ended"), doc.get("signer"), doc.get("landed")
+    if result:
+        reason = f": {result['reason']}" if result.get("reason") else ""
+        lines.append(printable(f"result   {result.get('status')}{reason}"))
+    if signer:
+        if signer["verified"]:
+            lines.append(printable(f"signed   by {signer['name']} ({signer['keyid']})"))
+        else:
+            lines.append(printable(f"signed   NOT VERIFIED: {signer.get('why')}"))
+        worker = (result or {}).get("worker_id")
+        if worker and worker != signer.get("name"):
+            lines.append(printable(f"worker   id {worker} (self-asserted, not verified)"))
+    if landed:
+        onto = f", merged onto {landed['merged_onto'][:12]}" if landed.get("merged_onto") else ""
+        where = "" if landed.get("here") else " (not in this clone: fetch that branch)"
+        lines.append(printable(f"applied  as {landed['commit'][:12]} on {landed['branch']}{onto}{where}"))
+    if doc.get("commit_shown"):
+        lines.insert(0, printable(f"commit   {doc['commit_shown']} is the landing of job {doc['key']}"))
     return lines
 
 
