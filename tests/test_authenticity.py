@@ -922,7 +922,10 @@ def test_the_ci_audit_of_a_pull_request_does_not_take_the_pull_request_s_own_tru
     assert run_genjob("apply", k, cwd=fork).code == 0
     head = git(fork, "rev-parse", "HEAD").strip()
 
-    assert run_genjob("audit", f"{base}..{head}", cwd=fork).code == 0  # by the request's own .genjob/
+    # SPEC §12.2: a range is judged by its base's trust, so the request cannot vouch for itself
+    plain = run_genjob("audit", f"{base}..{head}", cwd=fork)
+    assert plain.code == 1 and "a branch cannot vouch for a key it adds itself" in plain.out, plain.out
+    assert run_genjob("audit", "--trust-from", head, f"{base}..{head}", cwd=fork).code == 0  # said explicitly
     # the audit step ci init writes: the target branch's trust judges the request's commits
     audit = run_genjob("audit", "--trust-from", base, f"{base}..{head}", cwd=fork)
     assert audit.code != 0, audit.out  # keys only the pull request trusts vouch for nothing

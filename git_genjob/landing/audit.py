@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -235,11 +236,14 @@ def audit_commit(
     tip_trust: TrustStore,
     trust_from: TrustStore | None = None,
     notes: tuple[bytes | None, bytes | None] | None = None,
+    now: float | None = None,
 ) -> CommitAudit:
     """SPEC §6's audit rule for one commit: trust is read from the commit itself, unless
     `trust_from` (`audit --trust-from REV`) names the store to use instead; revocations at the
     tip of RANGE hold either way. `notes` (receipts note, summary note) judges those instead of
-    the notes refs' (fetch's quarantine checks a remote's notes before it takes them)."""
+    the notes refs' (fetch's quarantine checks a remote's notes before it takes them). `now`:
+    judge keys' validity at that time, not at the date the commit states (a commit new in an
+    audited range, SPEC §12.2)."""
     t = genjob_trailers(commit, store.gitdir)
     result = CommitAudit(str(commit.id), commit.message.splitlines()[0] if commit.message else "", t)
     p = result.problems
@@ -284,7 +288,7 @@ def audit_commit(
     trust = TrustStore(here.signers, here.revoked | tip_trust.revoked)
     signer = None
     try:
-        signer = check_signature(env, trust.signers, trust.revoked, float(commit.committer.time))
+        signer = check_signature(env, trust.signers, trust.revoked, _when(commit, now))
         result.signer_name = signer.principal
         if signer.keyid != t.get("Genjob-Signer"):
             p.append(f"signer is {signer.keyid}, trailer says {t.get('Genjob-Signer')}")
@@ -334,7 +338,7 @@ def audit_commit(
     if digest(job_doc.canonical()) != pred.job_digest:
         p.append(f"check 3: the job hashes to {digest(job_doc.canonical())}, the receipt says {pred.job_digest}")
     # Check 9 (SPEC §11): a job no trusted planner signed fails, whatever signed its receipt.
-    planned = job_trust(job_bytes, job_envelope, trust, float(commit.committer.time))
+    planned = job_trust(job_bytes, job_envelope, trust, _when(commit, now))
     result.planner = planned.detail if planned.ok else f"{planned.label}: {planned.detail}"
     if not planned.ok:
         p.append(f"check 9: the job is {planned.label}: {planned.detail}")
@@ -359,6 +363,10 @@ def audit_commit(
         )
         _judge_summary(result, summary, ref_and_note, rendered, [here, trust_from_tree(store, commit.tree)])
     return result
+
+
+def _when(commit: pygit2.Commit, now: float | None) -> float:
+    return float(commit.committer.time) if now is None else now
 
 
 def _given_notes(receipts: bytes | None, summary: bytes | None) -> tuple[tuple[str, bytes] | None, bytes | None]:
@@ -477,19 +485,20 @@ def audit_one(
     tip_trust: TrustStore,
     trust_from: TrustStore | None = None,
     noted: pygit2.Tree | None | bool = True,
+    now: float | None = None,
 ) -> CommitAudit | None:
     """The audit of one commit that names a job or carries a genjob summary note (None for a
     commit that does neither). `noted` is refs/notes/genjob's tree (None: no notes; True: read it)."""
     trailers, groups = genjob_trailers(commit, store.gitdir), genjob_groups(commit.message)
     if len({g.get("Genjob-Key") for g in groups}) > 1 or (groups and not trailers):
-        result = audit_squash(store, commit, groups, tip_trust, trust_from)  # trailers in the body
+        result = audit_squash(store, commit, groups, tip_trust, trust_from, now)  # trailers in the body
         summary = read_note(store, commit.id)
         if summary is not None:  # apply never notes a squash: each job's note sits on its own commit
             result.forged_note = quoted(summary)
             result.problems.append(f"{FORGED}: a squash commit carries no genjob summary")
         return result
     if trailers:
-        return audit_commit(store, commit, tip_trust, trust_from)
+        return audit_commit(store, commit, tip_trust, trust_from, now=now)
     claimed = attributions(commit.message)
     if claimed:  # SPEC §12.2: an attribution names a verified receipt on its own commit, or it is named
         subject = commit.message.splitlines()[0] if commit.message else ""
@@ -528,6 +537,7 @@ def audit_squash(
     groups: list[dict[str, str]],
     tip_trust: TrustStore,
     trust_from: TrustStore | None = None,
+    now: float | None = None,
 ) -> CommitAudit:
     """A commit carrying several jobs' trailers: what each job's receipt still proves.
 
@@ -564,7 +574,7 @@ def audit_squash(
         try:
             env = parse_envelope(raw)
             pred = env.predicate
-            signer = check_signature(env, trust.signers, trust.revoked, float(commit.committer.time))
+            signer = check_signature(env, trust.signers, trust.revoked, _when(commit, now))
             if signer.keyid != g.get("Genjob-Signer"):
                 p.append(f"signer is {signer.keyid}, the message says {g.get('Genjob-Signer')}")
         except GenjobError as exc:
@@ -692,6 +702,14 @@ def audit(
             fixed = trust_from_tree(store, store.revparse_commit(trust_from).tree)
         except (KeyError, ValueError, pygit2.GitError):
             raise BadInput(f"--trust-from {trust_from!r} is not a commit", "give a branch, tag or commit") from None
+    now, base = None, range_base(spec)
+    if base is not None:
+        # SPEC §12.2: commits new in BASE..HEAD are judged by the trust in force now, read from
+        # BASE unless --trust-from says otherwise: a branch cannot vouch for its own key, and no
+        # verdict depends on a date a commit states.
+        now = time.time()
+        if fixed is None:
+            fixed = trust_from_tree(store, _range_commit(store, base, base).tree)
     if store.promisor_remote is not None:
         _prefetch(store, commits)
     read_commit_trailers(store.gitdir, [(str(c.id), c.message) for c in commits])  # one git for the range
@@ -701,7 +719,28 @@ def audit(
     for n, commit in enumerate(commits, 1):
         if n % 200 == 0:
             progress(f"audit: {n}/{len(commits)} commits")
-        checked = audit_one(store, commit, tip_trust, fixed, noted)
+        checked = audit_one(store, commit, tip_trust, fixed, noted, now)
         if checked is not None:
+            if base is not None and trust_from is None:
+                checked.problems = [
+                    p + (BASE_HINT.format(base=base) if p.startswith("check 2:") else "") for p in checked.problems
+                ]
             out.append(checked)
     return out
+
+
+BASE_HINT = (
+    " (trust is read from {base}, the range's base, and keys are judged as of now: a branch cannot vouch for "
+    "a key it adds itself; land the trust change first, or check against another store with --trust-from REV)"
+)
+
+
+def range_base(spec: str | None | Walk) -> str | None:
+    """The base of an audited range (`A..B`, `^A`): where trust is read from, or None."""
+    revs = spec.revs if isinstance(spec, Walk) else (spec,) if spec else ()
+    for rev in revs:
+        if rev.startswith("^") and len(rev) > 1:
+            return rev[1:]
+        if ".." in rev and "..." not in rev:
+            return rev.split("..", 1)[0] or "HEAD"
+    return None
