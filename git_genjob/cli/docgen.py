@@ -137,6 +137,7 @@ JSON_SHAPES = {
             "key": K,
             "receipt": D,
             "signer": "SHA256:…",
+            "signer_name": "w1",
             "worker": "w1",
             "ok": True,
             "problems": [],

@@ -245,6 +245,8 @@ def oneline_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 def log_lines(rows: list[dict[str, Any]]) -> list[str]:
     """`log`'s human lines, one commit each with its facts, note and where its receipt is."""
+    from git_genjob.documents.display import printable
+
     if not rows:
         return ["no genjob commits"]
     out = []
@@ -253,7 +255,13 @@ def log_lines(rows: list[dict[str, Any]]) -> list[str]:
             mark = "; ".join([r["provenance"], *r["unchecked"]])
         else:
             mark = f"{r['provenance']}, FAILS: " + "; ".join(r["problems"])
-        out.append(f"{r['commit'][:12]} {r['key']} worker={r['worker']} signer={r['signer']} {mark}")
+        if r.get("signer_name"):  # the trust store's name for the key whose signature verified
+            who = f"signer={r['signer_name']} ({r['signer']})"
+            if r["worker"] != r["signer_name"]:
+                who += f" worker id={r['worker']} (self-asserted)"
+        else:
+            who = f"signer={r['signer']} (not verified) worker id={r['worker']} (self-asserted)"
+        out.append(printable(f"{r['commit'][:12]} {r['key']} {who} {mark}"))
         out += [f"             {fact}" for fact in r["facts"]]
         out += [f"             note: {line.strip()}" for line in r["note"]]  # SPEC §11: the verified rendering
         if r.get("forged_note") is not None:  # never shown as a summary: quoted, escaped, named

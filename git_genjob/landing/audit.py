@@ -97,6 +97,7 @@ class CommitAudit:
             "key": self.trailers.get("Genjob-Key"),
             "receipt": self.trailers.get("Genjob-Receipt"),
             "signer": self.trailers.get("Genjob-Signer"),
+            "signer_name": self.signer_name,
             "worker": self.trailers.get("Genjob-Worker"),
             "ok": self.ok,
             "problems": self.problems,
