@@ -103,6 +103,11 @@ def check_entry_name(name: str, where: str) -> str:
     """A tree entry name read from a ref: one path component, as git fsck requires."""
     if not name or name in (".", "..") or "/" in name or "\x00" in name or _aliases(name, ".git"):
         raise BadInput(f"{where} holds a tree entry named {name!r}", "the ref is damaged or hostile; drop it")
+    if any(c in DECEPTIVE for c in name):  # what check_path refuses to write is refused when read
+        raise BadInput(
+            f"{where} holds a tree entry named {printable(name)!r}, which shows as another name",
+            "the ref is damaged or hostile; drop it",
+        )
     return name
 
 
