@@ -99,6 +99,43 @@ def test_pre_apply_policy_from_config(tmp_path: Path) -> None:
     assert res.code == 0 and json.loads(res.out)["commit"]
 
 
+@pytest.mark.parametrize("hooks", ["none", "genjob", "user"])
+def test_the_committed_gate_runs_whatever_hooks_the_clone_has(tmp_path: Path, hooks: str) -> None:
+    """[hooks] pre_apply is the repository's policy (SPEC §12.3): a clone without `init --hooks`
+    runs it, genjob's own hook runs it once, and a user's own pre-apply hook does not replace it."""
+    repo = make_repo(tmp_path / "r")
+    key = setup_worker(repo)
+    runs = tmp_path / "gate-runs"
+    (repo / ".genjob/config.toml").write_text(
+        f'[hooks]\npre_apply = "echo ran >> {runs}; grep -q ok $GENJOB_OUTPUTS/src/user.py"\n'
+    )
+    git(repo, "commit", "-qam", "policy")
+    if hooks == "genjob":
+        assert run_genjob("init", "--hooks", cwd=repo).code == 0
+    user_ran = tmp_path / "user-hook-ran"
+    if hooks == "user":
+        hook = repo / ".git/hooks/pre-apply"
+        hook.write_text(f'#!/bin/sh\necho "$1" >> {user_ran}\n')
+        hook.chmod(0o755)
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    assert work(repo, key, "echo bad > src/user.py", "--once").code == 0
+    head, status = git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain")
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "refused job" in res.err, res.err
+    assert git(repo, "rev-parse", "HEAD") == head and git(repo, "status", "--porcelain") == status
+    assert runs.read_text() == "ran\n"  # once, by whichever runner the clone has
+    assert run_genjob("drop", k, "--why", "policy", cwd=repo).code == 0
+    k2 = submit_key(repo, "-m", "y", "src/user.py")
+    assert work(repo, key, "echo ok > src/user.py", "--once").code == 0
+    res = run_genjob("apply", k2, "--json", cwd=repo)
+    assert res.code == 0, res.err
+    landed = json.loads(res.out)["commit"]
+    assert git(repo, "rev-parse", "HEAD").strip() == landed and (repo / "src/user.py").read_text() == "ok\n"
+    assert runs.read_text() == "ran\nran\n"
+    if hooks == "user":
+        assert user_ran.read_text() == f"{k}\n{k2}\n"
+
+
 def test_an_unknown_hook_over_a_chained_one_needs_force(repo: Path) -> None:
     hooks = repo / ".git/hooks"
     (hooks / "commit-msg").write_text("#!/bin/sh\necho first\n")

@@ -255,9 +255,23 @@ def landed(store: Store, head: pygit2.Oid | None, key: str, receipt_digest: str)
 
 
 def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid | None]) -> None:
-    hooks_dir = store.hooks_dir()
-    hook = os.path.join(hooks_dir, "pre-apply")
-    if not (os.path.isfile(hook) and os.access(hook, os.X_OK)):
+    """The gate before a job lands: the local `pre-apply` hook where one is installed, and the
+    committed `[hooks] pre_apply` of .genjob/config.toml always (the repository's policy, not a
+    local hook choice: a clone without `init --hooks` runs it too; genjob's own hook runs it once)."""
+    from git_genjob.landing.hooks import MARKER
+
+    hook = os.path.join(store.hooks_dir(), "pre-apply")
+    gates: list[tuple[list[str], str]] = []
+    ours = False
+    if os.path.isfile(hook) and os.access(hook, os.X_OK):
+        with open(hook, encoding="utf-8", errors="replace") as fh:
+            ours = MARKER in fh.read(400)
+        gates.append(([hook, record.key], "the pre-apply hook"))
+    command = read_config(store).pre_apply
+    if command and not ours:
+        committed = "the pre-apply gate ([hooks] pre_apply in .genjob/config.toml)"
+        gates.append((["sh", "-c", command, "pre-apply", record.key], committed))
+    if not gates:
         return
     tmp = scratch_dir()
     try:
@@ -272,15 +286,14 @@ def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid
         from git_genjob.storage.remote import clean_env
 
         env = {**clean_env(), "GENJOB_OUTPUTS": tmp, "GENJOB_KEY": record.key}
-        proc = subprocess.run(
-            [hook, record.key], cwd=store.workdir or store.gitdir, env=env, capture_output=True, text=True
-        )
-        if proc.returncode != 0:
-            raise Refused(
-                f"the pre-apply hook refused job {record.key} (exit {proc.returncode})",
-                "fix what it reports, or drop the job",
-                details=(proc.stdout + proc.stderr).strip().splitlines()[-20:],
-            )
+        for argv, what in gates:
+            proc = subprocess.run(argv, cwd=store.workdir or store.gitdir, env=env, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise Refused(
+                    f"{what} refused job {record.key} (exit {proc.returncode})",
+                    "fix what it reports, or drop the job",
+                    details=(proc.stdout + proc.stderr).strip().splitlines()[-20:],
+                )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
