@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from git_genjob.landing.ci import BARE_NAME
 from tests.conftest import git, make_repo, repo_with_remote, run_genjob, setup_worker, submit_key, work
 
 GITHUB = [
@@ -66,7 +68,7 @@ def test_github_workflows_pass_actionlint(tmp_path: Path) -> None:
     assert set(workers[True]) == {"workflow_dispatch", "schedule"}  # YAML 1.1 reads `on` as True
     assert workers[True]["schedule"] == [{"cron": "*/30 * * * *"}]
     run = next(s["run"] for s in work["steps"] if s.get("name") == "work")
-    assert run.startswith("exec git genjob work --remote origin --max-jobs 2") and "--allow-host=api.openai.com" in run
+    assert "\nexec git genjob work --remote origin --max-jobs 2 \\\n" in run and "--allow-host=api.openai.com" in run
     assert "it''s" in work["env"]["GENJOB_GENERATOR"]  # an expression literal, its quote doubled
     land = yaml.safe_load((repo / GITHUB[1]).read_text())["jobs"]["land"]
     assert "GENJOB_MODEL_KEY" not in (repo / GITHUB[1]).read_text()  # land never holds the model key
@@ -150,7 +152,12 @@ def test_gitlab_file_and_its_include(tmp_path: Path) -> None:
     work = doc["genjob-work"]
     assert work["parallel"] == 5 and work["stage"] == "build"
     assert any("git genjob work --remote origin --max-jobs 3" in line for line in work["script"])
-    assert "GENJOB_MODEL_KEY" not in yaml.safe_dump(doc["genjob-land"])
+    land_script = doc["genjob-land"]["script"]
+    assert "$GENJOB_MODEL_KEY" not in yaml.safe_dump(doc["genjob-land"])  # land never reads the model key
+    gate = next(i for i, line in enumerate(land_script) if "git genjob apply --all" in line)
+    assert "-u GENJOB_MODEL_KEY" in land_script[gate] and "-u GENJOB_LAND_TOKEN" in land_script[gate]
+    set_url = next(i for i, line in enumerate(land_script) if "set-url origin" in line)
+    assert set_url > gate and not any("set-url" in line for line in doc[".genjob"]["before_script"])
     assert doc["genjob-land"]["needs"] == ["genjob-work"]
     assert any("merge_request.create" in line for line in doc["genjob-land"]["script"])
     audit = doc["genjob-audit"]
@@ -241,3 +248,136 @@ def test_a_key_main_revoked_lands_nothing_through_an_older_land_branch(tmp_path:
     assert [o["result"] for o in json.loads(res.out)["jobs"]] == ["ok"], res.out
     land, proc = _land_step(tmp_path, bare)
     assert f"Genjob-Key: {k}" not in git(land, "log", "--format=%B", "origin/main..HEAD"), proc.stdout
+
+
+def zizmor() -> str:
+    """The zizmor binary of the dev extras; under CI its absence fails."""
+    found = shutil.which("zizmor", path=os.path.dirname(sys.executable)) or shutil.which("zizmor")
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("zizmor is missing: pip install -e '.[dev]' installs it")
+        pytest.skip("zizmor is not installed here (pip install -e '.[dev]')")
+    return found
+
+
+def audit_workflows(repo: Path, persona: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [zizmor(), "--offline", "--no-progress", f"--persona={persona}", "--format=plain", ".github/workflows"],
+        cwd=repo, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+PINNED = 'python -m pip install "git-genjob @ git+https://git.example.com/me/git-genjob@' + "a" * 40 + '"'
+
+
+@pytest.mark.parametrize("persona", ["regular", "auditor"])
+def test_github_workflows_pass_zizmor(tmp_path: Path, persona: str) -> None:
+    """SPEC §12.3: no finding, not even the auditor persona's, and no suppression in the files."""
+    repo = make_repo(tmp_path / "r")
+    res = run_genjob("ci", "init", "github", "--generator", "exec:sh tools/gen.sh", "--install", PINNED, cwd=repo)
+    assert res.code == 0, res.err
+    checked = audit_workflows(repo, persona)
+    assert checked.returncode == 0 and "No findings to report" in checked.stdout + checked.stderr, checked.stdout
+    assert "suppressed" not in checked.stdout + checked.stderr
+    for path in GITHUB:
+        text = (repo / path).read_text()
+        doc = yaml.safe_load(text)
+        assert "zizmor: ignore" not in text and "workflow_run" not in doc[True]  # YAML 1.1 reads `on` as True
+        for job in doc["jobs"].values():
+            for step in job["steps"]:
+                if "uses" in step:  # pinned by a full commit id, the version in a comment
+                    assert re.fullmatch(r"actions/[a-z-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
+                if step.get("uses", "").startswith("actions/checkout@"):
+                    assert step["with"]["persist-credentials"] is False
+    land = yaml.safe_load((repo / GITHUB[1]).read_text())["jobs"]["land"]
+    tokens = {s["name"]: s.get("env", {}) for s in land["steps"] if "name" in s}
+    gate = next(n for n in tokens if n.startswith("apply every verified job"))
+    assert tokens[gate] == {} and "env" not in land.get("env", {})  # the pre_apply gate runs with no token
+    assert "GH_TOKEN" not in land["env"] and any("GH_TOKEN" in e for e in tokens.values())
+
+
+def test_zizmor_finds_what_the_templates_avoid(tmp_path: Path) -> None:
+    """The check above can fail: a tag-pinned action and persisted credentials are findings."""
+    repo = make_repo(tmp_path / "r")
+    assert run_genjob("ci", "init", "github", "--install", PINNED, cwd=repo).code == 0
+    path = repo / GITHUB[2]
+    text = path.read_text()
+    text = re.sub(r"actions/checkout@[0-9a-f]{40} # v\S+", "actions/checkout@v4", text)
+    path.write_text(re.sub(r"\n +persist-credentials: false[^\n]*", "", text))
+    checked = audit_workflows(repo, "regular")
+    assert checked.returncode != 0
+    assert "unpinned-uses" in checked.stdout and "artipacked" in checked.stdout, checked.stdout
+
+
+@pytest.mark.parametrize(
+    "install",
+    [
+        "python -m pip install git-genjob",
+        "pip install -U git_genjob==0.1",
+        "uv pip install 'git-genjob[dev]'",
+        "pipx install git-genjob",
+        "pip install git-genjob>=0.1 && git genjob --version",
+    ],
+)
+def test_a_bare_name_install_is_refused(tmp_path: Path, install: str) -> None:
+    repo = make_repo(tmp_path / "r")
+    before = tree(repo)
+    for forge in ("github", "gitlab"):
+        res = run_genjob("ci", "init", forge, "--install", install, cwd=repo)
+        assert res.code == 2 and "bare name" in res.err and "git+https://" in res.err, res.err
+    assert tree(repo) == before
+
+
+@pytest.mark.parametrize(
+    "install",
+    [
+        PINNED,
+        "python -m pip install ./vendor/git_genjob-0.1-py3-none-any.whl",
+        "python -m pip install --require-hashes -r ci/genjob-requirements.txt",
+    ],
+)
+def test_a_pinned_install_is_written_and_named(tmp_path: Path, install: str) -> None:
+    repo = make_repo(tmp_path / "r")
+    res = run_genjob("ci", "init", "github", "--install", install, cwd=repo)
+    assert res.code == 0, res.err
+    assert f"runners install git-genjob with: {install} (as --install says)" in res.out
+    for path in GITHUB:
+        steps = yaml.safe_load((repo / path).read_text())["jobs"]
+        (job,) = steps.values()
+        assert next(s["run"] for s in job["steps"] if s.get("name") == "install git-genjob") == install
+
+
+def test_the_default_install_is_this_checkout_pinned_by_commit(tmp_path: Path) -> None:
+    """Without --install: the commit of the git-genjob checkout ci init runs from, where its origin
+    is a URL a runner can reach; else an install step that fails and says to pass --install."""
+    from git_genjob.landing.ci import default_install
+
+    src = tmp_path / "src"
+    git(tmp_path, "clone", "-q", "--no-hardlinks", str(Path(__file__).resolve().parents[1]), str(src))
+    head = git(src, "rev-parse", "HEAD").strip()
+    git(src, "remote", "set-url", "origin", "git@git.example.com:me/git-genjob.git")
+    line, why = default_install(str(src))
+    assert line == f'python -m pip install "git-genjob @ git+ssh://git@git.example.com/me/git-genjob.git@{head}"'
+    assert head[:12] in why
+    git(src, "remote", "set-url", "origin", str(tmp_path / "elsewhere"))  # a path: no runner reaches it
+    line, why = default_install(str(src))
+    assert line.endswith("exit 2") and "--install" in line and "--install" in why
+    git(src, "remote", "set-url", "origin", "https://git.example.com/me/git-genjob.git")
+    (src / "README.md").write_text("an edit not committed\n")  # the commit would not be what runs here
+    assert default_install(str(src))[0].endswith("exit 2")
+    repo = make_repo(tmp_path / "r")  # and what ci init writes without --install is one of the two
+    res = run_genjob("ci", "init", "github", cwd=repo)
+    assert res.code == 0 and "runners install git-genjob with: " in res.out
+    wrote = next(
+        s["run"]
+        for s in yaml.safe_load((repo / GITHUB[0]).read_text())["jobs"]["work"]["steps"]
+        if s.get("name") == "install git-genjob"
+    )
+    assert wrote == default_install()[0] and not BARE_NAME.search(wrote)
+
+
+def test_no_template_or_doc_installs_by_a_bare_name() -> None:
+    root = Path(__file__).resolve().parents[1]
+    texts = [*(root / "git_genjob/resources").glob("ci-*.yml"), *(root / "docs").glob("*.md"), root / "README.md"]
+    found = [(p.name, m.group(0)) for p in texts for m in BARE_NAME.finditer(p.read_text())]
+    assert found == []

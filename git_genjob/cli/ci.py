@@ -27,9 +27,11 @@ def ci() -> None:
 @click.option("--land-branch", default="genjob/land", show_default=True, help="The branch land commits on.")
 @click.option(
     "--install",
-    default="python -m pip install git-genjob",
+    default=None,
     show_default=True,
-    help="The shell line that installs git-genjob on a runner.",
+    help="The shell line that installs git-genjob on a runner, pinned to a source you control (a commit, a "
+    "hash). Default: this git-genjob's own checkout at its commit, when it has an https or ssh origin; never "
+    "a bare name from a package index.",
 )
 @click.option(
     "--model-key-env",
@@ -57,7 +59,7 @@ def ci_init(
     schedule: str,
     branch: str,
     land_branch: str,
-    install: str,
+    install: str | None,
     model_key_env: str,
     timeout_minutes: int,
     work_options: tuple[str, ...],

@@ -31,6 +31,53 @@ MAX_WORKERS = 256  # GitHub's matrix limit; GitLab's `parallel` allows 200
 CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z]+$")
 BRANCH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/\-]*$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# `pip install git-genjob` (any options, extras or version range) with no source: a bare name
+BARE_NAME = re.compile(
+    r"\b(?:pip3?|pipx|uv(?:\s+pip|\s+tool)?)\s+install\b(?:\s+-\S+)*\s+['\"]?git[-_]genjob(?:\[[^\]]*\])?(?:[<>=!~]=?[^\s'\"]*)?['\"]?(?!\s*@)(?:\s|$)"
+)
+PINNED_EXAMPLE = 'python -m pip install "git-genjob @ git+https://github.com/YOU/git-genjob@COMMIT"'
+# One line of shell: the push token for git alone, through git's environment config (never on
+# disk, never in the generator's environment): what actions/checkout would persist in .git/config.
+GIT_AUTH = (
+    'GIT_CONFIG_VALUE_0="AUTHORIZATION: basic $(printf \'x-access-token:%s\' "$GENJOB_PUSH_TOKEN" | base64 -w0)"; '
+    'export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0="http.$GENJOB_SERVER/.extraheader" GIT_CONFIG_VALUE_0'
+)
+
+
+def default_install(root: str | None = None) -> tuple[str, str]:
+    """(the install line, why) when --install is not given: this git-genjob's own checkout,
+    pinned by its commit, where it has a remote a runner can reach; else a line that fails the
+    job, saying to pass --install. Never a bare name from a package index."""
+    import subprocess
+
+    from git_genjob.landing.hooks import package_parent
+
+    root = root or package_parent()
+    if os.path.isdir(os.path.join(root, ".git")) or os.path.isfile(os.path.join(root, ".git")):
+        git = ["git", "-C", root]
+        url = subprocess.run([*git, "remote", "get-url", "origin"], capture_output=True, text=True).stdout.strip()
+        sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+        if url.startswith(("https://", "ssh://", "git@")) and re.fullmatch(r"[0-9a-f]{40}", sha) and not dirty.stdout:
+            url = "ssh://git@" + url[4:].replace(":", "/", 1) if url.startswith("git@") else url
+            line = f'python -m pip install "git-genjob @ git+{url}@{sha}"'
+            return line, f"pinned to commit {sha[:12]} of the git-genjob this ci init ran from ({url})"
+    line = (
+        "echo 'no pinned source for git-genjob: run git genjob ci init again with --install LINE "
+        "(docs/ci.md)' >&2; exit 2"
+    )
+    return line, (
+        "no pinned source was found (this git-genjob is no clean checkout with an https or ssh origin), so the "
+        f"install step fails until you run ci init again with --install, e.g. --install '{PINNED_EXAMPLE}'"
+    )
+
+
+def land_schedule(schedule: str) -> str:
+    """The land workflow's cron: half an hour after the workers' tick where the minute is a number."""
+    fields = schedule.split()
+    if fields[0].isdigit():
+        fields[0] = str((int(fields[0]) + 30) % 60)
+    return " ".join(fields)
 
 
 @dataclass
@@ -42,7 +89,7 @@ class CiOptions:
     schedule: str = "17 * * * *"
     branch: str = "main"
     land_branch: str = "genjob/land"
-    install: str = "python -m pip install git-genjob"
+    install: str | None = None  # None: the pinned source default_install() finds (SPEC §12.3)
     model_key_env: str = "OPENAI_API_KEY"
     timeout_minutes: int = 60
     work_options: tuple[str, ...] = ()
@@ -85,13 +132,19 @@ def check_options(opts: CiOptions) -> None:
         raise BadInput("--land-branch must differ from --branch", "land proposes a pull request into --branch")
     if not ENV_NAME.match(opts.model_key_env):
         raise BadInput(f"--model-key-env {opts.model_key_env!r} is not an environment variable name")
-    for what, text in (("--generator", opts.generator or ""), ("--install", opts.install)) + tuple(
+    for what, text in (("--generator", opts.generator or ""), ("--install", opts.install or "")) + tuple(
         ("--work-option", o) for o in opts.work_options
     ):
         if any(c in text for c in "\n\r\0") or "${{" in text or "@@" in text:
             raise BadInput(f"{what} {text!r} holds a newline, '${{{{' or '@@'", "one line of shell, no expressions")
-    if not opts.install.strip():
-        raise BadInput("--install is empty", "e.g. --install 'python -m pip install git-genjob'")
+    if opts.install is not None and not opts.install.strip():
+        raise BadInput("--install is empty", f"e.g. --install '{PINNED_EXAMPLE}'")
+    if opts.install is not None and BARE_NAME.search(opts.install):
+        raise BadInput(
+            f"--install {opts.install!r} installs git-genjob by a bare name from a package index",
+            "nobody publishes git-genjob there: whoever registers the name would run code beside the worker's and "
+            f"the model's keys; pin a source you control, e.g. --install '{PINNED_EXAMPLE}'",
+        )
     if opts.generator is not None:
         kind, sep, rest = opts.generator.partition(":")  # not parse_spec: its program lives on the runner
         if kind not in ("exec", "http", "openai") or not sep or not rest.strip():
@@ -119,7 +172,9 @@ def render(opts: CiOptions) -> dict[str, str]:
         "SCHEDULE": opts.schedule,
         "BRANCH": opts.branch,
         "LAND_BRANCH": opts.land_branch,
-        "INSTALL": opts.install,
+        "INSTALL": _yaml_str(opts.install if opts.install is not None else default_install()[0]),
+        "GIT_AUTH": GIT_AUTH,
+        "LAND_SCHEDULE": land_schedule(opts.schedule),
         "MODEL_KEY_ENV": opts.model_key_env,
         "TIMEOUT_MINUTES": str(opts.timeout_minutes),
         "WORK_EXTRA": extra,
@@ -203,7 +258,9 @@ def _includes(path: str, included: str) -> bool:
 
 
 def _next_steps(opts: CiOptions, had_gitlab_ci: bool) -> list[str]:
+    install, why = (opts.install, "as --install says") if opts.install is not None else default_install()
     steps = [
+        f"runners install git-genjob with: {install} ({why})",
         "git genjob keygen --name ci-worker --out ci-worker.key; git genjob trust add ci-worker ci-worker.key.pub; "
         "commit .genjob/",
     ]
