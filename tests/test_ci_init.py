@@ -342,9 +342,9 @@ def test_a_pinned_install_is_written_and_named(tmp_path: Path, install: str) -> 
     assert res.code == 0, res.err
     assert f"runners install git-genjob with: {install} (as --install says)" in res.out
     for path in GITHUB:
-        steps = yaml.safe_load((repo / path).read_text())["jobs"]
-        (job,) = steps.values()
-        assert next(s["run"] for s in job["steps"] if s.get("name") == "install git-genjob") == install
+        jobs = yaml.safe_load((repo / path).read_text())["jobs"].values()
+        installs = [s["run"] for job in jobs for s in job["steps"] if s.get("name") == "install git-genjob"]
+        assert installs == [install]
 
 
 def test_the_default_install_is_this_checkout_pinned_by_commit(tmp_path: Path) -> None:
@@ -381,3 +381,40 @@ def test_no_template_or_doc_installs_by_a_bare_name() -> None:
     texts = [*(root / "git_genjob/resources").glob("ci-*.yml"), *(root / "docs").glob("*.md"), root / "README.md"]
     found = [(p.name, m.group(0)) for p in texts for m in BARE_NAME.finditer(p.read_text())]
     assert found == []
+
+
+def test_the_pool_starts_only_when_a_job_is_queued_and_each_runner_has_its_shard(tmp_path: Path) -> None:
+    """The workers' first job lists refs/genjob/jobs/* with one ls-remote (its own script, run
+    here by bash against a real bare remote); the matrix needs it, and runner R works shard R-1/N."""
+    bare, repo = repo_with_remote(tmp_path)
+    assert run_genjob("ci", "init", "github", "--workers", "4", "--install", PINNED, cwd=repo).code == 0
+    doc = yaml.safe_load((repo / GITHUB[0]).read_text())
+    queued, work_job = doc["jobs"]["queued"], doc["jobs"]["work"]
+    assert work_job["needs"] == "queued" and work_job["if"] == "needs.queued.outputs.jobs != '0'"
+    assert queued["permissions"] == {"contents": "read"} and len(queued["steps"]) == 1
+    (step,) = queued["steps"]
+
+    def listed() -> str:
+        out = tmp_path / "github-output"
+        out.write_text("")
+        env = {**os.environ, **{k: v for k, v in step["env"].items() if "${{" not in v}}
+        env |= {"GENJOB_PUSH_TOKEN": "t", "GENJOB_SERVER": "https://github.invalid", "REPO_URL": str(bare)}
+        env |= {"GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary")}
+        proc = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return out.read_text()
+
+    assert listed() == "jobs=0\n"
+    setup_worker(repo)
+    submit_key(repo, "-m", "x", "src/user.py")
+    assert run_genjob("push", "origin", cwd=repo).code == 0
+    assert listed() == "jobs=1\n"
+    run = next(s["run"] for s in work_job["steps"] if s.get("name") == "work")
+    assert '--shard "$((GENJOB_RUNNER - 1))/4"' in run
+    assert work_job["steps"][-2]["env"]["GENJOB_RUNNER"] == "${{ matrix.runner }}"
+    shards = [
+        subprocess.run(["bash", "-c", 'echo "$((GENJOB_RUNNER - 1))/4"'], env={"GENJOB_RUNNER": str(r)},
+                       capture_output=True, text=True).stdout.strip()
+        for r in work_job["strategy"]["matrix"]["runner"]
+    ]  # fmt: skip
+    assert shards == ["0/4", "1/4", "2/4", "3/4"]
