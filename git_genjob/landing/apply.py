@@ -258,14 +258,13 @@ def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid
     """The gate before a job lands: the local `pre-apply` hook where one is installed, and the
     committed `[hooks] pre_apply` of .genjob/config.toml always (the repository's policy, not a
     local hook choice: a clone without `init --hooks` runs it too; genjob's own hook runs it once)."""
-    from git_genjob.landing.hooks import MARKER
+    from git_genjob.landing.hooks import installed_by_genjob
 
     hook = os.path.join(store.hooks_dir(), "pre-apply")
     gates: list[tuple[list[str], str]] = []
     ours = False
     if os.path.isfile(hook) and os.access(hook, os.X_OK):
-        with open(hook, encoding="utf-8", errors="replace") as fh:
-            ours = MARKER in fh.read(400)
+        ours = installed_by_genjob(hook)
         gates.append(([hook, record.key], "the pre-apply hook"))
     command = read_config(store).pre_apply
     if command and not ours:

@@ -53,7 +53,7 @@ def default_install(root: str | None = None) -> tuple[str, str]:
     from git_genjob.landing.hooks import package_parent
 
     root = root or package_parent()
-    if os.path.isdir(os.path.join(root, ".git")) or os.path.isfile(os.path.join(root, ".git")):
+    if os.path.exists(os.path.join(root, ".git")):  # a directory, or a worktree's file
         git = ["git", "-C", root]
         url = subprocess.run([*git, "remote", "get-url", "origin"], capture_output=True, text=True).stdout.strip()
         sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -70,6 +70,11 @@ def default_install(root: str | None = None) -> tuple[str, str]:
         "no pinned source was found (this git-genjob is no clean checkout with an https or ssh origin), so the "
         f"install step fails until you run ci init again with --install, e.g. --install '{PINNED_EXAMPLE}'"
     )
+
+
+def chosen_install(opts: CiOptions) -> tuple[str, str]:
+    """(the install line the templates run, why): --install as given, else default_install()."""
+    return (opts.install, "as --install says") if opts.install is not None else default_install()
 
 
 def land_schedule(schedule: str) -> str:
@@ -160,8 +165,9 @@ def _yaml_str(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def render(opts: CiOptions) -> dict[str, str]:
-    """Path -> content of the files `ci init` writes for opts.forge."""
+def render(opts: CiOptions, install: str | None = None) -> dict[str, str]:
+    """Path -> content of the files `ci init` writes for opts.forge (install: chosen_install's
+    line, when the caller has it already)."""
     from importlib.resources import files
 
     check_options(opts)
@@ -172,7 +178,7 @@ def render(opts: CiOptions) -> dict[str, str]:
         "SCHEDULE": opts.schedule,
         "BRANCH": opts.branch,
         "LAND_BRANCH": opts.land_branch,
-        "INSTALL": _yaml_str(opts.install if opts.install is not None else default_install()[0]),
+        "INSTALL": _yaml_str(install if install is not None else chosen_install(opts)[0]),
         "GIT_AUTH": GIT_AUTH,
         "LAND_SCHEDULE": land_schedule(opts.schedule),
         "MODEL_KEY_ENV": opts.model_key_env,
@@ -212,7 +218,9 @@ def ci_init(store: Store, opts: CiOptions) -> CiReport:
     root = store.workdir
     if root is None:
         raise BadInput("ci init needs a work tree (this repository is bare)", "run it in a clone")
-    files = render(opts)
+    check_options(opts)  # before chosen_install starts any git
+    install = chosen_install(opts)  # once: its git calls serve the files and the next steps
+    files = render(opts, install[0])
     report = CiReport(opts.forge)
     gitlab_root = os.path.join(root, GITLAB_ROOT)
     if opts.forge == "gitlab" and not os.path.lexists(gitlab_root):
@@ -244,7 +252,7 @@ def ci_init(store: Store, opts: CiOptions) -> CiReport:
             fh.write(text)
         os.replace(tmp, path)
         report.written.append(rel)
-    report.next_steps = _next_steps(opts, GITLAB_ROOT not in files and not _includes(gitlab_root, GITLAB_FILE))
+    report.next_steps = _next_steps(opts, GITLAB_ROOT not in files and not _includes(gitlab_root, GITLAB_FILE), install)
     return report
 
 
@@ -257,8 +265,8 @@ def _includes(path: str, included: str) -> bool:
         return False
 
 
-def _next_steps(opts: CiOptions, had_gitlab_ci: bool) -> list[str]:
-    install, why = (opts.install, "as --install says") if opts.install is not None else default_install()
+def _next_steps(opts: CiOptions, had_gitlab_ci: bool, chosen: tuple[str, str]) -> list[str]:
+    install, why = chosen
     steps = [
         f"runners install git-genjob with: {install} ({why})",
         "git genjob keygen --name ci-worker --out ci-worker.key; git genjob trust add ci-worker ci-worker.key.pub; "

@@ -51,7 +51,7 @@ def install_hooks(store: object, force: bool = False) -> list[str]:
     for name in HOOKS:
         path = os.path.join(hooks_dir, name)
         chained = path + ".genjob-chained"
-        if os.path.lexists(path) and not _ours(path):
+        if os.path.lexists(path) and not installed_by_genjob(path):
             if os.path.lexists(chained):
                 if not force:
                     raise BadInput(f"{path} exists and {chained} is taken", "move one of them, or pass --force")
@@ -87,7 +87,7 @@ def hook_states(store: object) -> dict[str, str]:
         path = os.path.join(hooks_dir, name)
         if not os.path.lexists(path):
             states[name] = "missing"
-        elif not _ours(path):
+        elif not installed_by_genjob(path):
             states[name] = "foreign"
         else:
             current = _read(path) == render_hook(name, python, pythonpath) and os.access(path, os.X_OK)
@@ -130,7 +130,8 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _ours(path: str) -> bool:
+def installed_by_genjob(path: str) -> bool:
+    """A hook script genjob wrote (its marker in the first lines): the others are the user's own."""
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             return MARKER in fh.read(400)
