@@ -277,3 +277,32 @@ def test_show_names_the_commit_the_reason_and_the_signer_and_reads_a_commit(appl
     assert work(repo, key, "exit 7", "--once").code == 0
     out = run_genjob("show", k2, cwd=repo).out
     assert "result   aborted: " in out or "result   rejected: " in out, out
+
+
+def test_verify_commit_checks_what_audit_checks_of_that_commit(applied: tuple[Path, str]) -> None:
+    """Issue 32 item 1: `verify COMMIT` passes the honest genjob commit and fails the one whose
+    summary note an attacker edited, naming it forged; a commit with no job is bad input."""
+    repo, k = applied
+    head = git(repo, "rev-parse", "HEAD").strip()
+    for rev in ("HEAD", head[:10]):
+        res = run_genjob("verify", rev, cwd=repo)
+        assert res.code == 0, res.out + res.err
+        assert res.out.startswith(f"ok   {head[:12]} verified") and "FAIL" not in res.out
+    doc = json.loads(run_genjob("verify", "HEAD", "--json", cwd=repo).out)
+    assert doc["ok"] and doc["commit"] == head and doc["key"] == k and doc["exit"] == 0
+    assert run_genjob("verify", k, cwd=repo).code == 0  # a key is still a job's receipt
+    honest = git(repo, "notes", "--ref=genjob", "show", "HEAD")
+    _forge(repo, "HEAD", honest.splitlines()[0] + f"\n  {LIE}\n")
+    before = refs(repo)
+    res = run_genjob("verify", "HEAD", cwd=repo)
+    assert res.code == 1 and "FAIL" in res.out and "forged summary note" in res.out, res.out
+    doc = json.loads(run_genjob("verify", "HEAD", "--json", cwd=repo).out)
+    assert not doc["ok"] and "Bump version" in str(doc["forged_note"]) and doc["exit"] == 1
+    assert refs(repo) == before  # verify writes nothing
+    (repo / "README.md").write_text("a human change\n")
+    git(repo, "commit", "-q", "-am", "Refactor auth")
+    res = run_genjob("verify", "HEAD", cwd=repo)
+    assert res.code == 2 and "has no job behind it" in res.err
+    _forge(repo, "HEAD", honest)  # a genjob note copied onto the human commit
+    res = run_genjob("verify", "HEAD", cwd=repo)
+    assert res.code == 1 and "no Genjob trailers" in res.out

@@ -28,10 +28,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.option("--branch", help="Check freshness against this branch (default: HEAD).")
 @json_option
 def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
-    """Every check of the receipt of KEY; exit 0 only if applyable."""
+    """Every check of the receipt of KEY; exit 0 only if applyable.
+
+    KEY may also be a commit (any revision: HEAD, a sha, main~2): the checks `audit` makes of
+    that one commit (its receipt, its diff, its summary note against the verified rendering);
+    exit 0 only if all hold, 1 when one fails, 3 when this clone cannot check it (notes not
+    fetched, a shallow boundary)."""
     from git_genjob.landing.verify import next_step, verify
 
     store = open_store()
+    if branch is None:
+        commit = _commit_named(store, key)
+        if commit is not None:
+            _verify_commit(store, commit, as_json)
+            return
     verdict = verify(store, key, branch, progress=progress_printer(False))
     if branch is None and verdict.ok:  # what `verify KEY` prints from here on without libgit2
         from git_genjob.landing.fast import remember_verify
@@ -47,6 +57,37 @@ def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
     emit(verdict.to_json(), as_json, human)
     if verdict.exit_code:
         raise SystemExit(verdict.exit_code)
+
+
+def _commit_named(store: Any, text: str) -> str | None:
+    """The commit `text` names when it names no job (verify COMMIT), else None."""
+    import pygit2
+
+    from git_genjob.documents.errors import GenjobError
+    from git_genjob.storage.store import job_ref
+
+    if store.ref_target(job_ref(text)) is not None or store.archive_entry(text) is not None:
+        return None
+    try:
+        return str(store.revparse_commit(text).id)
+    except (KeyError, ValueError, pygit2.GitError, GenjobError):  # no revision either: verify names the job
+        return None
+
+
+def _verify_commit(store: Any, commit: str, as_json: bool) -> None:
+    from git_genjob.documents.errors import BadInput
+    from git_genjob.landing.audit import Walk, audit, audit_exit, audit_lines
+
+    results = audit(store, Walk(revs=(commit,), max_count=1))
+    if not results:
+        raise BadInput(
+            f"commit {commit[:12]} has no job behind it (no Genjob trailers, no genjob note, no attribution)",
+            "git genjob log lists the genjob commits; git genjob verify KEY checks a job's receipt",
+        )
+    doc = {"commit": commit, **results[0].to_json(), "exit": audit_exit(results)}
+    emit(doc, as_json, lambda: echo_lines(audit_lines(results, paint=paint)[:-1]))
+    if doc["exit"]:
+        raise SystemExit(doc["exit"])
 
 
 @main.command("apply", context_settings=CONTEXT)
