@@ -149,3 +149,57 @@ def test_work_through_the_gateway_receipt_has_usage_and_no_key(
         "calls": 2, "sent": 2, "replayed": 0, "input_tokens": 20, "output_tokens": 10
     }  # fmt: skip
     stub.close()
+
+
+BUDGETED = """import json, os, urllib.error, urllib.request
+base, tok = os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"]
+seen = []
+for i in range(2):
+    req = urllib.request.Request(base + "/chat/completions", json.dumps({"model": "m", "messages": [i]}).encode(),
+                                 {"authorization": "Bearer " + tok, "content-type": "application/json"})
+    try:
+        seen.append(str(urllib.request.urlopen(req).status))
+    except urllib.error.HTTPError as exc:
+        seen.append(f"{exc.code} {json.load(exc)['error']['message']}")
+open("out.txt", "w").write("\\n".join(seen) + "\\n")
+"""
+
+
+def test_the_committed_config_names_the_upstream_and_the_budget(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`[gateway.NAME]` and `[policy] max_calls` in .genjob/config.toml (SPEC §12.1): the worker's
+    exec generator reaches the upstream with no --gateway, and the call past the budget is a 429
+    that is never sent; an upstream that would carry the key in the clear is refused before a claim."""
+    from tests.conftest import git, refs, run_genjob, setup_worker, submit_key
+
+    stub = Stub()
+    key = setup_worker(repo)
+    config = repo / ".genjob" / "config.toml"
+    text = f'[policy]\nmax_calls = 1\n\n[gateway.openai]\nupstream = "{stub.url}"\n'
+    config.write_text(text)
+    git(repo, "add", ".genjob/config.toml")
+    git(repo, "commit", "-q", "-m", "route model calls through the gateway")
+    job = submit_key(repo, "-m", "call twice", "--create", "out.txt")
+    agent = repo.parent / "budgeted.py"
+    agent.write_text(BUDGETED)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    gen = ("--generator", f"exec:python3 {agent}", "--signing-key", str(key), "--no-sandbox", "--once")
+    r = run_genjob("work", *gen, "--json", cwd=repo)
+    assert r.code == 0, r.err
+    assert len(stub.requests) == 1 and stub.requests[0]["auth"] == f"Bearer {KEY}"
+    import base64
+
+    shown = json.loads(run_genjob("show", job, "--json", cwd=repo).out)
+    pred = json.loads(base64.b64decode(shown["receipt"]["payload"]))["predicate"]
+    assert pred["status"] == "ok" and pred["model"]["budget"] == {"exceeded": "max_calls", "limit": 1}
+    assert pred["model"]["usage"]["sent"] == 1
+    assert run_genjob("apply", job, cwd=repo).code == 0
+    landed = (repo / "out.txt").read_text().splitlines()
+    assert landed[0] == "200" and landed[1].startswith("429 the job's budget max_calls = 1")
+    stub.close()
+    # the key would cross a network in the clear: refused, nothing claimed
+    submit_key(repo, "-m", "another", "--create", "b.txt")
+    config.write_text(text.replace(stub.url, "http://models.example.com"))
+    git(repo, "commit", "-q", "-am", "an upstream in the clear")
+    before = refs(repo)
+    r = run_genjob("work", *gen, cwd=repo)
+    assert r.code == 2 and "must be an https:// URL" in r.err and refs(repo) == before

@@ -168,7 +168,15 @@ def work(
         check_guarded(sandbox, program_paths(spec[5:], os.environ.get("PATH", os.defpath)))
     from git_genjob.worker.gateway.dialects import parse_gateway
 
-    upstreams = tuple(parse_gateway(g) for g in gateways)
+    config = read_config(store)
+    named = {name: parse_gateway(f"{name}={url}", dialect, key_env) for name, url, dialect, key_env in config.gateways}
+    for text in gateways:  # --gateway overrides the file's URL, keeping its dialect and key_env
+        known = named.get(text.partition("=")[0].strip())
+        up = parse_gateway(text, known.dialect if known else None, known.key_env if known else None)
+        named[up.name] = up
+    upstreams = tuple(named.values())
+    max_calls = config.max_calls if max_calls is None else max_calls
+    max_tokens = config.max_tokens if max_tokens is None else max_tokens
     leaked = sorted({u.key_env for u in upstreams} & set(pass_env))
     if leaked:  # refused before any claim: the key stays with the worker (SPEC §12.1)
         raise BadInput(

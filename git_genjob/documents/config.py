@@ -57,6 +57,20 @@ TEMPLATE = """\
 [policy]
 # Refuse (check 4) a receipt whose generator ran without a sandbox (--no-sandbox, out of band).
 # require_sandbox = false
+# Per job, through the gateway (work --max-calls / --max-tokens override them):
+# max_calls = 200
+# max_tokens = 2000000
+
+# An exec generator's model calls go through the worker's gateway to these upstreams; the key
+# stays in the worker's environment (work --gateway NAME=URL adds or overrides one).
+# [gateway.openai]
+# upstream = "https://api.openai.com"
+# [gateway.anthropic]
+# upstream = "https://api.anthropic.com"
+# [gateway.local]
+# upstream = "http://127.0.0.1:8080"
+# dialect = "openai"
+# key_env = "LOCAL_MODEL_KEY"
 """
 
 
@@ -161,6 +175,10 @@ class Config:
     pre_apply: str | None = None
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     require_sandbox: bool = False  # [policy]: check 4 refuses a receipt made without a sandbox
+    max_calls: int | None = None  # [policy]: the gateway's budgets per job (SPEC §12.1)
+    max_tokens: int | None = None
+    # [gateway.NAME]: (name, upstream, dialect or None, key_env or None), parsed by worker.gateway
+    gateways: tuple[tuple[str, str, str | None, str | None], ...] = ()
 
 
 _TRAILER = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
@@ -221,18 +239,61 @@ def parse_config(data: bytes | None) -> Config:
     pre_apply = _table(doc, "hooks").get("pre_apply")
     if pre_apply is not None and not isinstance(pre_apply, str):
         raise BadInput(".genjob/config.toml: hooks.pre_apply must be a command string")
-    require = _table(doc, "policy").get("require_sandbox", False)
+    policy = _table(doc, "policy")
+    unknown = set(policy) - {"require_sandbox", "max_calls", "max_tokens"}
+    if unknown:
+        raise BadInput(f".genjob/config.toml: [policy] has no setting {sorted(unknown)[0]!r}")
+    require = policy.get("require_sandbox", False)
     if not isinstance(require, bool):
         raise BadInput(".genjob/config.toml: policy.require_sandbox must be true or false")
+    budgets = [_budget(policy, name) for name in ("max_calls", "max_tokens")]
     return Config(
         sandbox=_sandbox(_table(doc, "sandbox")),
         require_sandbox=require,
+        max_calls=budgets[0],
+        max_tokens=budgets[1],
+        gateways=_gateways(_table(doc, "gateway")),
         limits=limits,
         scratch_ignore=tuple(ignore),
         normalize_rules=tuple(rules),
         disclosure=None if disclosure in ("off", "", False) else str(disclosure),
         pre_apply=str(pre_apply) if pre_apply else None,
     )
+
+
+def _budget(policy: dict[str, object], name: str) -> int | None:
+    value = policy.get(name)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise BadInput(f".genjob/config.toml: policy.{name} must be a count (0 or more), found {value!r}")
+    return value
+
+
+_LOOPBACK = re.compile(r"^http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(/|$)")
+
+
+def _gateways(section: dict[str, object]) -> tuple[tuple[str, str, str | None, str | None], ...]:
+    """`[gateway.NAME]` tables. The worker sends its key to `upstream`, so a committed one must be
+    https (or plain http to this machine's loopback): a key never crosses a network in the clear."""
+    out = []
+    for name, table in section.items():
+        where = f".genjob/config.toml: [gateway.{name}]"
+        if not isinstance(table, dict) or not name.isidentifier():
+            raise BadInput(f"{where} must be a table named by an identifier", "e.g. [gateway.openai]")
+        unknown = set(table) - {"upstream", "dialect", "key_env"}
+        if unknown:
+            raise BadInput(f"{where} has no setting {sorted(unknown)[0]!r}", "settings: upstream, dialect, key_env")
+        upstream, dialect, key_env = table.get("upstream"), table.get("dialect"), table.get("key_env")
+        if not isinstance(upstream, str) or not (upstream.startswith("https://") or _LOOPBACK.match(upstream)):
+            raise BadInput(
+                f"{where}: upstream must be an https:// URL (or http:// to 127.0.0.1), found {upstream!r}",
+                'e.g. upstream = "https://api.openai.com"',
+            )
+        if dialect is not None and dialect not in ("openai", "anthropic"):
+            raise BadInput(f"{where}: dialect must be openai or anthropic, found {dialect!r}")
+        if key_env is not None and not (isinstance(key_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env)):
+            raise BadInput(f"{where}: key_env must be an environment variable name, found {key_env!r}")
+        out.append((name, upstream, dialect, key_env))
+    return tuple(out)
 
 
 _PARSED: dict[bytes, Config] = {}  # config.toml's bytes -> its Config (a value; bytes never change meaning)
