@@ -418,3 +418,84 @@ def test_the_pool_starts_only_when_a_job_is_queued_and_each_runner_has_its_shard
         for r in work_job["strategy"]["matrix"]["runner"]
     ]  # fmt: skip
     assert shards == ["0/4", "1/4", "2/4", "3/4"]
+
+
+GATEWAY_AGENT = """import json, os, urllib.request
+assert "sk-ci-model-key" not in open("/proc/self/environ", "rb").read().decode("latin-1")
+base, tok = os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"]
+for i in range(2):
+    req = urllib.request.Request(base + "/chat/completions", json.dumps({"model": "m", "messages": [i]}).encode(),
+                                 {"authorization": "Bearer " + tok, "content-type": "application/json"})
+    urllib.request.urlopen(req).read()
+open("out.txt", "w").write("answered\\n")
+"""
+
+
+def test_the_workers_step_hands_the_model_key_to_the_gateway_never_to_the_generator(tmp_path: Path) -> None:
+    """Issues 33 item 7 and 34 item 7: the work step passes the model key to `work --gateway`, never
+    `--pass-env`; run by bash against a bare remote and a stub provider, the upstream sees the key on
+    every call, the generator holds only its attempt's token, and the receipt is ok with the usage."""
+    from tests.stubprovider import Stub
+
+    stub = Stub()
+    bare, repo = repo_with_remote(tmp_path)
+    agent = tmp_path / "agent.py"
+    agent.write_text(GATEWAY_AGENT)
+    made = run_genjob(
+        "ci", "init", "github", "--install", PINNED, "--gateway", f"openai={stub.url}",
+        "--generator", f"exec:python3 {agent}", cwd=repo,
+    )  # fmt: skip
+    assert made.code == 0, made.err
+    text = (repo / GITHUB[0]).read_text()
+    assert "--pass-env" not in text and f"--gateway openai={stub.url}" in text
+    doc = yaml.safe_load(text)
+    work_job = doc["jobs"]["work"]
+    step = next(s for s in work_job["steps"] if s.get("name") == "work")
+    assert step["env"]["OPENAI_API_KEY"] == "${{ secrets.GENJOB_MODEL_KEY }}"
+    key = setup_worker(repo)
+    job = submit_key(repo, "-m", "answer twice", "--create", "out.txt")
+    assert run_genjob("push", "origin", cwd=repo).code == 0
+    git(repo, "add", ".genjob")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "trust the worker")
+    git(repo, "push", "-q", "origin", "HEAD:main")
+    runner = tmp_path / "runner"
+    git(tmp_path, "clone", "-q", str(bare), str(runner))
+    temp = tmp_path / "runner-temp"
+    temp.mkdir()
+    shutil.copy(key, temp / "genjob-worker.key")
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    env |= {"OPENAI_API_KEY": "sk-ci-model-key", "GENJOB_PUSH_TOKEN": "t", "GENJOB_SERVER": "https://github.invalid"}
+    env |= {"GENJOB_WORKER_ID": "gh-1-1-1", "GENJOB_RUNNER": "1", "RUNNER_TEMP": str(temp)}
+    env["GENJOB_GENERATOR"] = f"exec:python3 {agent}"
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=runner, env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(stub.requests) == 2 and all(r["auth"] == "Bearer sk-ci-model-key" for r in stub.requests)
+    stub.close()
+    assert run_genjob("fetch", "origin", cwd=repo).code == 0
+    shown = json.loads(run_genjob("show", job, "--json", cwd=repo).out)
+    assert "sk-ci-model-key" not in json.dumps(shown)
+    import base64
+
+    pred = json.loads(base64.b64decode(shown["receipt"]["payload"]))["predicate"]
+    assert pred["status"] == "ok" and pred["model"]["usage"]["sent"] == 2
+    assert run_genjob("apply", job, cwd=repo).code == 0 and (repo / "out.txt").read_text() == "answered\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--model-key-env", "MY_KEY"], "names no provider"),
+        (["--gateway", "openai=http://models.example.com"], "not NAME=https://URL"),
+        (["--gateway", "anthropic=https://api.anthropic.com"], "reads its key from ANTHROPIC_API_KEY"),
+    ],
+    ids=["unknown key variable", "key in the clear", "key variable of another provider"],
+)
+def test_a_gateway_the_workers_cannot_use_is_refused(tmp_path: Path, args: list[str], said: str) -> None:
+    repo = make_repo(tmp_path / "r")
+    before = tree(repo)
+    res = run_genjob("ci", "init", "github", "--install", PINNED, *args, cwd=repo)
+    assert res.code == 2 and said in res.err and tree(repo) == before
+    ok = run_genjob("ci", "init", "gitlab", "--install", PINNED, "--model-key-env", "ANTHROPIC_API_KEY", cwd=repo)
+    assert ok.code == 0, ok.err
+    assert "--gateway anthropic=https://api.anthropic.com" in (repo / ".gitlab" / "genjob-ci.yml").read_text()

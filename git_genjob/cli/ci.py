@@ -37,7 +37,14 @@ def ci() -> None:
     "--model-key-env",
     default="OPENAI_API_KEY",
     show_default=True,
-    help="The variable the generator reads its API key from (filled from the secret GENJOB_MODEL_KEY).",
+    help="The variable the worker reads the model's API key from (filled from the secret GENJOB_MODEL_KEY); its "
+    "gateway adds the key to each call, the generator never holds it.",
+)
+@click.option(
+    "--gateway",
+    metavar="NAME=URL",
+    help="The workers' work --gateway (SPEC §12.1). Default: openai=https://api.openai.com for OPENAI_API_KEY, "
+    "anthropic=https://api.anthropic.com for ANTHROPIC_API_KEY.",
 )
 @click.option(
     "--timeout-minutes", type=click.IntRange(min=1), default=60, show_default=True, help="A worker runner's limit."
@@ -61,6 +68,7 @@ def ci_init(
     land_branch: str,
     install: str | None,
     model_key_env: str,
+    gateway: str | None,
     timeout_minutes: int,
     work_options: tuple[str, ...],
     force: bool,
@@ -86,6 +94,7 @@ def ci_init(
         land_branch=land_branch,
         install=install,
         model_key_env=model_key_env,
+        gateway=gateway,
         timeout_minutes=timeout_minutes,
         work_options=work_options,
         force=force,

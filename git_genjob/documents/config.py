@@ -268,7 +268,7 @@ def _budget(policy: dict[str, object], name: str) -> int | None:
     return value
 
 
-_LOOPBACK = re.compile(r"^http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(/|$)")
+LOOPBACK = re.compile(r"^http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(/|$)")
 
 
 def _gateways(section: dict[str, object]) -> tuple[tuple[str, str, str | None, str | None], ...]:
@@ -283,7 +283,7 @@ def _gateways(section: dict[str, object]) -> tuple[tuple[str, str, str | None, s
         if unknown:
             raise BadInput(f"{where} has no setting {sorted(unknown)[0]!r}", "settings: upstream, dialect, key_env")
         upstream, dialect, key_env = table.get("upstream"), table.get("dialect"), table.get("key_env")
-        if not isinstance(upstream, str) or not (upstream.startswith("https://") or _LOOPBACK.match(upstream)):
+        if not isinstance(upstream, str) or not (upstream.startswith("https://") or LOOPBACK.match(upstream)):
             raise BadInput(
                 f"{where}: upstream must be an https:// URL (or http:// to 127.0.0.1), found {upstream!r}",
                 'e.g. upstream = "https://api.openai.com"',

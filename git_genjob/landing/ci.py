@@ -96,6 +96,7 @@ class CiOptions:
     land_branch: str = "genjob/land"
     install: str | None = None  # None: the pinned source default_install() finds (SPEC §12.3)
     model_key_env: str = "OPENAI_API_KEY"
+    gateway: str | None = None  # NAME=URL for work --gateway; None: the model_key_env's provider
     timeout_minutes: int = 60
     work_options: tuple[str, ...] = ()
     force: bool = False
@@ -137,6 +138,7 @@ def check_options(opts: CiOptions) -> None:
         raise BadInput("--land-branch must differ from --branch", "land proposes a pull request into --branch")
     if not ENV_NAME.match(opts.model_key_env):
         raise BadInput(f"--model-key-env {opts.model_key_env!r} is not an environment variable name")
+    gateway_of(opts)
     for what, text in (("--generator", opts.generator or ""), ("--install", opts.install or "")) + tuple(
         ("--work-option", o) for o in opts.work_options
     ):
@@ -158,6 +160,41 @@ def check_options(opts: CiOptions) -> None:
             )
         if kind == "openai" and not rest.partition("#")[2]:
             raise BadInput(f"--generator {opts.generator!r} needs a model", "use openai:BASE_URL#MODEL")
+
+
+PROVIDERS = {
+    "OPENAI_API_KEY": "openai=https://api.openai.com",
+    "ANTHROPIC_API_KEY": "anthropic=https://api.anthropic.com",
+}
+
+
+def gateway_of(opts: CiOptions) -> str:
+    """The workers' `--gateway NAME=URL` (SPEC §12.1): the model key stays in the worker's
+    environment and its gateway adds it to each call; the generator never holds it."""
+    from git_genjob.worker.gateway.dialects import DIALECTS, KEY_ENV
+
+    text = opts.gateway or PROVIDERS.get(opts.model_key_env)
+    if text is None:
+        raise BadInput(
+            f"--model-key-env {opts.model_key_env} names no provider the workers' gateway knows",
+            f'pass --gateway NAME=URL too, with [gateway.NAME] dialect and key_env = "{opts.model_key_env}" in '
+            ".genjob/config.toml",
+        )
+    name, sep, url = text.partition("=")
+    from git_genjob.documents.config import LOOPBACK
+
+    clear = not (url.startswith("https://") or LOOPBACK.match(url))  # the key would cross a network in the clear
+    if not sep or not name.isidentifier() or clear or any(c in url for c in " '\"\\$`"):
+        raise BadInput(
+            f"--gateway {text!r} is not NAME=https://URL (plain http only to a runner's own 127.0.0.1)",
+            "e.g. --gateway anthropic=https://api.anthropic.com",
+        )
+    if name in DIALECTS and KEY_ENV[name] != opts.model_key_env:
+        raise BadInput(
+            f"--gateway {name}=… reads its key from {KEY_ENV[name]}, but --model-key-env is {opts.model_key_env}",
+            f"--model-key-env {KEY_ENV[name]}, or another NAME with [gateway.NAME] key_env in .genjob/config.toml",
+        )
+    return text
 
 
 def _yaml_str(text: str) -> str:
@@ -182,6 +219,7 @@ def render(opts: CiOptions, install: str | None = None) -> dict[str, str]:
         "GIT_AUTH": GIT_AUTH,
         "LAND_SCHEDULE": land_schedule(opts.schedule),
         "MODEL_KEY_ENV": opts.model_key_env,
+        "GATEWAY": shlex.quote(gateway_of(opts)),
         "TIMEOUT_MINUTES": str(opts.timeout_minutes),
         "WORK_EXTRA": extra,
         "MATRIX": "[" + ", ".join(str(n) for n in range(1, opts.workers + 1)) + "]",
