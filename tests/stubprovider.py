@@ -10,8 +10,11 @@ from typing import Any
 
 
 class Stub:
-    def __init__(self) -> None:
+    def __init__(self, hold_at: int | None = None) -> None:
+        """`hold_at`: the request (counting from 1) the stub holds unanswered until `release`
+        is set (a call in flight when a test kills the worker); `held` is set when it arrives."""
         self.requests: list[dict[str, Any]] = []
+        self.hold_at, self.held, self.release = hold_at, threading.Event(), threading.Event()
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -24,6 +27,10 @@ class Stub:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
                 auth = self.headers.get("x-api-key") or self.headers.get("authorization", "")
                 stub.requests.append({"path": self.path, "auth": auth, "body": body})
+                if len(stub.requests) == stub.hold_at:
+                    stub.held.set()
+                    stub.release.wait(60)
+                    return
                 if self.path.startswith("/v1/messages"):
                     self._anthropic(body)
                 else:
@@ -83,5 +90,6 @@ class Stub:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()

@@ -203,3 +203,122 @@ def test_the_committed_config_names_the_upstream_and_the_budget(repo: Path, monk
     before = refs(repo)
     r = run_genjob("work", *gen, cwd=repo)
     assert r.code == 2 and "must be an https:// URL" in r.err and refs(repo) == before
+
+
+THREE_CALLS = """import json, os, sys, urllib.request
+base, tok = os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"]
+for i in range(3):
+    req = urllib.request.Request(base + "/chat/completions", json.dumps({"model": "m", "messages": [i]}).encode(),
+                                 {"authorization": "Bearer " + tok, "content-type": "application/json"})
+    urllib.request.urlopen(req, timeout=90).read()
+open("out.txt", "w").write("three answers\\n")
+"""
+
+
+def test_a_worker_killed_mid_session_is_unknown_and_the_retry_sends_only_the_rest(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC §12.1 replay and resume: a worker SIGKILLed while call 3 of 3 is out leaves the job
+    `unknown` and recovery resends nothing; `show --calls` reads the journal (two answered, one
+    unknown); the owner's retry replays the two answered calls and sends only the third; a second
+    retry replays all three (0 upstream requests); the edit lands with apply."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import run_genjob, setup_worker, submit_key
+
+    stub = Stub(hold_at=3)
+    key = setup_worker(repo)
+    job = submit_key(repo, "-m", "call three times", "--create", "out.txt")
+    agent = repo.parent / "three.py"
+    agent.write_text(THREE_CALLS)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    gen = ["--generator", f"exec:python3 {agent}", "--signing-key", str(key), "--gateway", f"openai={stub.url}"]
+    gen += ["--no-sandbox", "--once", "--lease", "1s"]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "git_genjob", "work", *gen], cwd=repo, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert stub.held.wait(60), "the third call never reached the upstream"
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker and the agent it started
+        worker.wait(30)
+        stub.release.set()
+    assert len(stub.requests) == 3
+    time.sleep(1.2)  # past the lease
+    assert run_genjob("recover", cwd=repo).code == 0
+    assert json.loads(run_genjob("status", job, "--json", cwd=repo).out)["state"] == "unknown"
+    assert len(stub.requests) == 3  # recovery sent nothing
+    calls = json.loads(run_genjob("show", job, "--calls", "--json", cwd=repo).out)
+    assert calls["source"] == "journal"
+    assert [(c["n"], c["status"]) for c in calls["calls"]] == [(1, "ok"), (2, "ok"), (3, "unknown")]
+    assert calls["calls"][0]["answer"] and "hello" in calls["calls"][0]["answer"]
+    human = run_genjob("show", job, "--calls", cwd=repo).out
+    assert "call 3  openai m  unknown, sent" in human and KEY not in human
+    assert run_genjob("retry", job, cwd=repo).code == 0
+    r = run_genjob("work", *gen[:-2], "--json", cwd=repo)
+    assert r.code == 0, r.err
+    assert len(stub.requests) == 4  # n - k: only the call in flight at the kill is sent again
+    shown = run_genjob("show", job, cwd=repo).out
+    assert "model    3 calls (1 sent, 2 replayed), 30 in / 15 out tokens" in shown, shown
+    doc = json.loads(run_genjob("show", job, "--calls", "--json", cwd=repo).out)
+    assert doc["source"] == "receipt" and [c["replayed"] for c in doc["calls"]] == [True, True, False]
+    assert KEY not in json.dumps(doc)
+    assert run_genjob("apply", job, cwd=repo).code == 0
+    assert (repo / "out.txt").read_text() == "three answers\n"
+    totals = "model: 3 calls (1 sent, 2 replayed), 30 in / 15 out tokens"
+    log = run_genjob("log", cwd=repo)
+    assert log.code == 0 and totals in log.out, log.out
+    from tests.conftest import git
+
+    assert f"  {totals}\n" in git(repo, "notes", "--ref=genjob", "show", "HEAD")  # the rendered summary
+    assert run_genjob("audit", cwd=repo).code == 0 and run_genjob("verify", "HEAD", cwd=repo).code == 0
+    honest = git(repo, "notes", "--ref=genjob", "show", "HEAD")
+    git(repo, "notes", "--ref=genjob", "add", "-f", "-m", honest.replace(totals, "model: 0 calls"), "HEAD")
+    log = run_genjob("log", cwd=repo)  # an attacker who lowers the bill in the note a reviewer reads
+    assert log.code == 1 and "forged summary note" in log.out and totals in log.out  # the verified totals
+    stub.close()
+
+
+FAILS_ONCE = """import json, os, sys, urllib.request
+base, tok = os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"]
+for i in range(2):
+    req = urllib.request.Request(base + "/chat/completions", json.dumps({"model": "m", "messages": [i]}).encode(),
+                                 {"authorization": "Bearer " + tok, "content-type": "application/json"})
+    urllib.request.urlopen(req, timeout=30).read()
+flag = sys.argv[1]
+if not os.path.exists(flag):
+    open(flag, "w").close()
+    sys.exit(7)  # an aborted receipt: the owner retries
+open("out.txt", "w").write("second time lucky\\n")
+"""
+
+
+def test_the_owners_retry_after_an_aborted_receipt_replays_every_call(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.conftest import run_genjob, setup_worker, submit_key
+
+    stub = Stub()
+    key = setup_worker(repo)
+    job = submit_key(repo, "-m", "fail once", "--create", "out.txt")
+    agent, flag = repo.parent / "fails_once.py", repo.parent / "failed-once"
+    agent.write_text(FAILS_ONCE)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    gen = ["--generator", f"exec:python3 {agent} {flag}", "--signing-key", str(key), "--gateway", f"openai={stub.url}"]
+    gen += ["--no-sandbox", "--once"]
+    assert run_genjob("work", *gen, cwd=repo).code == 0
+    ended = json.loads(run_genjob("show", job, "--json", cwd=repo).out)["ended"]
+    assert ended["status"] == "aborted", ended
+    assert len(stub.requests) == 2, ended
+    assert run_genjob("retry", job, cwd=repo).code == 0
+    assert run_genjob("work", *gen, cwd=repo).code == 0
+    assert len(stub.requests) == 2  # every call answered from the record
+    assert "model    2 calls (0 sent, 2 replayed), 20 in / 10 out tokens" in run_genjob("show", job, cwd=repo).out
+    assert run_genjob("retry", job, "--refresh", cwd=repo).code == 1  # an ok receipt is not retried
+    assert run_genjob("apply", job, cwd=repo).code == 0
+    assert (repo / "out.txt").read_text() == "second time lucky\n"
+    stub.close()

@@ -252,8 +252,14 @@ def _write_blocks(lines: list[str], block: int = 2000) -> None:
 @main.command(context_settings=CONTEXT)
 @click.argument("key", callback=key_arg)
 @click.option("--log", "log", is_flag=True, help="Each attempt's generator stdout and stderr (the last 64 KiB).")
+@click.option(
+    "--calls",
+    is_flag=True,
+    help="The model calls of the last attempt through the gateway: each request and answer from the record "
+    "(credential-looking text redacted), with its status, replay and tokens.",
+)
 @json_option
-def show(key: str, log: bool, as_json: bool) -> None:
+def show(key: str, log: bool, calls: bool, as_json: bool) -> None:
     """One job: its work order, events, attempts and receipt; how it ended and why, who signed
     its receipt, and the commit it became.
 
@@ -267,9 +273,20 @@ def show(key: str, log: bool, as_json: bool) -> None:
     behind = _job_behind(store, key)
     if behind is not None:
         commit, key = behind
+    if behind is not None and not (calls or log):
         doc = do_show(store, key)
         doc["commit_shown"] = commit
         emit(doc, as_json, lambda: echo_lines(show_lines(doc)))
+        return
+    if calls:
+        from git_genjob.documents.receipt import parse_envelope
+        from git_genjob.storage.records import find_job
+        from git_genjob.worker.gateway.calls import transcript, transcript_lines
+
+        record = find_job(store, key)
+        pred = parse_envelope(record.receipt_bytes).predicate if record.receipt_bytes is not None else None
+        doc = transcript(store, record.key, pred.model if pred else None, pred.attempt if pred else 0)
+        emit(doc, as_json, lambda: echo_lines(transcript_lines(doc)))
         return
     if log:
         from git_genjob.planner.queue import log_lines, show_logs

@@ -59,3 +59,11 @@ def one_line(text: str) -> str:
     if text.isprintable() and "  " not in text and text == text.strip():
         return text
     return printable(" ".join(text.split()))
+
+
+def usage_text(usage: dict[str, object]) -> str:
+    """A receipt's gateway totals in one phrase: `3 calls (1 sent, 2 replayed), 41 in / 21 out tokens`."""
+    return (
+        f"{usage.get('calls')} call{'s' if usage.get('calls') != 1 else ''} ({usage.get('sent')} sent, "
+        f"{usage.get('replayed')} replayed), {usage.get('input_tokens')} in / {usage.get('output_tokens')} out tokens"
+    )

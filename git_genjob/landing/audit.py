@@ -12,7 +12,7 @@ import pygit2
 
 from git_genjob.documents.canonical import digest
 from git_genjob.documents.config import read_config
-from git_genjob.documents.display import printable
+from git_genjob.documents.display import printable, usage_text
 from git_genjob.documents.errors import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -353,6 +353,9 @@ def audit_commit(
         from git_genjob.landing.verify import check_fresh
 
         p += [f"parent: {x}" for x in check_fresh(store, record, commit.parents[0].tree)]
+    totals = (pred.model or {}).get("usage")
+    if signer is not None and isinstance(totals, dict):  # from the receipt whose signature verified
+        result.facts.append(f"model: {usage_text(totals)}")
     if signer is not None:
         rendered = Facts(
             pred.key,

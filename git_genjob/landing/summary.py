@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from git_genjob.documents.display import printable
+from git_genjob.documents.display import printable, usage_text
 from git_genjob.documents.receipt import GeneratorInfo, Predicate
 
 FORGED = "forged summary note"
@@ -64,8 +64,9 @@ def _first_line(instruction: str) -> str:
     return first[:99] + "…" if len(first) > 100 else first
 
 
-def render(f: Facts) -> bytes:
-    """The summary note of a commit that landed this receipt (SPEC §11)."""
+def render(f: Facts, usage: bool = True) -> bytes:
+    """The summary note of a commit that landed this receipt (SPEC §11); with the gateway's totals
+    when the receipt has them (`usage=False`: as apply wrote it before it printed them)."""
     lines = [f"genjob {f.key} ok: signed by {f.signer}, receipt {f.receipt}"]
     if f.pred.worker_id != f.signer.name:  # the worker's own id, which no key vouches for
         lines.append(f"  worker id: {f.pred.worker_id} (self-asserted, not verified)")
@@ -74,6 +75,9 @@ def render(f: Facts) -> bytes:
         f"  generator: {generator_label(f.pred.generator)}, sandbox {f.pred.confinement.summary()}",
         f"  planner: {f.planner}" if f.planner else "  planner: unsigned job",
     ]
+    totals = (f.pred.model or {}).get("usage") if usage else None
+    if isinstance(totals, dict):
+        lines.append(f"  model: {usage_text(totals)}")
     return "".join(printable(line) + "\n" for line in lines).encode("utf-8")
 
 
@@ -90,7 +94,7 @@ def legacy(f: Facts) -> bytes:
 
 
 def renderings(f: Facts) -> list[bytes]:
-    return [render(f), legacy(f)]
+    return [render(f), legacy(f)] + ([render(f, usage=False)] if f.pred.model is not None else [])
 
 
 def check(note: bytes, expected: list[bytes], combined: bool = False) -> bool:

@@ -777,6 +777,9 @@ def _answers(store: Store, record: JobRecord) -> dict[str, Any]:
         else:
             pred = env.predicate
             out["ended"] = {"status": pred.status, "reason": pred.reason or None, "worker_id": pred.worker_id}
+            if pred.model is not None:  # the gateway's totals (SPEC §12.1), as the receipt states them
+                out["ended"]["usage"] = pred.model.get("usage")
+                out["ended"]["budget"] = pred.model.get("budget")
             try:
                 trust = trust_from_worktree(store)
                 key = check_signature(env, trust.signers, trust.revoked, time.time())
@@ -827,6 +830,14 @@ def show_lines(doc: dict[str, Any]) -> list[str]:
     if result:
         reason = f": {result['reason']}" if result.get("reason") else ""
         lines.append(printable(f"result   {result.get('status')}{reason}"))
+    usage = (result or {}).get("usage")
+    if isinstance(usage, dict):
+        budget = (result or {}).get("budget")
+        spent = f"; budget {budget.get('exceeded')} = {budget.get('limit')} reached" if isinstance(budget, dict) else ""
+        unverified = "" if (signer or {}).get("verified") else " (receipt NOT VERIFIED)"
+        from git_genjob.documents.display import usage_text
+
+        lines.append(printable(f"model    {usage_text(usage)}{spent}{unverified}"))
     if signer:
         if signer["verified"]:
             lines.append(printable(f"signed   by {signer['name']} ({signer['keyid']})"))

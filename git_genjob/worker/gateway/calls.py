@@ -195,3 +195,95 @@ def _scrub(doc: Any) -> None:
     elif isinstance(doc, list):
         for x in doc:
             _scrub(x)
+
+
+CALL_FIELDS = ("n", "upstream", "model", "status", "replayed", "input_tokens", "output_tokens")
+TRANSCRIPT_CUT = 4096  # characters of each request and answer `show --calls` prints
+
+
+def transcript(
+    store: Store, job_key: str, receipt_model: dict[str, Any] | None, receipt_attempt: int = 0
+) -> dict[str, Any]:
+    """`show KEY --calls` (SPEC §12.1): the calls of the job's last attempt that reached the
+    gateway, each with its request and answer as the replay cache recorded them (the attempt's
+    token already a placeholder there; anything credential-looking redacted). The calls come from
+    the receipt's `model` when there is one, else from the journal (a worker that died mid-call)."""
+    from git_genjob.documents.secretscan import redact
+
+    source = "receipt"
+    calls = list((receipt_model or {}).get("calls") or [])
+    journal, attempt = _journal_calls(store, job_key)
+    if receipt_model is None or attempt > receipt_attempt:  # a later attempt left no receipt
+        source, calls = "journal", journal
+    cache = Cache(store)
+    out = []
+    for call in calls:
+        row = {
+            k: call.get(k) for k in ("n", "upstream", "model", "status", "replayed", "input_tokens", "output_tokens")
+        }
+        row["fingerprint"] = fp = str(call.get("fingerprint") or "")
+        row["request"] = row["answer"] = None
+        try:
+            entry = cache.entry(fp) if re.fullmatch(r"[0-9a-f]{64}", fp) else None
+        except GenjobError:
+            entry = None
+        if entry is not None and entry.request is not None:
+            row["request"] = redact(str(entry.request.get("prompt", "")))
+        sha = call.get("answer_sha256")
+        if entry is not None and isinstance(sha, str) and sha in entry.answers:
+            try:
+                row["answer"] = redact(str(json.loads(cache.answer(entry, sha)).get("body", "")))
+            except (GenjobError, ValueError):
+                row["answer"] = None
+        out.append(row)
+    return {"key": job_key, "source": source, "calls": out}
+
+
+def _journal_calls(store: Store, job_key: str) -> tuple[list[dict[str, Any]], int]:
+    """The last attempt's calls in the gateway's journal, each at its last recorded state, and
+    that attempt's number (0: no journal)."""
+    path = os.path.join(store.common_dir, "genjob", "gateway", f"{job_key}.jsonl")
+    rows: list[dict[str, Any]] = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # a line cut by a crash
+                if isinstance(row, dict):
+                    rows.append(row)
+    except FileNotFoundError:
+        return [], 0
+    last = max((r.get("attempt", 0) for r in rows if isinstance(r.get("attempt"), int)), default=0)
+    calls: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        if r.get("attempt") == last and isinstance(r.get("n"), int):
+            calls[r["n"]] = r
+    for c in calls.values():
+        if c.get("status") == "sending":
+            c["status"] = "unknown"  # no answer was recorded: the worker stopped while it was out
+    return [calls[n] for n in sorted(calls)], last
+
+
+def transcript_lines(doc: dict[str, Any]) -> list[str]:
+    """The human form of `transcript`: escaped (a model's and an agent's text is untrusted), each
+    request and answer cut at TRANSCRIPT_CUT characters."""
+    from git_genjob.documents.display import printable
+
+    if not doc["calls"]:
+        return [f"job {doc['key']}: no model calls went through the gateway"]
+    out = [f"calls of job {doc['key']} (from the {doc['source']}):"]
+    for c in doc["calls"]:
+        tokens = f"{c['input_tokens'] if c['input_tokens'] is not None else '?'} in / "
+        tokens += f"{c['output_tokens'] if c['output_tokens'] is not None else '?'} out"
+        how = "replayed" if c["replayed"] else "sent"
+        out.append(printable(f"call {c['n']}  {c['upstream']} {c['model'] or '-'}  {c['status']}, {how}, {tokens}"))
+        for name in ("request", "answer"):
+            text = c[name]
+            if text is None:
+                out.append(f"  {name}: (not in this clone's replay cache)")
+                continue
+            cut = f" … ({len(text) - TRANSCRIPT_CUT} more characters)" if len(text) > TRANSCRIPT_CUT else ""
+            out.append(f"  {name}: " + printable(text[:TRANSCRIPT_CUT]) + cut)
+    return out
