@@ -23,6 +23,11 @@ class Stub:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:  # /v1/models: what doctor asks an upstream
+                auth = self.headers.get("x-api-key") or self.headers.get("authorization", "")
+                stub.requests.append({"path": self.path, "auth": auth, "body": None})
+                self._send({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
                 auth = self.headers.get("x-api-key") or self.headers.get("authorization", "")

@@ -9,6 +9,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import (
     git,
     refs,
@@ -141,3 +143,35 @@ def test_without_bubblewrap_the_sandbox_checks_say_so_and_the_refusal_points_at_
     if os.geteuid() == 0:  # refused before any claim: the hint sends the user to doctor
         assert res.code == 2 and res.err.rstrip().endswith("git genjob doctor"), res.err
         assert refs(repo) == before and k in run_genjob("status", cwd=repo).out
+
+
+def test_the_gateway_check_reaches_each_configured_upstream_with_the_workers_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC §12.4: doctor checks each `[gateway.NAME]` upstream is reachable with the key the
+    worker holds, fails an unreachable one, and warns when the key variable is unset."""
+    import socket
+
+    from tests.stubprovider import Stub
+
+    stub = Stub()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    _, repo = repo_with_remote(tmp_path)
+    setup_worker(repo)
+    (repo / ".genjob" / "config.toml").write_text(
+        f'[gateway.openai]\nupstream = "{stub.url}"\n\n[gateway.local]\nupstream = "{dead}"\n'
+        'dialect = "openai"\nkey_env = "LOCAL_KEY"\n'
+    )
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-doctor-0123456789")
+    monkeypatch.delenv("LOCAL_KEY", raising=False)
+    code, found = checks(repo)
+    assert found["gateway.openai"][0] == "ok" and "answers" in found["gateway.openai"][1], found
+    assert stub.requests[-1] == {"path": "/v1/models", "auth": "Bearer sk-doctor-0123456789", "body": None}
+    assert found["gateway.local"][0] == "fail" and "unreachable" in found["gateway.local"][1]
+    assert found["gateway.local.key"][0] == "warn" and "LOCAL_KEY" in found["gateway.local.key"][1]
+    assert code == 1
+    human = run_genjob("doctor", cwd=repo).out
+    assert "sk-doctor" not in human and "fail gateway.local" in human
+    stub.close()

@@ -406,6 +406,55 @@ def _refspecs(store: Store) -> list[Check]:
     return checks
 
 
+GATEWAY_FIX = "add [gateway.NAME] with upstream = to .genjob/config.toml, or give workers --gateway NAME=URL"
+
+
 def _gateway(store: Store) -> list[Check]:
-    """A stub until the worker's gateway (SPEC §12.1) lands: it says so, and passes nothing."""
-    return [Check("gateway", Status.SKIP, "no gateway configured (this git-genjob has no gateway to check yet)")]
+    """Each upstream of the committed `[gateway.NAME]` tables (SPEC §12.1): its key variable set in
+    this environment (the worker reads it there), and the upstream answering `GET /v1/models` with
+    that key within 5 s. The key goes only where a worker would send it; nothing is printed of it."""
+    from git_genjob.documents.config import read_config
+    from git_genjob.documents.errors import GenjobError
+    from git_genjob.worker.gateway.dialects import parse_gateway
+
+    try:
+        named = read_config(store).gateways
+    except GenjobError as exc:
+        return [Check("gateway", Status.FAIL, exc.message, exc.hint or "fix .genjob/config.toml")]
+    if not named:
+        return [Check("gateway", Status.SKIP, "no gateway configured in .genjob/config.toml", GATEWAY_FIX)]
+    checks = []
+    for name, url, dialect, key_env in named:
+        label = f"gateway.{name}"
+        try:
+            up = parse_gateway(f"{name}={url}", dialect, key_env)
+        except GenjobError as exc:
+            checks.append(Check(label, Status.FAIL, exc.message, exc.hint or "fix .genjob/config.toml"))
+            continue
+        key = os.environ.get(up.key_env, "")
+        checks.append(_reach(label, up, key))
+        if not key:
+            checks.append(
+                Check(
+                    f"{label}.key",
+                    Status.WARN,
+                    f"{up.key_env} is not set here: a worker on this machine would send {up.url} no key",
+                    f"export {up.key_env} in the worker's environment (never --pass-env it: the gateway adds it)",
+                )
+            )
+    return checks
+
+
+def _reach(label: str, up: Any, key: str) -> Check:
+    import httpx
+
+    try:
+        with httpx.Client(timeout=5.0, trust_env=True, follow_redirects=False) as client:
+            resp = client.get(f"{up.url}/v1/models", headers=up.key_headers(key) if key else {})
+    except httpx.HTTPError as exc:
+        return Check(label, Status.FAIL, f"{up.url} ({up.dialect}) is unreachable: {exc}",
+                     "check the URL, the proxy (HTTPS_PROXY) and the network of the worker's machine")  # fmt: skip
+    if resp.status_code in (401, 403) and key:
+        return Check(label, Status.FAIL, f"{up.url} refused the key in {up.key_env} ({resp.status_code})",
+                     f"set {up.key_env} to a key this upstream accepts")  # fmt: skip
+    return Check(label, Status.OK, f"{up.url} ({up.dialect}) answers (GET /v1/models: {resp.status_code})")
