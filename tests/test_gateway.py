@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
@@ -322,3 +323,124 @@ def test_the_owners_retry_after_an_aborted_receipt_replays_every_call(
     assert run_genjob("apply", job, cwd=repo).code == 0
     assert (repo / "out.txt").read_text() == "second time lucky\n"
     stub.close()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_spooled_answer_document_is_the_canonical_one(tmp_path: Path, stream: bool) -> None:
+    """The answer written chunk by chunk (a multi-byte character split across chunks, quotes,
+    control characters, a usage line split too) is byte for byte canonical_bytes of the whole."""
+    import hashlib
+
+    from git_genjob.documents.canonical import canonical_bytes
+    from git_genjob.worker.gateway.spool import Spool
+
+    body = ('data: {"choices": [{"delta": {"content": "é\\"\\\\\\u0001 ✓ 𝄞"}}]}\n\n'
+            'data: {"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7}}\n\n')  # fmt: skip
+    if not stream:
+        body = json.dumps({"choices": [{"message": {"content": "é\" \\ ✓ 𝄞\u0001"}}],
+                           "usage": {"prompt_tokens": 11, "completion_tokens": 7}}, ensure_ascii=False)  # fmt: skip
+    data = body.encode("utf-8")
+    spool = Spool(str(tmp_path), 1 << 20, "openai", stream)
+    for i in range(0, len(data), 3):  # every character split somewhere
+        spool.add(data[i : i + 3])
+    sha = spool.finish(200, "text/event-stream" if stream else "application/json")
+    want = canonical_bytes(
+        {
+            "status": 200,
+            "content_type": "text/event-stream" if stream else "application/json",
+            "stream": stream,
+            "body": body,
+            "input_tokens": 11,
+            "output_tokens": 7,
+        }  # fmt: skip
+    )
+    assert Path(spool.path).read_bytes() == want and sha == hashlib.sha256(want).hexdigest()
+    assert spool.tokens == (11, 7)
+    spool.close()
+    assert not Path(spool.path).exists()
+
+
+class Hostile:
+    """An upstream on 127.0.0.1 that answers badly, as `mode` says: endless, not UTF-8, a
+    credential, stalling mid-answer."""
+
+    def __init__(self, mode: str) -> None:
+        import threading
+        import time
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.mode, self.sent = mode, 0
+        hostile = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    if hostile.mode == "endless":
+                        chunk = b"data: " + b"x" * 65536 + b"\n\n"
+                        while hostile.sent < 64 << 20:  # bounded: the gateway cuts far sooner
+                            self.wfile.write(chunk)
+                            hostile.sent += len(chunk)
+                    elif hostile.mode == "latin-1":
+                        self.wfile.write(b"data: caf\xe9\n\n")
+                    elif hostile.mode == "credential":
+                        self.wfile.write(b"data: AKIA" + b"ABCDEFGHIJKLMNOP" + b"\n\n")
+                    elif hostile.mode == "stall":
+                        self.wfile.write(b"data: first\n\n")
+                        self.wfile.flush()
+                        time.sleep(3)
+                except OSError:
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("mode", ["endless", "latin-1", "credential", "stall"])
+def test_a_bad_answer_is_cut_and_nothing_is_recorded(repo: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """SPEC §12.1 bad input: an answer past the limit is cut there (the stream broken, never
+    completed), one that is not UTF-8 or looks like a credential is not recorded, a stall past the
+    call's deadline is 504 or a cut stream; each call `unknown`, the replay cache unchanged."""
+    from tests.conftest import refs
+
+    upstream = Hostile(mode)
+    store = Store.open(str(repo))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    session = Session(store, "job-bad", 1, False, None)
+    gw = Gateway([parse_gateway(f"openai={upstream.url}")], session, deadline_s=1.0, answer_max=1 << 20)
+    base = f"http://127.0.0.1:{gw.listen_tcp()}"
+    env = gw.env(base)
+    before = refs(repo)
+    req = urllib.request.Request(
+        env["OPENAI_BASE_URL"] + "/chat/completions", json.dumps({"model": "m", "stream": True}).encode(),
+        {"authorization": f"Bearer {env['OPENAI_API_KEY']}", "content-type": "application/json"},
+    )  # fmt: skip
+    completed = True
+    try:
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            resp.read()
+    except (urllib.error.URLError, http.client.HTTPException, OSError):
+        completed = False  # a cut stream: the agent never sees a whole answer
+    gw.close()
+    upstream.close()
+    assert not completed or mode == "stall"  # a stall past the deadline may end cleanly mid-answer...
+    assert session.model_record()["calls"][0]["status"] == "unknown"  # ...but it is never recorded
+    assert refs(repo) == before  # no replay entry
+    if mode == "endless":
+        assert upstream.sent < 16 << 20  # the gateway stopped reading near the limit
+    assert not any(Path(session.journal).parent.joinpath("spool").iterdir())  # no spool left

@@ -296,9 +296,16 @@ class Cache:
         return sorted(out)
 
     def add(
-        self, fp: str, event: dict[str, Any], answer: str | None = None, request: dict[str, Any] | None = None
+        self,
+        fp: str,
+        event: dict[str, Any],
+        answer: str | None = None,
+        request: dict[str, Any] | None = None,
+        answer_blob: tuple[str, pygit2.Oid] | None = None,
     ) -> None:
-        """Add one event (and its answer blob) with compare-and-swap, retrying as a union."""
+        """Add one event (and its answer blob) with compare-and-swap, retrying as a union.
+        `answer_blob`: (sha256, blob) of an answer already scanned and written (the gateway's
+        spooled answers, never held in memory whole)."""
         for text in ([answer] if answer is not None else []) + ([request["prompt"]] if request else []):
             found = find_secret(text.encode("utf-8"))
             if found:
@@ -315,6 +322,8 @@ class Cache:
         additions = {f"events/{event_id}.json": self.store.blob(ev_bytes)}
         if answer is not None:
             additions[f"answers/{sha256_hex(answer.encode('utf-8'))}"] = self.store.blob(answer.encode("utf-8"))
+        if answer_blob is not None:
+            additions[f"answers/{answer_blob[0]}"] = answer_blob[1]
         if request is not None:
             additions["request.json"] = self.store.blob(canonical_bytes(request))
 

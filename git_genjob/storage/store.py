@@ -303,6 +303,10 @@ class Store:
     def blob(self, data: bytes) -> pygit2.Oid:
         return self._repo.create_blob(data)
 
+    def blob_from_file(self, path: str) -> pygit2.Oid:
+        """A blob of a file's bytes, streamed by libgit2 (never the whole file in memory)."""
+        return self._repo.create_blob_fromdisk(path)
+
     def _header(self, oid: pygit2.Oid | str) -> tuple[int, int] | None:
         """(type, size) from the object's header, nothing inflated; None when it is missing."""
         try:

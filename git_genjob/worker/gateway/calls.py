@@ -11,12 +11,13 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from git_genjob.documents.canonical import canonical_bytes, sha256_hex, utc_now
+from git_genjob.documents.canonical import utc_now
 from git_genjob.documents.errors import GenjobError
 from git_genjob.replay.cache import Cache, accept, fingerprint, request_doc
 from git_genjob.replay.prompt import normalize_text
 from git_genjob.storage.store import Store
 from git_genjob.worker.gateway.dialects import Upstream
+from git_genjob.worker.gateway.spool import Spool
 
 # Fields an SDK or agent fills with what differs per run: replaced by placeholders.
 VOLATILE = ("user_id", "request_id", "session_id", "idempotency_key")
@@ -117,36 +118,27 @@ class Session:
             self._journal(call)
             return call, replay
 
-    def record(self, call: dict[str, Any], status: int, content_type: str, body: bytes, stream: bool,
-               tokens: tuple[int | None, int | None]) -> None:  # fmt: skip
-        """The assembled answer into the replay cache; GenjobError when it may not be stored."""
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            raise GenjobError("the upstream's answer is not UTF-8 text") from None
-        answer = canonical_bytes(
-            {
-                "status": status,
-                "content_type": content_type,
-                "stream": stream,
-                "body": text,
-                "input_tokens": tokens[0],
-                "output_tokens": tokens[1],
-            }  # fmt: skip
-        ).decode("utf-8")
-        sha = sha256_hex(answer.encode("utf-8"))
+    def spool(self, up: Upstream, stream: bool, limit: int) -> Spool:
+        """Where call's answer goes as it arrives (`record` takes it from there)."""
+        return Spool(os.path.join(os.path.dirname(self.journal), "spool"), limit, up.dialect, stream)
+
+    def record(self, call: dict[str, Any], spool: Spool, status: int, content_type: str) -> None:
+        """The spooled answer into the replay cache (a blob written from the file, signed event);
+        GenjobError when it may not be stored (not UTF-8 is the caller's UnicodeDecodeError)."""
+        sha = spool.finish(status, content_type)
+        blob = self.store.blob_from_file(spool.path)
         fp = call["fingerprint"]
         with self.lock:
             entry = self.cache.entry(fp)
             served = entry.served() if entry is not None else None
             if served is None:
-                self.cache.add(fp, {"type": "recorded", "answer": sha}, answer, call["_doc"])
+                self.cache.add(fp, {"type": "recorded", "answer": sha}, request=call["_doc"], answer_blob=(sha, blob))
             elif served == sha:
                 self.cache.add(fp, {"type": "refresh", "answer": sha})
             else:  # retry --refresh: what this attempt saw is what a later one replays
-                self.cache.add(fp, {"type": "drift", "answer": sha, "against": served}, answer)
+                self.cache.add(fp, {"type": "drift", "answer": sha, "against": served}, answer_blob=(sha, blob))
                 accept(self.cache, fp, sha)
-            call.update(answer_sha256=sha, input_tokens=tokens[0], output_tokens=tokens[1])
+            call.update(answer_sha256=sha, input_tokens=spool.tokens[0], output_tokens=spool.tokens[1])
 
     def end(self, call: dict[str, Any], status: str) -> None:
         with self.lock:

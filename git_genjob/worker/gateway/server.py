@@ -24,7 +24,8 @@ import httpx
 from git_genjob.documents.errors import GenjobError
 from git_genjob.storage.store import CONTENT_MAX
 from git_genjob.worker.gateway.calls import Budget, Session
-from git_genjob.worker.gateway.dialects import Upstream, offered, usage_of
+from git_genjob.worker.gateway.dialects import Upstream, offered
+from git_genjob.worker.gateway.spool import TooBig
 from git_genjob.worker.gateway.upstream import Client
 
 MAX_CONNECTIONS = 32
@@ -34,13 +35,16 @@ REQUEST_MAX = 64 * 1024 * 1024
 class Gateway:
     """Upstreams, their keys (read from the worker's environment), the attempt's token."""
 
-    def __init__(self, upstreams: list[Upstream], session: Session, deadline_s: float = 120.0):
+    def __init__(
+        self, upstreams: list[Upstream], session: Session, deadline_s: float = 120.0, answer_max: int = CONTENT_MAX
+    ):
         self.upstreams = {u.name: u for u in upstreams}
         self.keys = {u.name: os.environ.get(u.key_env, "") for u in upstreams}
         self.token = "genjob-" + secrets.token_hex(24)
         self.session = session
         session.volatile.append(self.token)
         self.deadline_s = deadline_s
+        self.answer_max = answer_max  # SPEC §8's limit: an answer past it is cut there, nothing recorded
         self.client = Client(read_s=deadline_s)
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.server: socketserver.BaseServer | None = None
@@ -169,12 +173,12 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
         def _send(self, up: Upstream, path: str, body: bytes, call: dict[str, Any]) -> None:
             deadline = time.monotonic() + gw.deadline_s
             started = False
+            spool = None
             try:
                 with gw.client.send(up, gw.keys[up.name], self.command, path, dict(self.headers), body) as resp:
                     ctype = resp.headers.get("content-type", "application/json")
                     stream = "text/event-stream" in ctype
-                    got: list[bytes] = []
-                    size = 0
+                    spool = gw.session.spool(up, stream, gw.answer_max)
                     held = b""
                     if stream:
                         self.send_response(resp.status_code)
@@ -183,19 +187,14 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
                         self.end_headers()
                         started = True
                     for data in resp.iter_bytes():
-                        size += len(data)
-                        if size > CONTENT_MAX:
-                            raise _TooBig
                         if time.monotonic() > deadline:
                             raise httpx.ReadTimeout("the call's deadline passed")
-                        got.append(data)
+                        spool.add(data)
                         if stream:  # passed through as it comes, all but the last bytes
                             self._chunk(held)
                             held = data
-                    answer = b"".join(got)
-                    tokens = usage_of(up.dialect, answer, stream)
                     if 200 <= resp.status_code < 300:
-                        gw.session.record(call, resp.status_code, ctype, answer, stream, tokens)
+                        gw.session.record(call, spool, resp.status_code, ctype)
                         gw.session.end(call, "ok")
                     else:
                         gw.session.end(call, f"error {resp.status_code}")
@@ -203,19 +202,29 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
                         self._chunk(held)
                         self.wfile.write(b"0\r\n\r\n")
                     else:
-                        self._answer(resp.status_code, ctype, [answer], False)
+                        self.send_response(resp.status_code)
+                        self.send_header("content-type", ctype)
+                        self.send_header("content-length", str(spool.size))
+                        self.end_headers()
+                        spool.replay_to(self.wfile.write)
             except httpx.ConnectError as exc:
                 gw.session.end(call, "failed")  # never reached the upstream: nothing was sent
                 self._error(502, f"the upstream {up.name} refused the connection: {exc}")
-            except _TooBig:
+            except TooBig:
                 gw.session.end(call, "unknown")
                 self._fail(started, 502, "the upstream's answer is over the size limit; nothing recorded")
+            except UnicodeDecodeError:
+                gw.session.end(call, "unknown")
+                self._fail(started, 502, "the upstream's answer is not UTF-8 text; nothing recorded")
             except GenjobError as exc:
                 gw.session.end(call, "unknown")
                 self._fail(started, 502, f"the answer was not recorded: {exc.message}")
             except httpx.HTTPError as exc:
                 gw.session.end(call, "unknown")
                 self._fail(started, 504, f"the upstream {up.name} stalled or broke mid-answer: {exc}")
+            finally:
+                if spool is not None:
+                    spool.close()
 
         def _fail(self, started: bool, status: int, text: str) -> None:
             self.close_connection = True
@@ -225,7 +234,3 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
                 self._error(status, text)
 
     return Handler
-
-
-class _TooBig(Exception):
-    pass

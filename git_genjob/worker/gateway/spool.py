@@ -1,0 +1,140 @@
+"""An answer on its way from the upstream, spooled to disk as it arrives (SPEC §12.1).
+
+The gateway never holds an answer whole: each chunk goes to the agent (streamed answers), to
+the replay record (the canonical answer document, its body JSON-escaped as it comes, hashed as
+it is written), through the secret scan (in blocks that overlap), and through the usage reader
+(the SSE lines that carry `usage`). An answer over the limit is cut where it crosses it, so an
+endless one costs the limit in disk and a chunk in memory."""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from typing import IO
+
+from git_genjob.documents.canonical import canonical_bytes
+from git_genjob.documents.errors import BadInput
+from git_genjob.documents.secretscan import find_secret
+from git_genjob.worker.gateway.dialects import usage_of
+
+SCAN_BLOCK = 1024 * 1024  # scanned at once; OVERLAP of each block is scanned again with the next
+OVERLAP = 64 * 1024  # longer than any credential pattern the scan knows
+LINE_MAX = 1024 * 1024  # an SSE line longer than this carries no usage worth reading
+PLAIN_USAGE_MAX = 16 * 1024 * 1024  # a plain answer's usage is read from a JSON document this size at most
+HEAD = b'{"body":"'  # "body" sorts first of the answer document's keys (canonical JSON)
+
+
+class TooBig(Exception):
+    pass
+
+
+class Spool:
+    def __init__(self, folder: str, limit: int, dialect: str, stream: bool):
+        os.makedirs(folder, exist_ok=True)
+        self.limit, self.dialect, self.stream = limit, dialect, stream
+        fd, self.path = tempfile.mkstemp(dir=folder, prefix="answer-")
+        self.record: IO[bytes] = os.fdopen(fd, "wb")
+        self.raw: IO[bytes] | None = None if stream else tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (closed by close)
+        self.record.write(HEAD)
+        self.hash = hashlib.sha256(HEAD)
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.size = 0
+        self.scan = bytearray()
+        self.secret: str | None = None
+        self.line = bytearray()
+        self.skipping = False  # inside an SSE line past LINE_MAX
+        self.tokens: tuple[int | None, int | None] = (None, None)
+
+    def add(self, data: bytes) -> None:
+        """One chunk; TooBig past the limit, UnicodeDecodeError when it is not UTF-8 text."""
+        self.size += len(data)
+        if self.size > self.limit:
+            raise TooBig
+        if self.raw is not None:
+            self.raw.write(data)
+        self._write(self.decoder.decode(data))
+        self._scan(data)
+        if self.stream:
+            self._lines(data)
+
+    def _write(self, text: str) -> None:
+        if text:
+            escaped = json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8")
+            self.record.write(escaped)
+            self.hash.update(escaped)
+
+    def _scan(self, data: bytes, final: bool = False) -> None:
+        self.scan += data
+        if self.secret is None and (len(self.scan) >= SCAN_BLOCK or final):
+            self.secret = find_secret(bytes(self.scan))
+            del self.scan[: max(0, len(self.scan) - OVERLAP)]
+
+    def _lines(self, data: bytes) -> None:
+        *complete, rest = data.split(b"\n")
+        for part in complete:
+            if not self.skipping:
+                self._usage_line(bytes(self.line + part))
+            self.line.clear()
+            self.skipping = False
+        if self.skipping:
+            return
+        self.line += rest
+        if len(self.line) > LINE_MAX:
+            self.line.clear()
+            self.skipping = True
+
+    def _usage_line(self, line: bytes) -> None:
+        if line.startswith(b"data:") and b"usage" in line:
+            found = usage_of(self.dialect, line, True)
+            self.tokens = (found[0] if found[0] is not None else self.tokens[0],
+                           found[1] if found[1] is not None else self.tokens[1])  # fmt: skip
+
+    def finish(self, status: int, content_type: str) -> str:
+        """The answer document's sha256, once its last byte is on disk (at `self.path`); BadInput
+        when the answer looks like it holds a credential (SPEC §7: never stored)."""
+        self._write(self.decoder.decode(b"", final=True))
+        self._scan(b"", final=True)
+        if self.stream and self.line and not self.skipping:
+            self._usage_line(bytes(self.line))
+        if self.raw is not None and self.size <= PLAIN_USAGE_MAX:
+            self.raw.seek(0)
+            self.tokens = usage_of(self.dialect, self.raw.read(), False)
+        if self.secret:
+            raise BadInput(
+                f"refusing to store an answer that looks like a {self.secret}",
+                "the replay cache is shared through git; the agent got a 502 and nothing was recorded",
+            )
+        tail = canonical_bytes(
+            {
+                "content_type": content_type,
+                "input_tokens": self.tokens[0],
+                "output_tokens": self.tokens[1],
+                "status": status,
+                "stream": self.stream,
+            }  # fmt: skip
+        )
+        end = b'",' + tail[1:]
+        self.record.write(end)
+        self.hash.update(end)
+        self.record.close()
+        return self.hash.hexdigest()
+
+    def replay_to(self, write: Callable[[bytes], object]) -> None:
+        """The raw bytes of a plain answer, in chunks, to `write` (the agent's connection)."""
+        assert self.raw is not None
+        self.raw.seek(0)
+        while chunk := self.raw.read(64 * 1024):
+            write(chunk)
+
+    def close(self) -> None:
+        for fh in (self.record, self.raw):
+            if fh is not None and not fh.closed:
+                fh.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
