@@ -892,6 +892,45 @@ def row_peak_rss(shapes: list[tuple[int, int]]) -> list[Row]:
     return rows
 
 
+# -- the gateway (issue 33) ---------------------------------------------------------------------
+def row_gateway(calls: int, endless_mib: int) -> list[Row]:
+    """Overhead per call, a 1 MB stream, a replayed session and the memory of an endless answer."""
+    import bench_gateway as bg
+
+    repo = make_repo(2)
+    o = bg.overhead(repo, calls)
+    r = bg.replay(repo)
+    up = bg.Upstream(endless=endless_mib * MiB)
+    script = os.path.join(HERE, "bench_gateway.py")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), *sys.path])}
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, script, "child", up.url, repo], capture_output=True, text=True, env=env)
+    cut_s = time.perf_counter() - t
+    up.close()
+    child = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {"hwm_kb": 0, "cut": False}
+    base_el, base_rss, _ = child_run(["-h"], HERE)
+    shutil.rmtree(repo, ignore_errors=True)
+    added = o["plain_gateway_ms"] - o["plain_direct_ms"]
+    stream_ratio = o["stream_gateway_ms"] / o["stream_direct_ms"]
+    first_added = o["first_byte_gateway_ms"] - o["first_byte_direct_ms"]
+    speedup = r["live_s"] / r["replay_s"]
+    hwm = child["hwm_kb"] / 1024
+    return [
+        Row("gateway: added per plain call (1 KB answer, recorded)", "≤ 2 ms", f"{added:.1f} ms",
+            f"{o['plain_direct_ms']:.1f} ms direct", o["plain_gateway_ms"] / o["plain_direct_ms"], added <= 2, o),
+        Row("gateway: a 1 MB streamed answer", "≤ 1.2x", f"{o['stream_gateway_ms']:.1f} ms",
+            f"{o['stream_direct_ms']:.1f} ms direct", stream_ratio, stream_ratio <= 1.2),
+        Row("gateway: first byte of a stream, added", "≤ 2 ms", f"{first_added:.1f} ms",
+            f"{o['first_byte_direct_ms']:.1f} ms direct", None, first_added <= 2),
+        Row("gateway: replay of a 20-call session (200 ms a call live)", "≥ 10x, 0 sent",
+            f"{r['replay_s'] * 1000:.0f} ms, {r['replay_requests']} sent", f"{r['live_s'] * 1000:.0f} ms live",
+            speedup, speedup >= 10 and r["replay_requests"] == 0, r),
+        Row(f"gateway: peak RSS of an endless answer ({endless_mib} MiB sent, cut at the limit)", "< 100 MiB",
+            f"{hwm:.0f} MiB, cut={child['cut']}, {cut_s:.1f} s", f"{base_rss:.0f} MiB (`git genjob -h`)",
+            hwm / base_rss if base_rss else None, hwm < 100 and child["cut"], child),
+    ]  # fmt: skip
+
+
 # -- processes --------------------------------------------------------------------------------
 def row_startup(runs: int) -> list[Row]:
     def med(argv: list[str]) -> float:
@@ -1276,7 +1315,7 @@ def main() -> None:
     ap.add_argument(
         "--only",
         help="comma-separated row groups: "
-        "trip,fsync,scale,queue,claims,fleet,remote,verify,merge,rss,startup,sandbox,exit,cli,hooks,commands,ask",
+        "trip,fsync,scale,queue,claims,fleet,remote,verify,merge,rss,startup,sandbox,exit,cli,hooks,commands,ask,gateway",
     )
     args = ap.parse_args()
     q = args.quick
@@ -1301,6 +1340,7 @@ def main() -> None:
         "hooks": lambda: row_hooks(5 if q else 20),
         "commands": lambda: row_commands(3 if q else 10),
         "ask": lambda: row_ask(3 if q else 10),
+        "gateway": lambda: row_gateway(20 if q else 200, 300 if q else 2048),
     }
     chosen = args.only.split(",") if args.only else list(groups)
     rows: list[Row] = []
