@@ -444,3 +444,53 @@ def test_a_bad_answer_is_cut_and_nothing_is_recorded(repo: Path, monkeypatch: py
     if mode == "endless":
         assert upstream.sent < 16 << 20  # the gateway stopped reading near the limit
     assert not any(Path(session.journal).parent.joinpath("spool").iterdir())  # no spool left
+
+
+def test_four_concurrent_attempts_lose_and_duplicate_no_record(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four attempts of four jobs on one machine, 25 calls each at once through their own
+    gateways: every call journaled once as sent and once as ok, every answer in the replay cache
+    (the cache ref's compare-and-swap retried, never lost), and each job's retry replays all."""
+    import threading
+
+    stub = Stub()
+    store = Store.open(str(repo))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    gateways = []
+    for job in range(4):
+        session = Session(store, f"job-{job}", 1, False, None)
+        gw = Gateway([parse_gateway(f"openai={stub.url}")], session)
+        gateways.append((gw, gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")))
+    failures: list[int] = []
+
+    def drive(env: dict[str, str]) -> None:
+        for n in range(25):
+            status, _ = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"],
+                             {"model": "m", "messages": [{"role": "user", "content": f"{n}"}]})  # fmt: skip
+            if status != 200:
+                failures.append(status)
+
+    threads = [threading.Thread(target=drive, args=(env,)) for _, env in gateways]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for gw, _ in gateways:
+        gw.close()
+    assert failures == [] and len(stub.requests) == 100
+    from git_genjob.replay.cache import Cache
+
+    fingerprints = set(Cache(Store.open(str(repo))).fingerprints())
+    for gw, _ in gateways:
+        rows = [json.loads(line) for line in Path(gw.session.journal).read_text().splitlines()]
+        assert sorted((r["n"], r["status"]) for r in rows) == sorted(
+            [(n, "sending") for n in range(1, 26)] + [(n, "ok") for n in range(1, 26)]
+        )
+        assert {c["fingerprint"] for c in gw.session.model_record()["calls"]} <= fingerprints
+    assert len(fingerprints) == 100
+    again = Session(store, "job-2", 2, False, None)
+    gw = Gateway([parse_gateway(f"openai={stub.url}")], again)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    drive(env)
+    gw.close()
+    stub.close()
+    assert len(stub.requests) == 100 and again.model_record()["usage"]["replayed"] == 25

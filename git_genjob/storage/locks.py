@@ -12,6 +12,7 @@ UNKNOWN_STALE_S, since git holds a ref lock for milliseconds.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -57,22 +58,44 @@ def _writers_dir(common: str) -> str:
     return os.path.join(common, "genjob", "writers")
 
 
+# The refs each thread of this process is about to lock, per repository: the record on disk is
+# their union (the gateway records answers from a thread per connection, SPEC §12.1), written
+# and dropped under one lock so two threads never race on the one file.
+_held: dict[str, dict[int, list[str]]] = {}
+_held_lock = threading.Lock()
+
+
 def announce(common: str, refs: list[str]) -> None:
     """Record this process as the writer about to lock `refs` (no fsync: only a crash reads it)."""
+    with _held_lock:
+        _held.setdefault(common, {})[threading.get_ident()] = list(refs)
+        _write_record(common)
+
+
+def release(common: str) -> None:
+    """This thread holds no ref locks any more: drop its refs from the record (the record
+    itself when no other thread of the process holds any)."""
+    with _held_lock:
+        held = _held.get(common, {})
+        held.pop(threading.get_ident(), None)
+        if held:
+            _write_record(common)
+        else:
+            _held.pop(common, None)
+            _forget(os.path.join(_writers_dir(common), str(os.getpid())))
+
+
+def _write_record(common: str) -> None:
     folder = _writers_dir(common)
     path = os.path.join(folder, str(os.getpid()))
     if folder not in _made:
         os.makedirs(folder, exist_ok=True)
         _made.add(folder)
+    refs = sorted({r for held in _held[common].values() for r in held})
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(f"{os.getpid()} {_boot_id()} {_start_time(os.getpid())}\n" + "".join(f"{r}\n" for r in refs))
     os.replace(tmp, path)
-
-
-def release(common: str) -> None:
-    """This process holds no ref locks any more: drop its record."""
-    _forget(os.path.join(_writers_dir(common), str(os.getpid())))
 
 
 def _forget(path: str) -> None:

@@ -229,6 +229,9 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
             except httpx.HTTPError as exc:
                 gw.session.end(call, "unknown")
                 self._fail(started, 504, f"the upstream {up.name} stalled or broke mid-answer: {exc}")
+            except OSError as exc:  # the record could not be written (or the agent hung up): never `ok`
+                gw.session.end(call, "unknown")
+                self._fail(started, 502, f"the answer was not recorded: {exc.strerror or exc}")
             finally:
                 if spool is not None:
                     spool.close()
