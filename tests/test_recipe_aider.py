@@ -36,6 +36,7 @@ class ChatServer:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.auth: list[str] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -45,6 +46,7 @@ class ChatServer:
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(body)
+                server.auth.append(self.headers.get("Authorization", ""))
                 head = {"id": "c1", "created": 0, "model": body.get("model")}
                 if body.get("stream"):
                     chunks = [
@@ -106,26 +108,32 @@ def test_documented_aider_recipe_ends_in_a_verified_apply(repo: Path, chat: Chat
     config.write_text(config.read_text().replace("[scratch]\n", f"[scratch]\n{ignore.group(1)}\n", 1))
     git(repo, "commit", "-qam", "aider's own files are not outputs")
     k = submit_key(repo, "-m", "Add a timeout parameter to fetch_user", "src/user.py")
+    gateway = re.search(r"with `(--gateway openai=[^`]+)`", docs)
+    assert gateway is not None and "--pass-env OPENAI_API_KEY" not in docs
     env = {
         "PATH": f"{os.path.dirname(aider)}:{os.environ['PATH']}",
-        "OPENAI_API_KEY": "sk-test-not-a-real-key",
-        "OPENAI_API_BASE": f"http://127.0.0.1:{chat.port}/v1",
         "AIDER_MODEL": "openai/m1",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "AIDER_ANALYTICS_DISABLE": "true",
         "AIDER_CHECK_UPDATE": "false",
     }
     passed = [a for name in env if name != "PATH" for a in ("--pass-env", name)]
+    # the documented upstream, pointed at the chat server here; the key is the worker's alone
+    upstream = gateway.group(1).replace("https://api.openai.com", f"http://127.0.0.1:{chat.port}")
+    env["OPENAI_API_KEY"] = "sk-test-worker-key-0123456789"
     res = run_genjob_process(
         "work", "--generator", spec.group(1), "--signing-key", str(key), "--once", "--json",
-        "--allow-host", f"127.0.0.1:{chat.port}", "--timeout", "240s", *passed, cwd=repo, env=env, timeout=300,
+        *upstream.split(" ", 1), "--timeout", "240s", *passed, cwd=repo, env=env, timeout=300,
     )  # fmt: skip
     assert res.code == 0, res.err
     job = json.loads(res.out)["jobs"][0]
     assert job["result"] == "ok", job
     assert chat.requests, "aider never asked the model"
+    assert set(chat.auth) == {"Bearer sk-test-worker-key-0123456789"}  # the gateway added the worker's key
     envelope = json.loads(git(repo, "show", f"refs/genjob/jobs/{k}:receipt.json"))
     predicate = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
+    assert predicate["model"]["usage"]["calls"] == predicate["model"]["usage"]["sent"] == len(chat.requests)
+    assert "sk-test-worker-key" not in json.dumps(predicate)
     assert ".aider.chat.history.md" in predicate["ignored"]  # aider's own file: named, never an output
     assert list(predicate["outputs"]) == ["src/user.py"]
     assert run_genjob("verify", k, cwd=repo).code == 0
