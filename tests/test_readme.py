@@ -43,6 +43,11 @@ def _check_kept_demo(doc: dict, repo: str) -> None:  # type: ignore[type-arg]
     for trailer in ("Genjob-Key:", "Genjob-Job:", "Genjob-Receipt:", "Genjob-Signer:", "Genjob-Worker:"):
         assert trailer in body
     assert f"genjob {doc['key']} ok: signed by" in body
+    # the demo agent's model call went through the worker's gateway: metered in the signed receipt
+    assert "  model: 1 call (1 sent, 0 replayed), " in body
+    calls = json.loads(run_genjob("show", doc["key"], "--calls", "--json", cwd=repo).out)
+    assert [(c["n"], c["status"], c["upstream"]) for c in calls["calls"]] == [(1, "ok", "openai")]
+    assert "fetch_user" in calls["calls"][0]["answer"] and "demo-model-key" not in json.dumps(calls)
     assert all(line.strip().startswith("ok") for line in doc["verify"])
     assert run_genjob("verify", doc["key"], cwd=repo).code == 0
     assert run_genjob("audit", cwd=repo).code == 0

@@ -13,7 +13,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from git_genjob.cli.demo_model import DemoModel
 from git_genjob.documents.errors import GenjobError
+
+DEMO_KEY_ENV = "GENJOB_DEMO_MODEL_KEY"
 
 if TYPE_CHECKING:
     from git_genjob.documents.keys import SigningKey
@@ -132,16 +135,46 @@ def _run_worker(store: Store, key: SigningKey, key_path: str, model: str | None,
     except BadInput as exc:  # no sandbox here: the demo's own agent runs unconfined, and says so
         say(f"  ({exc.message}; the demo's own agent runs with --no-sandbox)")
         generator, flag = parse_spec(spec, 600, SandboxOptions(mechanism="none")), " --no-sandbox"
-    opts = WorkerOptions(generator, key, "demo-worker", lease_s=120, max_jobs=1, timeout_s=600)
+    gateway = DemoModel() if model is None else None  # the agent's model calls go through the gateway
+    upstreams: tuple[object, ...] = ()
+    if gateway is not None:
+        from git_genjob.worker.gateway.dialects import parse_gateway
+
+        upstreams = (parse_gateway(f"openai={gateway.url}", key_env=DEMO_KEY_ENV),)
+        flag += f" --gateway openai={gateway.url}"
+        say(f"  (the demo's model listens on {gateway.url}; the worker holds its key in {DEMO_KEY_ENV})")
+    opts = WorkerOptions(generator, key, "demo-worker", lease_s=120, max_jobs=1, timeout_s=600, gateways=upstreams)
     say(
         f"$ git genjob work --generator {shlex.quote(spec)} --signing-key {shlex.quote(key_path)}"
         f" --worker-id demo-worker --once{flag}"
     )
-    report = work(store, opts)
+    saved = os.environ.get(DEMO_KEY_ENV)
+    os.environ[DEMO_KEY_ENV] = "demo-model-key"  # the worker's own: its gateway adds it upstream
+    try:
+        report = work(store, opts)
+    finally:
+        if gateway is not None:
+            gateway.close()
+        if saved is None:
+            os.environ.pop(DEMO_KEY_ENV, None)
+        else:
+            os.environ[DEMO_KEY_ENV] = saved
     for o in report.outcomes:
         say(f"  {o.key} {o.result}{': ' + o.reason if o.reason else ''}")
+        usage = _usage(store, o.key)
+        if usage:
+            say(f"  model: {usage}")
     if not report.outcomes or report.outcomes[0].result != "ok":
         raise Refused("the demo worker did not produce an ok receipt", f"inspect the repository: {store.workdir}")
+
+
+def _usage(store: Store, key: str) -> str | None:
+    """The receipt's gateway totals, as `show` prints them."""
+    from git_genjob.documents.display import usage_text
+    from git_genjob.planner.queue import show
+
+    totals = (show(store, key).get("ended") or {}).get("usage")
+    return usage_text(totals) if isinstance(totals, dict) else None
 
 
 def run_demo(keep: bool, model: str | None, say: Callable[[str], None]) -> DemoResult:

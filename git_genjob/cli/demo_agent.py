@@ -62,6 +62,8 @@ def main() -> int:
     with open(os.environ["GENJOB_JOB"], encoding="utf-8") as fh:
         job = json.load(fh)
     names = set(re.findall(r"\b([a-z_][a-z0-9_]*)\(?\b", job["instruction"])) & _defined(job)
+    if os.environ.get("OPENAI_BASE_URL"):  # the worker's gateway: ask the model, as an agent would
+        names = _ask_model(job["instruction"], names)
     changed = []
     for path, digest in job["inputs"].items():
         if digest is not None and path.endswith(".py") and os.path.exists(path):
@@ -80,6 +82,26 @@ def main() -> int:
                 fh.write(test_for(module, names))
     print(f"demo agent: timeout added to {', '.join(sorted(names)) or 'nothing'} in {', '.join(changed) or '-'}")
     return 0
+
+
+def _ask_model(instruction: str, candidates: set[str]) -> set[str]:
+    """One chat completion through the gateway (its URL and this attempt's token, never a key)."""
+    import urllib.request
+
+    question = f"{instruction}\n\nWhich of these functions should take a timeout? " + ", ".join(
+        f"`{n}`" for n in sorted(candidates)
+    )
+    body = json.dumps({"model": "demo", "messages": [{"role": "user", "content": question}]}).encode()
+    token = os.environ.get("OPENAI_API_KEY", "")
+    req = urllib.request.Request(
+        os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+        body,
+        {"content-type": "application/json", "authorization": f"Bearer {token}"},
+    )
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        answer = json.load(resp)["choices"][0]["message"]["content"]
+    print(f"demo agent: the model says {answer}")
+    return set(json.loads(answer)) & candidates
 
 
 def _defined(job: dict[str, object]) -> set[str]:

@@ -24,7 +24,7 @@ import httpx
 from git_genjob.documents.errors import GenjobError
 from git_genjob.storage.store import CONTENT_MAX
 from git_genjob.worker.gateway.calls import Budget, Session
-from git_genjob.worker.gateway.dialects import Upstream, offered
+from git_genjob.worker.gateway.dialects import KEY_ENV, Upstream, offered
 from git_genjob.worker.gateway.spool import TooBig
 from git_genjob.worker.gateway.upstream import Client
 
@@ -55,6 +55,7 @@ class Gateway:
         env = {"GENJOB_GATEWAY_URL": base}
         for u in self.upstreams.values():
             env[u.key_env] = self.token
+            env.setdefault(KEY_ENV[u.dialect], self.token)  # where the dialect's SDKs look for a key
             if u.dialect == "openai":
                 env.update(OPENAI_BASE_URL=f"{base}/{u.name}/v1", OPENAI_API_BASE=f"{base}/{u.name}/v1")
             else:
