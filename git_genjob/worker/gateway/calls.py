@@ -67,6 +67,8 @@ class Session:
         text = body.decode("utf-8")
         for i, value in enumerate(self.volatile):
             text = text.replace(value, f"<volatile-{i}>")
+            if "/" in value:  # the path as agents slug it into names (Claude Code's project memory dir)
+                text = text.replace(_slug(value), f"<volatile-{i}-slug>")
         try:
             doc = json.loads(text) if text.strip() else None
         except ValueError:
@@ -76,6 +78,18 @@ class Session:
             text = json.dumps(doc, sort_keys=True, ensure_ascii=False)
         text = _HEX_ID.sub("<id>", text)
         return normalize_text(text)[0]
+
+    def paths(self) -> list[str]:
+        """The attempt's own paths (its scratch tree and HOME, under the attempt's directory)."""
+        return [v for v in self.volatile if "/" in v]
+
+    def localized(self, body: str, recorded: list[str]) -> str:
+        """A recorded answer as this attempt sees it: the recording attempt's paths (an agent's
+        tool call names files by absolute path) replaced by this attempt's, raw and slugged."""
+        for old, new in zip(recorded, self.paths(), strict=False):
+            if isinstance(old, str) and old and old != new:
+                body = body.replace(old, new).replace(_slug(old), _slug(new))
+        return body
 
     def begin(self, up: Upstream, path: str, body: bytes, model: str) -> tuple[dict[str, Any], Replayed | None]:
         """Call n's identity, journaled before any send; its recorded answer when it replays."""
@@ -109,7 +123,8 @@ class Session:
                 served = entry.served() if entry is not None else None
                 if entry is not None and served is not None:
                     rec = json.loads(self.cache.answer(entry, served))
-                    replay = Replayed(rec["status"], rec["content_type"], rec["body"].encode("utf-8"), rec["stream"])
+                    answer = self.localized(rec["body"], rec.get("volatile_paths") or [])
+                    replay = Replayed(rec["status"], rec["content_type"], answer.encode("utf-8"), rec["stream"])
                     call.update(replayed=True, status="ok", answer_sha256=served)
                     call.update(input_tokens=rec.get("input_tokens"), output_tokens=rec.get("output_tokens"))
                 else:
@@ -125,7 +140,7 @@ class Session:
     def record(self, call: dict[str, Any], spool: Spool, status: int, content_type: str) -> None:
         """The spooled answer into the replay cache (a blob written from the file, signed event);
         GenjobError when it may not be stored (not UTF-8 is the caller's UnicodeDecodeError)."""
-        sha = spool.finish(status, content_type)
+        sha = spool.finish(status, content_type, self.paths())
         blob = self.store.blob_from_file(spool.path)
         fp = call["fingerprint"]
         with self.lock:
@@ -175,6 +190,10 @@ class Session:
         if self.budget is not None:
             out["budget"] = self.budget
         return out
+
+
+def _slug(path: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
 
 
 def _scrub(doc: Any) -> None:

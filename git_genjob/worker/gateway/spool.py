@@ -93,7 +93,7 @@ class Spool:
             self.tokens = (found[0] if found[0] is not None else self.tokens[0],
                            found[1] if found[1] is not None else self.tokens[1])  # fmt: skip
 
-    def finish(self, status: int, content_type: str) -> str:
+    def finish(self, status: int, content_type: str, paths: list[str] | None = None) -> str:
         """The answer document's sha256, once its last byte is on disk (at `self.path`); BadInput
         when the answer looks like it holds a credential (SPEC §7: never stored)."""
         self._write(self.decoder.decode(b"", final=True))
@@ -108,15 +108,16 @@ class Spool:
                 f"refusing to store an answer that looks like a {self.secret}",
                 "the replay cache is shared through git; the agent got a 502 and nothing was recorded",
             )
-        tail = canonical_bytes(
-            {
-                "content_type": content_type,
-                "input_tokens": self.tokens[0],
-                "output_tokens": self.tokens[1],
-                "status": status,
-                "stream": self.stream,
-            }  # fmt: skip
-        )
+        doc: dict[str, object] = {
+            "content_type": content_type,
+            "input_tokens": self.tokens[0],
+            "output_tokens": self.tokens[1],
+            "status": status,
+            "stream": self.stream,
+        }
+        if paths:  # the attempt's own paths the answer may name: a replay puts its own in their place
+            doc["volatile_paths"] = paths
+        tail = canonical_bytes(doc)
         end = b'",' + tail[1:]
         self.record.write(end)
         self.hash.update(end)
