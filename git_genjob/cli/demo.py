@@ -141,8 +141,13 @@ def _run_worker(store: Store, key: SigningKey, key_path: str, model: str | None,
         from git_genjob.worker.gateway.dialects import parse_gateway
 
         upstreams = (parse_gateway(f"openai={gateway.url}", key_env=DEMO_KEY_ENV),)
-        flag += f" --gateway openai={gateway.url}"
-        say(f"  (the demo's model listens on {gateway.url}; the worker holds its key in {DEMO_KEY_ENV})")
+        # Not printed as a --gateway flag: the transcript replays as commands, and a replayed
+        # `--gateway openai=…` would hand the caller's own OPENAI_API_KEY to whatever then listens
+        # on that port. Without a gateway the demo agent decides alone, to the same edit.
+        say(
+            f"  (this worker's gateway reaches the demo's model on {gateway.url}, holding its key in {DEMO_KEY_ENV}; "
+            "for a real one: --gateway openai=https://api.openai.com)"
+        )
     opts = WorkerOptions(generator, key, "demo-worker", lease_s=120, max_jobs=1, timeout_s=600, gateways=upstreams)
     say(
         f"$ git genjob work --generator {shlex.quote(spec)} --signing-key {shlex.quote(key_path)}"
