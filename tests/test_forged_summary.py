@@ -299,6 +299,11 @@ def test_verify_commit_checks_what_audit_checks_of_that_commit(applied: tuple[Pa
     doc = json.loads(run_genjob("verify", "HEAD", "--json", cwd=repo).out)
     assert not doc["ok"] and "Bump version" in str(doc["forged_note"]) and doc["exit"] == 1
     assert refs(repo) == before  # verify writes nothing
+    decoy = submit_key(repo, "--key", f"{head[:8]}-decoy", "-m", "a key chosen to shadow the commit", "README.md")
+    assert decoy == f"{head[:8]}-decoy"
+    res = run_genjob("verify", head[:8], cwd=repo)  # a job's key never stands in for the forged commit
+    assert res.code == 2 and "prefix of a job's key" in res.err, res.out + res.err
+    assert run_genjob("verify", head, cwd=repo).code == 1
     (repo / "README.md").write_text("a human change\n")
     git(repo, "commit", "-q", "-am", "Refactor auth")
     res = run_genjob("verify", "HEAD", cwd=repo)

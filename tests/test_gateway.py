@@ -494,3 +494,131 @@ def test_four_concurrent_attempts_lose_and_duplicate_no_record(repo: Path, monke
     gw.close()
     stub.close()
     assert len(stub.requests) == 100 and again.model_record()["usage"]["replayed"] == 25
+
+
+class Echo:
+    """An upstream that answers 200 with the Authorization header it was sent (a hostile or
+    buggy provider echoing the key)."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                data = json.dumps({"choices": [{"message": {"content": self.headers.get("authorization", "")}}]})
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data.encode())
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_an_answer_echoing_the_workers_key_is_never_recorded_or_shown(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team F2: a custom key matches no credential pattern; the gateway refuses an answer that
+    holds the literal key it adds, 502, nothing recorded."""
+    from tests.conftest import refs
+
+    echo = Echo()
+    custom = "local-model-key-NOT-A-KNOWN-PATTERN-1234"
+    monkeypatch.setenv("LOCAL_MODEL_KEY", custom)
+    store = Store.open(str(repo))
+    session = Session(store, "job-echo", 1, False, None)
+    gw = Gateway([parse_gateway(f"local={echo.url}", "openai", "LOCAL_MODEL_KEY")], session)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    before = refs(repo)
+    status, body = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["LOCAL_MODEL_KEY"], {"model": "m"})
+    gw.close()
+    echo.close()
+    assert status == 502 and custom.encode() not in body
+    assert refs(repo) == before and session.model_record()["calls"][0]["status"] == "unknown"
+
+
+def test_a_loopback_upstream_is_reached_without_the_environments_proxy(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team F3: HTTP_PROXY would carry a plain-http loopback call, key and all; the gateway
+    reaches loopback upstreams directly."""
+    stub = Stub()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead_proxy = f"http://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv("HTTP_PROXY", dead_proxy)
+    monkeypatch.setenv("http_proxy", dead_proxy)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    store = Store.open(str(repo))
+    gw, base = attempt(store, stub.url, 1, monkeypatch)
+    env = gw.env(base)
+    status, _ = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], {"model": "m"})
+    gw.close()
+    stub.close()
+    assert status == 200 and stub.requests[0]["auth"] == f"Bearer {KEY}"
+
+
+def test_a_damaged_replay_entry_is_a_miss_sent_afresh(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red team F4: an answer blob swapped under its name is never served, and the call is sent
+    again rather than the agent's connection dropped."""
+    import pygit2
+
+    from git_genjob.storage.store import REPLAYS_REF, RefUpdate
+    from tests.conftest import raw_repo
+
+    stub = Stub()
+    store = Store.open(str(repo))
+    gw, base = attempt(store, stub.url, 1, monkeypatch)
+    env = gw.env(base)
+    first = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], {"model": "m"})
+    gw.close()
+    tip = store.ref_target(REPLAYS_REF)
+    assert tip is not None
+    raw = raw_repo(store)
+    tree = raw[tip].peel(pygit2.Commit).tree
+    (fp,) = [c["fingerprint"] for c in gw.session.model_record()["calls"]]
+    shard = tree[fp[:2]].peel(pygit2.Tree)
+    entry = shard[fp].peel(pygit2.Tree)
+    answers = entry["answers"].peel(pygit2.Tree)
+    name = next(iter(answers)).name
+    a = raw.TreeBuilder(answers)
+    a.insert(name, raw.create_blob(b'{"body":"forged"}'), pygit2.enums.FileMode.BLOB)
+    e = raw.TreeBuilder(entry)
+    e.insert("answers", a.write(), pygit2.enums.FileMode.TREE)
+    sh = raw.TreeBuilder(shard)
+    sh.insert(fp, e.write(), pygit2.enums.FileMode.TREE)
+    root = raw.TreeBuilder(tree)
+    root.insert(fp[:2], sh.write(), pygit2.enums.FileMode.TREE)
+    forged = store.commit(root.write(), [tip], "swap an answer\n")
+    store.update_refs([RefUpdate(REPLAYS_REF, tip, forged)], message="test")
+    gw2, base2 = attempt(store, stub.url, 2, monkeypatch)
+    env2 = gw2.env(base2)
+    again = post(env2["OPENAI_BASE_URL"] + "/chat/completions", env2["OPENAI_API_KEY"], {"model": "m"})
+    gw2.close()
+    stub.close()
+    assert again[0] == 200 and b"forged" not in again[1] and again[1] == first[1]
+    assert len(stub.requests) == 2 and gw2.session.model_record()["usage"]["sent"] == 1
+
+
+@pytest.mark.parametrize("url", ["https://[::1", "https://example.invalid/\u001b[2J", "http://127.0.0.1:9/\u202e"])
+def test_an_upstream_url_httpx_cannot_use_is_bad_input(url: str) -> None:
+    """Red team F5/F6: refused when parsed (work, doctor), never a crash or raw escapes later."""
+    from git_genjob.documents.errors import BadInput
+
+    with pytest.raises(BadInput) as exc:
+        parse_gateway(f"openai={url}")
+    assert "\u001b" not in exc.value.message and "\u202e" not in exc.value.message

@@ -24,7 +24,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 @main.command("verify", context_settings=CONTEXT)
-@click.argument("key", callback=key_arg)
+@click.argument("key")
 @click.option("--branch", help="Check freshness against this branch (default: HEAD).")
 @json_option
 def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
@@ -37,11 +37,14 @@ def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
     from git_genjob.landing.verify import next_step, verify
 
     store = open_store()
-    if branch is None:
-        commit = _commit_named(store, key)
-        if commit is not None:
-            _verify_commit(store, commit, as_json)
-            return
+    commit = _commit_named(store, key)
+    if commit is not None and branch is None:
+        _verify_commit(store, commit, as_json)
+        return
+    if commit is None:
+        from git_genjob.storage.records import resolve_key
+
+        key = resolve_key(store, key)
     verdict = verify(store, key, branch, progress=progress_printer(False))
     if branch is None and verdict.ok:  # what `verify KEY` prints from here on without libgit2
         from git_genjob.landing.fast import remember_verify
@@ -67,11 +70,21 @@ def _commit_named(store: Any, text: str) -> str | None:
     from git_genjob.storage.store import job_ref
 
     if store.ref_target(job_ref(text)) is not None or store.archive_entry(text) is not None:
-        return None
+        return None  # an exact key wins
     try:
-        return str(store.revparse_commit(text).id)
+        commit = str(store.revparse_commit(text).id)
     except (KeyError, ValueError, pygit2.GitError, GenjobError):  # no revision either: verify names the job
         return None
+    from git_genjob.storage.records import MIN_PREFIX
+
+    if len(text) >= MIN_PREFIX and any(k.startswith(text) for k in store.live_keys()):
+        from git_genjob.documents.errors import BadInput
+
+        raise BadInput(  # a job's key is the submitter's choice: it never shadows a revision
+            f"{text!r} names commit {commit[:12]} and is the prefix of a job's key",
+            f"give the full commit ({commit}) or the job's full key",
+        )
+    return commit
 
 
 def _verify_commit(store: Any, commit: str, as_json: bool) -> None:

@@ -268,7 +268,7 @@ def _budget(policy: dict[str, object], name: str) -> int | None:
     return value
 
 
-LOOPBACK = re.compile(r"^http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(/|$)")
+LOOPBACK = re.compile(r"^http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(/|\Z)")
 
 
 def _gateways(section: dict[str, object]) -> tuple[tuple[str, str, str | None, str | None], ...]:

@@ -184,7 +184,14 @@ def gateway_of(opts: CiOptions) -> str:
     from git_genjob.documents.config import LOOPBACK
 
     clear = not (url.startswith("https://") or LOOPBACK.match(url))  # the key would cross a network in the clear
-    if not sep or not name.isidentifier() or clear or any(c in url for c in " '\"\\$`"):
+    if (
+        not sep
+        or not name.isidentifier()
+        or clear
+        or any(c in url for c in " '\"\\$`")
+        or not url.isascii()
+        or not url.isprintable()
+    ):
         raise BadInput(
             f"--gateway {text!r} is not NAME=https://URL (plain http only to a runner's own 127.0.0.1)",
             "e.g. --gateway anthropic=https://api.anthropic.com",

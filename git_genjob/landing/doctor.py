@@ -448,8 +448,10 @@ def _gateway(store: Store) -> list[Check]:
 def _reach(label: str, up: Any, key: str) -> Check:
     import httpx
 
+    from git_genjob.worker.gateway.upstream import is_loopback
+
     try:
-        with httpx.Client(timeout=5.0, trust_env=True, follow_redirects=False) as client:
+        with httpx.Client(timeout=5.0, trust_env=not is_loopback(up.url), follow_redirects=False) as client:
             resp = client.get(f"{up.url}/v1/models", headers=up.key_headers(key) if key else {})
     except httpx.HTTPError as exc:
         return Check(label, Status.FAIL, f"{up.url} ({up.dialect}) is unreachable: {exc}",

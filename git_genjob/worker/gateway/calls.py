@@ -79,6 +79,22 @@ class Session:
         text = _HEX_ID.sub("<id>", text)
         return normalize_text(text)[0]
 
+    def _recorded(self, fp: str) -> tuple[dict[str, Any] | None, str | None]:
+        """The answer a later attempt replays for `fp`, or (None, None): none recorded, or one that
+        is damaged (a blob that does not hash to its name, not the answer document): a miss, sent
+        afresh, never a dropped connection."""
+        try:
+            entry = self.cache.entry(fp)
+            served = entry.served() if entry is not None else None
+            if entry is None or served is None:
+                return None, None
+            rec = json.loads(self.cache.answer(entry, served))
+            ok = isinstance(rec, dict) and isinstance(rec.get("body"), str) and isinstance(rec.get("status"), int)
+            ok = ok and isinstance(rec.get("content_type"), str) and isinstance(rec.get("stream"), bool)
+            return (rec, served) if ok else (None, None)
+        except (GenjobError, ValueError, TypeError, UnicodeDecodeError):
+            return None, None
+
     def paths(self) -> list[str]:
         """The attempt's own paths (its scratch tree and HOME, under the attempt's directory)."""
         return [v for v in self.volatile if "/" in v]
@@ -119,10 +135,8 @@ class Session:
             self.calls.append(call)
             replay = None
             if not self.diverged:
-                entry = self.cache.entry(fp)
-                served = entry.served() if entry is not None else None
-                if entry is not None and served is not None:
-                    rec = json.loads(self.cache.answer(entry, served))
+                rec, served = self._recorded(fp)
+                if rec is not None:
                     answer = self.localized(rec["body"], rec.get("volatile_paths") or [])
                     replay = Replayed(rec["status"], rec["content_type"], answer.encode("utf-8"), rec["stream"])
                     call.update(replayed=True, status="ok", answer_sha256=served)
@@ -133,9 +147,11 @@ class Session:
             self._journal(call)
             return call, replay
 
-    def spool(self, up: Upstream, stream: bool, limit: int) -> Spool:
-        """Where call's answer goes as it arrives (`record` takes it from there)."""
-        return Spool(os.path.join(os.path.dirname(self.journal), "spool"), limit, up.dialect, stream)
+    def spool(self, up: Upstream, stream: bool, limit: int, keys: tuple[str, ...] = ()) -> Spool:
+        """Where call's answer goes as it arrives (`record` takes it from there); an answer that
+        holds one of `keys` (the worker's, echoed by an upstream) is never recorded."""
+        folder = os.path.join(os.path.dirname(self.journal), "spool")
+        return Spool(folder, limit, up.dialect, stream, tuple(k.encode("utf-8") for k in keys if k))
 
     def record(self, call: dict[str, Any], spool: Spool, status: int, content_type: str) -> None:
         """The spooled answer into the replay cache (a blob written from the file, signed event);

@@ -41,6 +41,14 @@ def parse_gateway(text: str, dialect: str | None = None, key_env: str | None = N
             f"gateway {name!r} needs a dialect",
             f"name it openai or anthropic, or set dialect = in [gateway.{name}] of .genjob/config.toml",
         )
+    if not url.isascii() or not url.isprintable():
+        raise BadInput(f"gateway {name!r}: its URL holds a control or non-ASCII character", "give a plain URL")
+    try:
+        import httpx
+
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise BadInput(f"gateway {name!r}: {url!r} is not a URL ({exc})", "e.g. https://api.openai.com") from None
     url = url.rstrip("/")
     if url.endswith("/v1"):
         url = url[: -len("/v1")]

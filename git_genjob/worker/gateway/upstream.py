@@ -18,12 +18,15 @@ FORWARDED = ("content-type", "accept", "anthropic-version", "anthropic-beta", "o
 class Client:
     def __init__(self, connect_s: float = 10.0, read_s: float = 120.0):
         ctx = ssl.create_default_context()  # the system CA bundle
-        self.http = httpx.Client(
-            timeout=httpx.Timeout(read_s, connect=connect_s), verify=ctx, trust_env=True, follow_redirects=False
-        )
+        timeout = httpx.Timeout(read_s, connect=connect_s)
+        self.http = httpx.Client(timeout=timeout, verify=ctx, trust_env=True, follow_redirects=False)
+        # A loopback upstream is reached directly: a proxy from the environment would carry its
+        # plain-http request, key and all, across the network.
+        self.local = httpx.Client(timeout=timeout, verify=ctx, trust_env=False, follow_redirects=False)
 
     def close(self) -> None:
         self.http.close()
+        self.local.close()
 
     @contextmanager
     def send(
@@ -33,9 +36,15 @@ class Client:
         out = {k: v for k, v in headers.items() if k.lower() in FORWARDED}
         out["accept-encoding"] = "identity"
         out.update(up.key_headers(key))
-        request = self.http.build_request(method, up.url + path, headers=out, content=body)
-        response = self.http.send(request, stream=True)
+        client = self.local if is_loopback(up.url) else self.http
+        request = client.build_request(method, up.url + path, headers=out, content=body)
+        response = client.send(request, stream=True)
         try:
             yield response
         finally:
             response.close()
+
+
+def is_loopback(url: str) -> bool:
+    host = httpx.URL(url).host
+    return host in ("localhost", "::1") or host.startswith("127.")
