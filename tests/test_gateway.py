@@ -622,3 +622,45 @@ def test_an_upstream_url_httpx_cannot_use_is_bad_input(url: str) -> None:
     with pytest.raises(BadInput) as exc:
         parse_gateway(f"openai={url}")
     assert "\u001b" not in exc.value.message and "\u202e" not in exc.value.message
+
+
+def test_an_error_answer_passes_through_as_it_is_and_dead_spools_are_swept(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upstream's 503 whose page is not UTF-8 reaches the agent byte for byte (only answers
+    that are recorded must be text); a spool a killed worker left (its pid gone) is removed."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(503)
+            self.send_header("content-type", "text/html; charset=latin-1")
+            self.send_header("content-length", "9")
+            self.end_headers()
+            self.wfile.write(b"busy caf\xe9")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    store = Store.open(str(repo))
+    spools = Path(store.common_dir) / "genjob" / "gateway" / "spool"
+    spools.mkdir(parents=True, exist_ok=True)
+    dead = spools / "answer-4194999-left"  # a pid above the kernel's pid_max: not running
+    dead.write_bytes(b"partial")
+    mine = spools / f"answer-{os.getpid()}-busy"
+    mine.write_bytes(b"in use")
+    gw, base = attempt(store, f"http://127.0.0.1:{server.server_address[1]}", 1, monkeypatch)
+    env = gw.env(base)
+    status, body = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], {"model": "m"})
+    gw.close()
+    server.shutdown()
+    server.server_close()
+    assert status == 503 and body == b"busy caf\xe9"
+    assert gw.session.model_record()["calls"][0]["status"] == "error 503"
+    assert not dead.exists() and mine.exists()

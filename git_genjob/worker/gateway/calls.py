@@ -147,11 +147,13 @@ class Session:
             self._journal(call)
             return call, replay
 
-    def spool(self, up: Upstream, stream: bool, limit: int, keys: tuple[str, ...] = ()) -> Spool:
+    def spool(
+        self, up: Upstream, stream: bool, limit: int, keys: tuple[str, ...] = (), recording: bool = True
+    ) -> Spool:
         """Where call's answer goes as it arrives (`record` takes it from there); an answer that
         holds one of `keys` (the worker's, echoed by an upstream) is never recorded."""
         folder = os.path.join(os.path.dirname(self.journal), "spool")
-        return Spool(folder, limit, up.dialect, stream, tuple(k.encode("utf-8") for k in keys if k))
+        return Spool(folder, limit, up.dialect, stream, tuple(k.encode("utf-8") for k in keys if k), recording)
 
     def record(self, call: dict[str, Any], spool: Spool, status: int, content_type: str) -> None:
         """The spooled answer into the replay cache (a blob written from the file, signed event);

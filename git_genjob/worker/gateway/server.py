@@ -186,7 +186,8 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
                 with gw.client.send(up, gw.keys[up.name], self.command, path, dict(self.headers), body) as resp:
                     ctype = resp.headers.get("content-type", "application/json")
                     stream = "text/event-stream" in ctype
-                    spool = gw.session.spool(up, stream, gw.answer_max, tuple(gw.keys.values()))
+                    ok = 200 <= resp.status_code < 300
+                    spool = gw.session.spool(up, stream, gw.answer_max, tuple(gw.keys.values()), recording=ok)
                     held = b""
                     if stream:
                         self.send_response(resp.status_code)

@@ -33,11 +33,15 @@ class TooBig(Exception):
 
 
 class Spool:
-    def __init__(self, folder: str, limit: int, dialect: str, stream: bool, keys: tuple[bytes, ...] = ()):
+    def __init__(
+        self, folder: str, limit: int, dialect: str, stream: bool, keys: tuple[bytes, ...] = (), recording: bool = True
+    ):
         os.makedirs(folder, exist_ok=True)
+        _sweep(folder)
         self.limit, self.dialect, self.stream = limit, dialect, stream
+        self.recording = recording  # an error answer is passed through as it is, never recorded
         self.keys = tuple(k for k in keys if len(k) >= 8)  # the worker's own keys: never recorded, whatever their form
-        fd, self.path = tempfile.mkstemp(dir=folder, prefix="answer-")
+        fd, self.path = tempfile.mkstemp(dir=folder, prefix=f"answer-{os.getpid()}-")
         self.record: IO[bytes] = os.fdopen(fd, "wb")
         self.raw: IO[bytes] | None = None if stream else tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (closed by close)
         self.record.write(HEAD)
@@ -57,6 +61,8 @@ class Spool:
             raise TooBig
         if self.raw is not None:
             self.raw.write(data)
+        if not self.recording:
+            return
         self._write(self.decoder.decode(data))
         self._scan(data)
         if self.stream:
@@ -141,3 +147,21 @@ class Spool:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+
+
+def _sweep(folder: str) -> None:
+    """Drop the spools of workers that died mid-answer (partial, never served): a name carries
+    the pid of the process that made it."""
+    from git_genjob.storage.locks import running
+
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return
+    for name in names:
+        pid = name.split("-")[1] if name.startswith("answer-") and name.count("-") >= 2 else ""
+        if pid.isdigit() and pid.isascii() and int(pid) != os.getpid() and not running(int(pid)):
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
