@@ -95,6 +95,22 @@ def open_store() -> Any:
     return meta["genjob.store"]
 
 
+def commit_not_key(store: Any, text: str) -> str | None:
+    """The commit `text` names when it names no job by its exact key (`show COMMIT`, `verify
+    COMMIT`), else None: an exact key wins, and text that is no revision is left to the job lookup."""
+    import pygit2
+
+    from git_genjob.documents.errors import GenjobError
+    from git_genjob.storage.store import job_ref
+
+    if store.ref_target(job_ref(text)) is not None or store.archive_entry(text) is not None:
+        return None
+    try:
+        return str(store.revparse_commit(text).id)
+    except (KeyError, ValueError, pygit2.GitError, GenjobError):
+        return None
+
+
 def key_arg(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A KEY argument: the full key, or a unique prefix of one (as `status` and `log` print)."""
     if value is None or ctx.resilient_parsing:

@@ -221,26 +221,21 @@ def _row_painter() -> Painter:
 def _job_behind(store: Store, text: str) -> tuple[str, str] | None:
     """(commit, job key) when `text` names no job but a commit: the job its Genjob-Key names;
     a commit with none is refused here, saying so. None when `text` is a job's key."""
-    import pygit2
-
-    from git_genjob.documents.errors import BadInput, GenjobError
-    from git_genjob.storage.store import job_ref
-
-    if store.ref_target(job_ref(text)) is not None or store.archive_entry(text) is not None:
-        return None
-    try:
-        commit = store.revparse_commit(text)
-    except (KeyError, ValueError, pygit2.GitError, GenjobError):  # no revision either: the job lookup names it
-        return None
+    from git_genjob.cli.common import commit_not_key
+    from git_genjob.documents.errors import BadInput
     from git_genjob.storage.gitdir import genjob_trailers_of_commit
 
-    found = genjob_trailers_of_commit(str(commit.id), commit.message, store.gitdir).get("Genjob-Key")
+    commit = commit_not_key(store, text)
+    if commit is None:  # a job's key, or no revision either: the job lookup names it
+        return None
+    message = store.get_commit(commit).message
+    found = genjob_trailers_of_commit(commit, message, store.gitdir).get("Genjob-Key")
     if not found:
         raise BadInput(
-            f"commit {str(commit.id)[:12]} has no job behind it (no Genjob-Key trailer)",
+            f"commit {commit[:12]} has no job behind it (no Genjob-Key trailer)",
             "git genjob log lists the genjob commits",
         )
-    return str(commit.id), found
+    return commit, found
 
 
 def _write_blocks(lines: list[str], block: int = 2000) -> None:

@@ -10,6 +10,7 @@ import click
 
 from git_genjob.cli.common import (
     CONTEXT,
+    commit_not_key,
     echo_lines,
     emit,
     json_option,
@@ -63,17 +64,10 @@ def verify_cmd(key: str, branch: str | None, as_json: bool) -> None:
 
 
 def _commit_named(store: Any, text: str) -> str | None:
-    """The commit `text` names when it names no job (verify COMMIT), else None."""
-    import pygit2
-
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.storage.store import job_ref
-
-    if store.ref_target(job_ref(text)) is not None or store.archive_entry(text) is not None:
-        return None  # an exact key wins
-    try:
-        commit = str(store.revparse_commit(text).id)
-    except (KeyError, ValueError, pygit2.GitError, GenjobError):  # no revision either: verify names the job
+    """The commit `text` names when it names no job (verify COMMIT), else None; text that is a
+    revision and also a job key's prefix is refused, since a submitter chooses keys."""
+    commit = commit_not_key(store, text)
+    if commit is None:
         return None
     from git_genjob.storage.records import MIN_PREFIX
 

@@ -271,6 +271,12 @@ def _budget(policy: dict[str, object], name: str) -> int | None:
 LOOPBACK = re.compile(r"^http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(/|\Z)")
 
 
+def in_the_clear(url: str) -> bool:
+    """Whether a key sent to `url` would cross a network unencrypted: neither https:// nor plain
+    http:// to this machine's loopback (a committed upstream, `ci init --gateway`)."""
+    return not (url.startswith("https://") or LOOPBACK.match(url))
+
+
 def _gateways(section: dict[str, object]) -> tuple[tuple[str, str, str | None, str | None], ...]:
     """`[gateway.NAME]` tables. The worker sends its key to `upstream`, so a committed one must be
     https (or plain http to this machine's loopback): a key never crosses a network in the clear."""
@@ -283,7 +289,7 @@ def _gateways(section: dict[str, object]) -> tuple[tuple[str, str, str | None, s
         if unknown:
             raise BadInput(f"{where} has no setting {sorted(unknown)[0]!r}", "settings: upstream, dialect, key_env")
         upstream, dialect, key_env = table.get("upstream"), table.get("dialect"), table.get("key_env")
-        if not isinstance(upstream, str) or not (upstream.startswith("https://") or LOOPBACK.match(upstream)):
+        if not isinstance(upstream, str) or in_the_clear(upstream):
             raise BadInput(
                 f"{where}: upstream must be an https:// URL (or http:// to 127.0.0.1), found {upstream!r}",
                 'e.g. upstream = "https://api.openai.com"',

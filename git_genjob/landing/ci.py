@@ -181,13 +181,12 @@ def gateway_of(opts: CiOptions) -> str:
             ".genjob/config.toml",
         )
     name, sep, url = text.partition("=")
-    from git_genjob.documents.config import LOOPBACK
+    from git_genjob.documents.config import in_the_clear
 
-    clear = not (url.startswith("https://") or LOOPBACK.match(url))  # the key would cross a network in the clear
     if (
         not sep
         or not name.isidentifier()
-        or clear
+        or in_the_clear(url)
         or any(c in url for c in " '\"\\$`")
         or not url.isascii()
         or not url.isprintable()
