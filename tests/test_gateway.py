@@ -6,8 +6,10 @@ import http.client
 import json
 import os
 import socket
+import threading
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -360,24 +362,33 @@ def test_the_spooled_answer_document_is_the_canonical_one(tmp_path: Path, stream
     assert not Path(spool.path).exists()
 
 
+class Quiet(BaseHTTPRequestHandler):
+    """An upstream's handler for these tests: HTTP/1.1, no request log."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    """`handler` served on 127.0.0.1 from a thread of its own, and its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
 class Hostile:
     """An upstream on 127.0.0.1 that answers badly, as `mode` says: endless, not UTF-8, a
     credential, stalling mid-answer."""
 
     def __init__(self, mode: str) -> None:
-        import threading
         import time
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         self.mode, self.sent = mode, 0
         hostile = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(Quiet):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length") or 0))
                 self.send_response(200)
@@ -402,9 +413,7 @@ class Hostile:
                 except OSError:
                     pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve(Handler)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -450,8 +459,6 @@ def test_four_concurrent_attempts_lose_and_duplicate_no_record(repo: Path, monke
     """Four attempts of four jobs on one machine, 25 calls each at once through their own
     gateways: every call journaled once as sent and once as ok, every answer in the replay cache
     (the cache ref's compare-and-swap retried, never lost), and each job's retry replays all."""
-    import threading
-
     stub = Stub()
     store = Store.open(str(repo))
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -501,15 +508,7 @@ class Echo:
     buggy provider echoing the key)."""
 
     def __init__(self) -> None:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(Quiet):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length") or 0))
                 data = json.dumps({"choices": [{"message": {"content": self.headers.get("authorization", "")}}]})
@@ -519,9 +518,7 @@ class Echo:
                 self.end_headers()
                 self.wfile.write(data.encode())
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve(Handler)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -629,15 +626,8 @@ def test_an_error_answer_passes_through_as_it_is_and_dead_spools_are_swept(
 ) -> None:
     """An upstream's 503 whose page is not UTF-8 reaches the agent byte for byte (only answers
     that are recorded must be text); a spool a killed worker left (its pid gone) is removed."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
+    class Handler(Quiet):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length") or 0))
             self.send_response(503)
@@ -646,8 +636,7 @@ def test_an_error_answer_passes_through_as_it_is_and_dead_spools_are_swept(
             self.end_headers()
             self.wfile.write(b"busy caf\xe9")
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, url = serve(Handler)
     store = Store.open(str(repo))
     spools = Path(store.common_dir) / "genjob" / "gateway" / "spool"
     spools.mkdir(parents=True, exist_ok=True)
@@ -655,7 +644,7 @@ def test_an_error_answer_passes_through_as_it_is_and_dead_spools_are_swept(
     dead.write_bytes(b"partial")
     mine = spools / f"answer-{os.getpid()}-busy"
     mine.write_bytes(b"in use")
-    gw, base = attempt(store, f"http://127.0.0.1:{server.server_address[1]}", 1, monkeypatch)
+    gw, base = attempt(store, url, 1, monkeypatch)
     env = gw.env(base)
     status, body = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], {"model": "m"})
     gw.close()
