@@ -17,6 +17,7 @@ class Stub:
         self.answer = "hello\n"
         self.error = b'{"error":"nope"}'  # the body of a `status:N` answer
         self.delay = 0.0  # seconds before each answer
+        self.usage: dict[str, int] | None = None  # a chat completion's `usage`, as a provider reports it
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -40,7 +41,7 @@ class Stub:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.count += 1
                 stub.requests.append(body)
-                stub.headers.append(dict(self.headers.items()))
+                stub.headers.append({k.title(): v for k, v in self.headers.items()})  # names as HTTP has them: any case
                 if stub.delay:
                     import time
 
@@ -51,9 +52,11 @@ class Stub:
                     return self._send(500, b'{"error":"response_format json_schema is not supported"}')
                 if self.path.endswith("/chat/completions"):
                     finish = "length" if stub.mode == "length" else "stop"
-                    doc = {
+                    doc: dict[str, Any] = {
                         "choices": [{"message": {"role": "assistant", "content": stub.answer}, "finish_reason": finish}]
                     }
+                    if stub.usage is not None:
+                        doc["usage"] = stub.usage
                     data = json.dumps(doc).encode()
                 else:
                     data = stub.answer.encode()

@@ -185,3 +185,89 @@ def test_documented_llm_recipe_ends_in_a_verified_apply(repo: Path) -> None:
     assert run_genjob("apply", k, cwd=repo).code == 0
     assert "Assisted-by: exec:llm" in git(repo, "log", "-1", "--format=%B")
     assert run_genjob("audit", cwd=repo).code == 0
+
+
+def _journal(repo: Path, k: str) -> list[dict]:  # type: ignore[type-arg]
+    path = repo / ".git" / "genjob" / "gateway" / f"{k}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_openai_calls_go_through_the_gateway_journaled_metered_and_replayed(repo: Path, stub: Stub) -> None:
+    """SPEC §12.1: the openai: generator's calls take the gateway's one path: identity journaled
+    before the send, the worker's key added there, usage as the provider reported it in the
+    signed receipt, and a retry answered by §7's cache counted as replayed, never sent."""
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "two files", "src/user.py", "--create", "src/b.py")
+    stub.usage = {"prompt_tokens": 31, "completion_tokens": 9, "total_tokens": 40}
+    stub.answer = json.dumps({"src/user.py": "x = 1\n", "src/b.py": "b = 1\n", "evil.py": "e = 1\n"})
+    run_worker(repo, key, f"openai:{stub.url}/v1#tiny", "--once")
+    pred = predicate(repo, k)
+    assert pred["status"] == "rejected" and "evil.py" in pred["reason"]  # a receipt the owner may retry
+    model = pred["model"]
+    assert model["usage"] == {"calls": 1, "sent": 1, "replayed": 0, "input_tokens": 31, "output_tokens": 9}
+    (call,) = model["calls"]
+    assert call["upstream"] == "openai" and call["model"] == "tiny" and call["status"] == "ok"
+    assert call["fingerprint"] == pred["replays"][0]
+    rows = _journal(repo, k)
+    assert rows[0]["status"] == "sending" and rows[0]["fingerprint"] == call["fingerprint"]  # before the send
+    assert rows[-1]["status"] == "ok" and rows[-1]["answer_sha256"] == call["answer_sha256"]
+    shown = run_genjob("show", k, cwd=repo).out
+    assert "1 call" in shown and "31" in shown, shown
+    assert run_genjob("retry", k, cwd=repo).code == 0
+    run_worker(repo, key, f"openai:{stub.url}/v1#tiny", "--once")
+    again = predicate(repo, k)
+    assert again["attempt"] == 2 and stub.count == 1  # nothing sent
+    assert again["model"]["usage"]["sent"] == 0 and again["model"]["usage"]["replayed"] == 1
+    assert again["model"]["calls"][0]["answer_sha256"] == call["answer_sha256"]
+
+
+def test_a_spent_budget_ends_a_model_generator_before_its_call_is_sent(repo: Path, stub: Stub) -> None:
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "rewrite", "src/user.py")
+    res = run_genjob(
+        "work", "--generator", f"http:{stub.url}/gen", "--signing-key", str(key), "--once", "--max-calls", "0", cwd=repo
+    )
+    pred = predicate(repo, k)
+    assert pred["status"] == "aborted" and "max_calls" in pred["reason"], (res.out, res.err)
+    assert pred["model"]["budget"] == {"exceeded": "max_calls", "limit": 0}
+    assert stub.count == 0 and pred["model"]["usage"]["calls"] == 0
+
+
+def test_an_upstream_that_drips_its_headers_is_cut_at_the_timeout(repo: Path) -> None:
+    """The gateway's httpx client bounds each read; the worker's watchdog bounds the whole call:
+    a server that sends its status line a byte at a time is cut at --timeout, the call unknown."""
+    import socket
+    import threading
+    import time
+
+    server = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def drip() -> None:
+        conn, _ = server.accept()
+        conn.recv(65536)
+        for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n" * 100:
+            if done.wait(0.2):
+                break
+            try:
+                conn.send(bytes([byte]))
+            except OSError:
+                break
+        conn.close()
+
+    thread = threading.Thread(target=drip, daemon=True)
+    thread.start()
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "rewrite", "src/user.py")
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/gen"
+    began = time.monotonic()
+    res = run_genjob(
+        "work", "--generator", f"http:{url}", "--signing-key", str(key), "--once", "--timeout", "2s", cwd=repo
+    )
+    took = time.monotonic() - began
+    done.set()
+    server.close()
+    assert res.code == 3 and "timed out after 2s" in res.out, res.out + res.err
+    assert json.loads(run_genjob("show", k, "--json", cwd=repo).out)["state"] == "unknown"
+    assert took < 15, took
+    assert _journal(repo, k)[-1]["status"] == "unknown"

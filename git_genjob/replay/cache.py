@@ -480,6 +480,10 @@ class CacheClient:
         self.cache, self.scope_key, self.mode = Cache(store, sign), scope_key, mode
         self.sources: list[tuple[str, str]] = []  # (fingerprint, replay | fresh | drift) per call
 
+    def fingerprint(self, endpoint: str, model: str, params: dict[str, Any], prompt: str) -> str:
+        """The fingerprint `call` files these under (what the gateway journals before a send)."""
+        return fingerprint(request_doc(endpoint, model, params, prompt, self.scope_key))
+
     def call(self, endpoint: str, model: str, params: dict[str, Any], prompt: str, send: Sender) -> CallResult:
         """One model call of a job's attempt. A job's `retry --refresh` is the owner asking for a
         new answer, so this attempt gets it even when it drifts; replays keep serving the

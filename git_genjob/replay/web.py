@@ -19,6 +19,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from git_genjob.documents.errors import GeneratorUnavailable, HttpStatusError
@@ -27,10 +28,11 @@ ANSWER_MAX = 256 * 1024 * 1024  # SPEC §8: an answer is at most 256 MiB
 ERROR_BODY_MAX = 64 * 1024  # of a non-2xx answer, what is kept for the message
 
 
-class _Watchdog:
+class Watchdog:
     """Shuts every socket the call opened once the deadline passes, so a blocked read returns."""
 
     def __init__(self, timeout: float):
+        self.timeout = timeout
         self.deadline = time.monotonic() + timeout
         self.socks: list[socket.socket] = []
         self.fired = False
@@ -62,7 +64,7 @@ def _shut(sock: socket.socket) -> None:
         pass
 
 
-def _handlers(dog: _Watchdog) -> list[urllib.request.BaseHandler]:
+def _handlers(dog: Watchdog) -> list[urllib.request.BaseHandler]:
     """urllib's HTTP and HTTPS handlers with connections whose sockets the watchdog holds (proxy
     settings from the environment still apply: urllib's ProxyHandler runs before these)."""
 
@@ -91,7 +93,7 @@ def _handlers(dog: _Watchdog) -> list[urllib.request.BaseHandler]:
     return [Plain(), Secure()]
 
 
-def _timed_out(url: str, timeout: float) -> GeneratorUnavailable:
+def timed_out(url: str, timeout: float) -> GeneratorUnavailable:
     return GeneratorUnavailable(
         f"{url}: timed out after {timeout:g}s with the request sent",
         sent=True,
@@ -125,14 +127,14 @@ def post_json(
     req = urllib.request.Request(
         url, data=data, method="POST", headers={"Content-Type": "application/json", **(headers or {})}
     )
-    dog = _Watchdog(timeout)
+    dog = Watchdog(timeout)
     opener = urllib.request.build_opener(*_handlers(dog))
     dog.timer.start()
     try:
         with opener.open(req, timeout=timeout) as resp:
             body = _read_capped(resp, limit, url)
             if dog.fired:
-                raise _timed_out(url, timeout)
+                raise timed_out(url, timeout)
             length = resp.headers.get("Content-Length")
             if length is not None and int(length) != len(body):
                 raise GeneratorUnavailable(f"{url}: answer cut short", sent=True)
@@ -141,17 +143,17 @@ def post_json(
         raise
     except urllib.error.HTTPError as exc:
         if dog.fired:
-            raise _timed_out(url, timeout) from None
+            raise timed_out(url, timeout) from None
         try:
             text = _read_capped(exc, ERROR_BODY_MAX, url).decode("utf-8", "replace")
         except (GeneratorUnavailable, OSError, http.client.HTTPException):
             text = ""
         raise HttpStatusError(exc.code, text, url) from None
     except TimeoutError:
-        raise _timed_out(url, timeout) from None
+        raise timed_out(url, timeout) from None
     except http.client.IncompleteRead:
         if dog.fired:
-            raise _timed_out(url, timeout) from None
+            raise timed_out(url, timeout) from None
         raise GeneratorUnavailable(f"{url}: answer cut short", sent=True) from None
     except urllib.error.URLError as exc:
         reason = exc.reason
@@ -162,7 +164,7 @@ def post_json(
         ) from None
     except (ConnectionError, http.client.HTTPException, OSError) as exc:
         if dog.fired:
-            raise _timed_out(url, timeout) from None
+            raise timed_out(url, timeout) from None
         raise GeneratorUnavailable(f"{url}: {exc}", sent=True) from None
     except UnicodeDecodeError:
         raise GeneratorUnavailable(f"{url}: answer is not UTF-8", sent=True) from None
@@ -187,11 +189,17 @@ def api_headers() -> dict[str, str]:
     return {}
 
 
-def chat_completion(base_url: str, body: dict[str, Any], timeout: float, hint: str | None = None) -> str:
+Post = Callable[[dict[str, Any], float], str]  # (body, timeout) -> the answer's text
+
+
+def chat_completion(
+    base_url: str, body: dict[str, Any], timeout: float, hint: str | None = None, post: Post | None = None
+) -> str:
     """POST `body` to BASE_URL/chat/completions with the API key; the answer's message content.
-    A malformed answer, or a `finish_reason` other than `stop` (a partial answer), is exit 3."""
+    A malformed answer, or a `finish_reason` other than `stop` (a partial answer), is exit 3.
+    `post` sends it instead (the worker's gateway, which adds the key itself)."""
     url = f"{base_url.rstrip('/')}/chat/completions"
-    raw = post_json(url, body, timeout, api_headers())
+    raw = post(body, timeout) if post is not None else post_json(url, body, timeout, api_headers())
     try:
         choice = json.loads(raw)["choices"][0]
         content = choice["message"]["content"]

@@ -501,7 +501,7 @@ def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> 
     ctx = GenContext(
         record.job, scratch, instruction_file, job_file, inputs, opts.timeout_s, threading.Event(), opts.pass_env, cache
     )
-    if opts.gateways and opts.generator.kind == "exec":
+    if opts.generator.kind in ("http", "openai") or (opts.gateways and opts.generator.kind == "exec"):
         from git_genjob.worker.gateway.calls import Session
 
         refresh = bool(record.attempts_doc.refresh)

@@ -110,29 +110,12 @@ class Session:
     def begin(self, up: Upstream, path: str, body: bytes, model: str) -> tuple[dict[str, Any], Replayed | None]:
         """Call n's identity, journaled before any send; its recorded answer when it replays."""
         with self.lock:
-            used = sum((c["input_tokens"] or 0) + (c["output_tokens"] or 0) for c in self.calls)
-            if self.max_calls is not None and len(self.calls) >= self.max_calls:
-                self.budget = {"exceeded": "max_calls", "limit": self.max_calls}
-                raise Budget("max_calls", self.max_calls)
-            if self.max_tokens is not None and used >= self.max_tokens:
-                self.budget = {"exceeded": "max_tokens", "limit": self.max_tokens}
-                raise Budget("max_tokens", self.max_tokens)
+            self._spend()
             n = len(self.calls) + 1
             prompt = self.normalized(body)
             doc = request_doc(f"gateway:{up.name}{path.partition('?')[0]}", model, {"n": n}, prompt, self.job_key)
-            fp = fingerprint(doc)
-            call: dict[str, Any] = {
-                "n": n,
-                "upstream": up.name,
-                "model": model,
-                "fingerprint": fp,
-                "answer_sha256": None,
-                "replayed": False,
-                "status": "sending",
-                "input_tokens": None,
-                "output_tokens": None,
-            }
-            self.calls.append(call)
+            call = self._new(up.name, model, fingerprint(doc))
+            fp = call["fingerprint"]
             replay = None
             if not self.diverged:
                 rec, served = self._recorded(fp)
@@ -146,6 +129,54 @@ class Session:
             call["_doc"] = doc
             self._journal(call)
             return call, replay
+
+    def _spend(self) -> None:
+        """Budget: raised before call n is journaled or sent (SPEC §12.1); hold `lock`."""
+        used = sum((c["input_tokens"] or 0) + (c["output_tokens"] or 0) for c in self.calls)
+        if self.max_calls is not None and len(self.calls) >= self.max_calls:
+            self.budget = {"exceeded": "max_calls", "limit": self.max_calls}
+            raise Budget("max_calls", self.max_calls)
+        if self.max_tokens is not None and used >= self.max_tokens:
+            self.budget = {"exceeded": "max_tokens", "limit": self.max_tokens}
+            raise Budget("max_tokens", self.max_tokens)
+
+    def _new(self, upstream: str, model: str, fp: str) -> dict[str, Any]:
+        """Call n, `sending`, appended (not yet journaled); hold `lock`."""
+        call: dict[str, Any] = {
+            "n": len(self.calls) + 1,
+            "upstream": upstream,
+            "model": model,
+            "fingerprint": fp,
+            "answer_sha256": None,
+            "replayed": False,
+            "status": "sending",
+            "input_tokens": None,
+            "output_tokens": None,
+        }
+        self.calls.append(call)
+        return call
+
+    def open_call(self, upstream: str, model: str, fp: str) -> dict[str, Any]:
+        """Call n of a caller that replays through §7's cache itself (the `http:` and `openai:`
+        generators, gateway.direct): budget checked and identity journaled before it sends."""
+        with self.lock:
+            self._spend()
+            call = self._new(upstream, model, fp)
+            self._journal(call)
+            return call
+
+    def replayed_call(self, upstream: str, model: str, fp: str, answer_sha: str) -> None:
+        """A call §7's cache answered: counted in the receipt, never sent."""
+        with self.lock:
+            call = self._new(upstream, model, fp)
+            call.update(replayed=True, status="ok", answer_sha256=answer_sha)
+            self._journal(call)
+
+    def answered(self, call: dict[str, Any], answer_sha: str | None, tokens: tuple[int | None, int | None]) -> None:
+        """A direct call's answer, as §7's cache hashes it, and its usage."""
+        with self.lock:
+            call.update(status="ok", answer_sha256=answer_sha, input_tokens=tokens[0], output_tokens=tokens[1])
+            self._journal(call)
 
     def spool(
         self, up: Upstream, stream: bool, limit: int, keys: tuple[str, ...] = (), recording: bool = True
@@ -261,11 +292,23 @@ def transcript(
         sha = call.get("answer_sha256")
         if entry is not None and isinstance(sha, str) and sha in entry.answers:
             try:
-                row["answer"] = redact(str(json.loads(cache.answer(entry, sha)).get("body", "")))
-            except (GenjobError, ValueError):
+                row["answer"] = redact(_body(cache.answer(entry, sha)))
+            except GenjobError:
                 row["answer"] = None
         out.append(row)
     return {"key": job_key, "source": source, "calls": out}
+
+
+def _body(answer: str) -> str:
+    """What the caller was answered: the gateway's answer document's body, or (a direct call of
+    the http: and openai: generators, §7) the answer text itself."""
+    try:
+        doc = json.loads(answer)
+    except ValueError:
+        return answer
+    if isinstance(doc, dict) and isinstance(doc.get("body"), str) and "content_type" in doc:
+        return str(doc["body"])
+    return answer
 
 
 def _journal_calls(store: Store, job_key: str) -> tuple[list[dict[str, Any]], int]:

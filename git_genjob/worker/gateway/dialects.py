@@ -24,6 +24,8 @@ class Upstream:
     key_env: str
 
     def key_headers(self, key: str) -> dict[str, str]:
+        if not key:  # a local model server that wants none (llama.cpp)
+            return {}
         if self.dialect == "anthropic":
             return {"x-api-key": key}
         return {"authorization": f"Bearer {key}"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from git_genjob.replay.web import post_json
+from git_genjob.worker.gateway.direct import Budget, Direct, http_upstream
 from git_genjob.worker.generators import GenContext, GenResult, build_prompt
 from git_genjob.worker.generators.files import write_answer
 
@@ -24,14 +24,26 @@ class HttpGenerator:
         return {"kind": self.kind, "endpoint": self.endpoint, "model": None, "command": None}
 
     def generate(self, ctx: GenContext) -> GenResult:
-        assert self.endpoint is not None and ctx.cache is not None
+        """One call, through the gateway's session (`ctx.gateway`): journaled before it is sent,
+        metered in the receipt, within the job's budget; replayed by §7's cache."""
+        assert self.endpoint is not None and ctx.cache is not None and ctx.gateway is not None
         url = self.endpoint
         prompt = build_prompt(ctx.job, ctx.inputs)
+        timeout = min(self.timeout, ctx.timeout)
+        params = {"format": "text"}
+        fp = ctx.cache.fingerprint(url, "", params, prompt)
+        door = Direct(ctx.gateway, http_upstream(url), timeout)
 
         def send(text: str) -> str:
-            return post_json(url, {"prompt": text, "format": "text"}, min(self.timeout, ctx.timeout))
+            return door.post("", {"prompt": text, **params}, fp, timeout)
 
-        result = ctx.cache.call(url, "", {"format": "text"}, prompt, send)
+        try:
+            result = ctx.cache.call(url, "", params, prompt, send)
+        except Budget as exc:
+            return GenResult("aborted", f"the job's budget {exc.name} = {exc.limit} is spent; the call was never sent")
+        finally:
+            door.close()
+        door.settled(result.fp, "", result.source, result.answer)
         ctx.replays.append(result.fp)
         paths = ctx.job.allowed_paths
         if len(paths) == 1:

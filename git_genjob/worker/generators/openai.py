@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 from git_genjob.documents.errors import HttpStatusError
-from git_genjob.replay.web import chat_completion
+from git_genjob.replay.web import Post, chat_completion
+from git_genjob.worker.gateway.direct import Budget, Direct, openai_upstream
 from git_genjob.worker.generators import GenContext, GenResult, build_prompt
 from git_genjob.worker.generators.files import write_answer
 
@@ -51,7 +52,7 @@ class OpenAIGenerator:
     def describe(self) -> dict[str, str | None]:
         return {"kind": self.kind, "endpoint": self.endpoint, "model": self.model, "command": None}
 
-    def complete(self, user: str, schema: dict[str, Any] | None, timeout: float) -> str:
+    def complete(self, user: str, schema: dict[str, Any] | None, timeout: float, post: Post | None = None) -> str:
         """One answer's message content: JSON files with the json_object fallback SPEC §5
         describes, or (`schema` None, a one-file job) the file's text. Through the one chat
         client (replay.web.chat_completion), which sends the API key as `ask` does."""
@@ -70,27 +71,40 @@ class OpenAIGenerator:
         hint = "raise max_tokens or shorten the files; nothing was recorded"
         deadline = time.monotonic() + timeout  # one deadline for both requests of the fallback
         try:
-            return chat_completion(self.endpoint, body, timeout, hint)
+            return chat_completion(self.endpoint, body, timeout, hint, post)
         except HttpStatusError as exc:
             if schema is None or not (400 <= exc.status < 500 or "response_format" in exc.body):
                 raise
         body["response_format"] = {"type": "json_object", "schema": schema}
-        return chat_completion(self.endpoint, body, max(0.001, deadline - time.monotonic()), hint)
+        return chat_completion(self.endpoint, body, max(0.001, deadline - time.monotonic()), hint, post)
 
     def generate(self, ctx: GenContext) -> GenResult:
         """A one-file job asks for the file's text (as `http:` does); several files, for one
         JSON object constrained by a schema. Structured output is where local servers differ
         most: llama.cpp's grammar fallback lets a small model break out of the JSON string, so
         plain text is what every server and model can answer for a single file."""
-        assert ctx.cache is not None and self.endpoint is not None and self.model is not None
+        assert ctx.cache is not None and ctx.gateway is not None
+        assert self.endpoint is not None and self.model is not None
         paths = ctx.job.allowed_paths
         schema = files_schema(paths) if len(paths) > 1 else None
         prompt = build_prompt(ctx.job, ctx.inputs)
         params = {"system": SYSTEM, "schema": schema, **SAMPLING} if schema else {"system": TEXT_SYSTEM, **SAMPLING}
         timeout = min(self.timeout, ctx.timeout)
-        result = ctx.cache.call(
-            self.endpoint, self.model, params, prompt, lambda text: self.complete(text, schema, timeout)
-        )
+        fp = ctx.cache.fingerprint(self.endpoint, self.model, params, prompt)
+        door = Direct(ctx.gateway, openai_upstream(self.endpoint), timeout)
+
+        def post(body: dict[str, Any], left: float) -> str:  # each request of the fallback is a call
+            return door.post("/chat/completions", body, fp, left)
+
+        try:
+            result = ctx.cache.call(
+                self.endpoint, self.model, params, prompt, lambda text: self.complete(text, schema, timeout, post)
+            )
+        except Budget as exc:
+            return GenResult("aborted", f"the job's budget {exc.name} = {exc.limit} is spent; the call was never sent")
+        finally:
+            door.close()
+        door.settled(result.fp, self.model, result.source, result.answer)
         ctx.replays.append(result.fp)
         if schema is None:
             return write_answer(ctx.scratch, {paths[0]: strip_fence(result.answer)})

@@ -1,0 +1,140 @@
+"""The gateway's door for the worker's own model generators (`http:`, `openai:`; SPEC §12.1):
+the same upstream client (httpx, the system CA bundle, no proxy for loopback), the same key
+handling, the same journal of each call's identity before it is sent, the same usage in the
+receipt and the same budgets as an agent's call through the HTTP server, without the loopback
+hop. Replay stays the replay cache's (§7): those generators fingerprint what they mean (system
+text, schema, sampling, the prompt), not the wire form, so the json_object fallback and a
+server's request ids never change a fingerprint.
+
+`timeout` bounds the whole call, as in replay.web: a watchdog shuts the call's socket at the
+deadline, so an upstream that drips its headers or its body a byte at a time is cut there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any
+
+import httpx
+
+from git_genjob.documents.canonical import sha256_hex
+from git_genjob.documents.errors import GeneratorUnavailable, HttpStatusError
+from git_genjob.replay.web import ANSWER_MAX, ERROR_BODY_MAX, Watchdog, timed_out
+from git_genjob.worker.gateway.calls import Budget, Session
+from git_genjob.worker.gateway.dialects import Upstream, usage_of
+from git_genjob.worker.gateway.upstream import Client
+
+# The openai: generator's key, as `ask` sends it (replay.web.KEY_VARIABLES): the first one set.
+OPENAI_KEYS = ("GENJOB_API_KEY", "OPENAI_API_KEY")
+
+
+def openai_upstream(base_url: str) -> Upstream:
+    """`openai:BASE_URL#MODEL`'s upstream: BASE_URL as given (it holds its /v1), the key from
+    GENJOB_API_KEY else OPENAI_API_KEY (a local server needs neither)."""
+    key_env = next((name for name in OPENAI_KEYS if os.environ.get(name)), OPENAI_KEYS[-1])
+    return Upstream("openai", base_url.rstrip("/"), "openai", key_env)
+
+
+def http_upstream(url: str) -> Upstream:
+    """`http:URL`'s upstream: the URL itself, no key."""
+    return Upstream("http", url, "http", "")
+
+
+class Direct:
+    """One generator's calls of one attempt through the gateway's session."""
+
+    def __init__(self, session: Session, upstream: Upstream, timeout: float, answer_max: int = ANSWER_MAX):
+        self.session, self.upstream, self.answer_max = session, upstream, answer_max
+        # a connection per call, so the watchdog holds each call's socket; no read outlives the call
+        self.client = Client(connect_s=min(10.0, timeout), read_s=timeout, reuse=False)
+        self.last: dict[str, Any] | None = None
+
+    def post(self, path: str, doc: dict[str, Any], fp: str, timeout: float) -> str:
+        """POST `doc` to the upstream's `path`; the body text. Journaled (`sending`) before it
+        goes out; a budget spent is Budget, nothing sent. Errors as replay.web.post_json sorts
+        them: before an answer sent=False, a timeout or a cut answer sent=True."""
+        up = self.upstream
+        url = up.url + path
+        call = self.session.open_call(up.name, str(doc.get("model") or ""), fp)
+        key = os.environ.get(up.key_env, "") if up.key_env else ""
+        body = json.dumps(doc, ensure_ascii=False).encode("utf-8")
+        dog = Watchdog(timeout)
+        dog.timer.start()
+        try:
+            return self._send(call, url, path, key, body, dog)
+        except GeneratorUnavailable as exc:
+            self.session.end(call, "unknown" if exc.sent else "failed")
+            raise
+        except HttpStatusError:
+            raise
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            self.session.end(call, "failed")  # never reached the upstream: nothing was sent
+            if dog.fired:
+                raise GeneratorUnavailable(f"{url}: timed out connecting", sent=False) from None
+            hint = "start the model server or fix the URL"
+            raise GeneratorUnavailable(f"{url}: {exc}", sent=False, hint=hint) from None
+        except (httpx.HTTPError, OSError) as exc:
+            self.session.end(call, "unknown")
+            if dog.fired:
+                raise timed_out(url, timeout) from None
+            raise GeneratorUnavailable(f"{url}: {exc}", sent=True) from None
+        finally:
+            dog.timer.cancel()
+
+    def _send(self, call: dict[str, Any], url: str, path: str, key: str, body: bytes, dog: Watchdog) -> str:
+        headers = {"content-type": "application/json"}
+        with self.client.send(self.upstream, key, "POST", path, headers, body, on_socket=_register(dog)) as resp:
+            ok = 200 <= resp.status_code < 300
+            limit = self.answer_max if ok else ERROR_BODY_MAX
+            chunks: list[bytes] = []
+            size = 0
+            for data in resp.iter_bytes():
+                chunks.append(data)
+                size += len(data)
+                if size > limit:
+                    if not ok:
+                        break
+                    raise GeneratorUnavailable(
+                        f"{url}: the answer is longer than {limit} bytes (SPEC §8's limit); nothing was recorded",
+                        sent=True,
+                        hint="the outcome is unknown; the owner decides: git genjob retry KEY",
+                    )
+            if dog.fired:
+                raise timed_out(url, dog.timeout)
+            raw = b"".join(chunks)
+            if not ok:
+                self.session.end(call, f"error {resp.status_code}")
+                raise HttpStatusError(resp.status_code, raw[:limit].decode("utf-8", "replace"), url)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise GeneratorUnavailable(f"{url}: answer is not UTF-8", sent=True) from None
+        self.session.answered(call, None, usage_of(self.upstream.dialect, raw, False))
+        self.last = call
+        return text
+
+    def settled(self, fp: str, model: str, source: str, answer: str) -> None:
+        """After §7's cache answered: a replay is counted as a call never sent; a fresh answer
+        gets its §7 hash (the text handed to the generator) on the call that fetched it."""
+        sha = sha256_hex(answer.encode("utf-8"))
+        if source == "replay":
+            self.session.replayed_call(self.upstream.name, model, fp, sha)
+            return
+        last = self.last
+        if last is not None and last["fingerprint"] == fp:
+            self.session.answered(last, sha, (last["input_tokens"], last["output_tokens"]))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _register(dog: Watchdog) -> Any:
+    def on_socket(sock: socket.socket) -> None:
+        dog.register(sock)
+
+    return on_socket
+
+
+__all__ = ["Budget", "Direct", "http_upstream", "openai_upstream"]
