@@ -653,3 +653,27 @@ def test_an_error_answer_passes_through_as_it_is_and_dead_spools_are_swept(
     assert status == 503 and body == b"busy caf\xe9"
     assert gw.session.model_record()["calls"][0]["status"] == "error 503"
     assert not dead.exists() and mine.exists()
+
+
+def test_a_huge_model_name_is_cut_in_the_receipt_and_the_transcript(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team: an agent's request naming a 1 MB model made the receipt and `show --calls` a
+    megabyte long; the name is the generator's word, kept to MODEL_MAX characters."""
+    from git_genjob.worker.gateway.calls import MODEL_MAX, transcript_lines
+
+    stub = Stub()
+    gw, base = attempt(Store.open(str(repo)), stub.url, 1, monkeypatch)
+    env = gw.env(base)
+    status, _ = post(
+        env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], {"model": "m" * (1 << 20), "messages": []}
+    )
+    gw.close()
+    stub.close()
+    assert status == 200
+    (call,) = gw.session.model_record()["calls"]
+    assert len(call["model"]) == MODEL_MAX and call["model"].endswith("…")
+    lines = transcript_lines(
+        {"key": "job-1", "source": "receipt", "calls": [{**call, "request": None, "answer": None}]}
+    )
+    assert max(len(line) for line in lines) < 400

@@ -21,6 +21,7 @@ from git_genjob.worker.gateway.spool import Spool
 
 # Fields an SDK or agent fills with what differs per run: replaced by placeholders.
 VOLATILE = ("user_id", "request_id", "session_id", "idempotency_key")
+MODEL_MAX = 200  # characters of a call's model name kept in the journal and the receipt
 _HEX_ID = re.compile(r"\b(?:req|msg|chatcmpl|resp|call|toolu)_[A-Za-z0-9]{8,}\b")
 
 
@@ -141,11 +142,12 @@ class Session:
             raise Budget("max_tokens", self.max_tokens)
 
     def _new(self, upstream: str, model: str, fp: str) -> dict[str, Any]:
-        """Call n, `sending`, appended (not yet journaled); hold `lock`."""
+        """Call n, `sending`, appended (not yet journaled); hold `lock`. The model is the
+        generator's word: cut at MODEL_MAX, so no request makes the receipt or a line huge."""
         call: dict[str, Any] = {
             "n": len(self.calls) + 1,
             "upstream": upstream,
-            "model": model,
+            "model": model if len(model) <= MODEL_MAX else model[: MODEL_MAX - 1] + "…",
             "fingerprint": fp,
             "answer_sha256": None,
             "replayed": False,
