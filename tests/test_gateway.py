@@ -261,10 +261,15 @@ def test_a_worker_killed_mid_session_is_unknown_and_the_retry_sends_only_the_res
     assert calls["calls"][0]["answer"] and "hello" in calls["calls"][0]["answer"]
     human = run_genjob("show", job, "--calls", cwd=repo).out
     assert "call 3  openai m  unknown, sent" in human and KEY not in human
+    # the two answers are in the journal's write-ahead rows and answers/, not yet in the cache
+    assert json.loads(run_genjob("cache", "ls", "--json", cwd=repo).out) == []
+    assert len(os.listdir(repo / ".git/genjob/gateway/answers")) == 2
     assert run_genjob("retry", job, cwd=repo).code == 0
     r = run_genjob("work", *gen[:-2], "--json", cwd=repo)
     assert r.code == 0, r.err
     assert len(stub.requests) == 4  # n - k: only the call in flight at the kill is sent again
+    assert len(json.loads(run_genjob("cache", "ls", "--json", cwd=repo).out)) == 3  # folded, and the third
+    assert os.listdir(repo / ".git/genjob/gateway/answers") == []
     shown = run_genjob("show", job, cwd=repo).out
     assert "model    3 calls (1 sent, 2 replayed), 30 in / 15 out tokens" in shown, shown
     doc = json.loads(run_genjob("show", job, "--calls", "--json", cwd=repo).out)

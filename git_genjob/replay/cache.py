@@ -181,15 +181,16 @@ class Cache:
                 self._local = set()
         return self._local
 
-    def _remember_local(self, fp: str, event_id: str) -> None:
-        """Durably note that this clone wrote `event_id` under `fp` (before the ref names it)."""
+    def _remember_local(self, pairs: list[tuple[str, str]]) -> None:
+        """Durably note that this clone wrote each `event_id` under its `fp` (before the ref
+        names them): one fsync for them all."""
         path = self._local_path()
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "a", encoding="ascii") as fh:
-            fh.write(f"{fp} {event_id}\n")
+            fh.write("".join(f"{fp} {event_id}\n" for fp, event_id in pairs))
             fh.flush()
             os.fsync(fh.fileno())
-        self.local_ids().add(f"{fp} {event_id}")
+        self.local_ids().update(f"{fp} {event_id}" for fp, event_id in pairs)
 
     def _event(self, fp: str, event_id: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
         """(the event, "") if it counts here under `fp`, else (None, why).
@@ -306,32 +307,59 @@ class Cache:
         """Add one event (and its answer blob) with compare-and-swap, retrying as a union.
         `answer_blob`: (sha256, blob) of an answer already scanned and written (the gateway's
         spooled answers, never held in memory whole)."""
-        for text in ([answer] if answer is not None else []) + ([request["prompt"]] if request else []):
-            found = find_secret(text.encode("utf-8"))
-            if found:
-                raise BadInput(
-                    f"refusing to store a prompt or answer that looks like a {found}",
-                    "remove the credential from the prompt; the cache is shared through git",
-                )
+        if answer is not None:
+            _refuse_secret(answer)
+        sealed = self.seal(fp, event, request)
+        answers = {}
+        if answer is not None:
+            answers[sha256_hex(answer.encode("utf-8"))] = self.store.blob(answer.encode("utf-8"))
+        if answer_blob is not None:
+            answers[answer_blob[0]] = answer_blob[1]
+        self.add_sealed([(sealed, answers)])
+
+    def seal(self, fp: str, event: dict[str, Any], request: dict[str, Any] | None = None) -> Sealed:
+        """One event's bytes (signed by this writer's key when it has one) and its request
+        document, ready for `add_sealed`: nothing written yet. A request whose prompt looks like
+        a credential is refused here (BadInput)."""
+        if request is not None:
+            _refuse_secret(request["prompt"])
         event = dict(event, fp=fp, time=event.get("time") or utc_now(), host=socket.gethostname())
         ev_bytes = canonical_bytes(event)
         if self.sign is not None:
             ev_bytes = seal(REPLAY_TYPE, ev_bytes, self.sign)
-        event_id = sha256_hex(ev_bytes)
-        self._remember_local(fp, event_id)
-        additions = {f"events/{event_id}.json": self.store.blob(ev_bytes)}
-        if answer is not None:
-            additions[f"answers/{sha256_hex(answer.encode('utf-8'))}"] = self.store.blob(answer.encode("utf-8"))
-        if answer_blob is not None:
-            additions[f"answers/{answer_blob[0]}"] = answer_blob[1]
-        if request is not None:
-            additions["request.json"] = self.store.blob(canonical_bytes(request))
+        raw_request = canonical_bytes(request) if request is not None else None
+        return Sealed(fp, sha256_hex(ev_bytes), ev_bytes, raw_request, str(event["type"]))
+
+    def add_sealed(self, items: list[tuple[Sealed, dict[str, pygit2.Oid]]]) -> None:
+        """Sealed events, each with its answers (sha256 -> blob), in one commit of the cache,
+        compare-and-swap, retried as a union: the gateway folds an attempt's answers at once."""
+        if not items:
+            return
+        self._remember_local([(sealed.fp, sealed.event_id) for sealed, _ in items])
+        per_fp: dict[str, dict[str, pygit2.Oid]] = {}
+        for sealed, answers in items:
+            additions = per_fp.setdefault(sealed.fp, {})
+            additions[f"events/{sealed.event_id}.json"] = self.store.blob(sealed.event)
+            for sha, blob in answers.items():
+                additions[f"answers/{sha}"] = blob
+            if sealed.request is not None:
+                additions["request.json"] = self.store.blob(sealed.request)
+        if len(items) == 1:
+            message = f"genjob replay: {items[0][0].kind} {items[0][0].fp}\n"
+        else:
+            message = f"genjob replay: {len(items)} events\n"
 
         def attempt() -> None:
             tip = self.store.ref_target(REPLAYS_REF)
             tree = self.store.get_commit(tip).tree if tip is not None else None
-            new_tree = self._with(tree, fp, additions)
-            commit = self.store.commit(new_tree, [tip] if tip else [], f"genjob replay: {event['type']} {fp}\n")
+            new_tree: pygit2.Oid | None = None
+            for fp, additions in per_fp.items():
+                new_tree = self._with(tree, fp, additions)
+                got = self.store.get(new_tree)
+                assert isinstance(got, pygit2.Tree)
+                tree = got
+            assert new_tree is not None
+            commit = self.store.commit(new_tree, [tip] if tip else [], message)
             crash_point("replay-recorded")
             self.store.update_refs([RefUpdate(REPLAYS_REF, tip, commit)], message="genjob: replay")
 
@@ -351,6 +379,26 @@ class Cache:
         os.makedirs(path, exist_ok=True)
         with open(os.path.join(path, "hits.log"), "a", encoding="utf-8") as fh:
             fh.write(f"{fp} {request_hash} {utc_now()}\n")
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """An event sealed for the cache, not yet in it (Cache.seal, Cache.add_sealed)."""
+
+    fp: str
+    event_id: str
+    event: bytes
+    request: bytes | None
+    kind: str  # the event's type: recorded, refresh, drift, ...
+
+
+def _refuse_secret(text: str) -> None:
+    found = find_secret(text.encode("utf-8"))
+    if found:
+        raise BadInput(
+            f"refusing to store a prompt or answer that looks like a {found}",
+            "remove the credential from the prompt; the cache is shared through git",
+        )
 
 
 @dataclass

@@ -4,6 +4,9 @@ replayed into a later attempt of the same job, counted against the budget and in
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
 import json
 import os
 import re
@@ -11,9 +14,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from git_genjob.documents.canonical import utc_now
+from git_genjob.documents.canonical import sha256_hex, utc_now
 from git_genjob.documents.errors import GenjobError
-from git_genjob.replay.cache import Cache, accept, fingerprint, request_doc
+from git_genjob.replay.cache import Cache, Sealed, accept, fingerprint, request_doc
 from git_genjob.replay.prompt import normalize_text
 from git_genjob.storage.store import Store
 from git_genjob.worker.gateway.dialects import Upstream
@@ -63,6 +66,10 @@ class Session:
         self.max_calls, self.max_tokens = max_calls, max_tokens
         self.budget: dict[str, Any] | None = None
         self.volatile: list[str] = []  # the scratch path, the attempt's token: placeholders in fingerprints
+        self.answers = os.path.join(folder, "answers")  # answer documents the journal names, not yet folded
+        self.pending: list[tuple[Sealed, str, str]] = []  # (event, answer sha256, its file) to fold
+        with contextlib.suppress(GenjobError):  # a held lock: they wait for the next Session
+            self.fold(self._leftovers())  # answers an attempt that died left in the journal
 
     def normalized(self, body: bytes) -> str:
         text = body.decode("utf-8")
@@ -189,31 +196,96 @@ class Session:
         return Spool(folder, limit, up.dialect, stream, tuple(k.encode("utf-8") for k in keys if k), recording)
 
     def record(self, call: dict[str, Any], spool: Spool, status: int, content_type: str) -> None:
-        """The spooled answer into the replay cache (a blob written from the file, signed event);
+        """The spooled answer recorded, signed, before the caller sends its last byte: its
+        document fsynced into `answers/`, its sealed event in the journal's fsynced row (a
+        write-ahead log); `fold` puts the attempt's answers into the replay cache in one commit
+        (at the gateway's close, or when the next Session of the job opens after a crash).
         GenjobError when it may not be stored (not UTF-8 is the caller's UnicodeDecodeError)."""
         sha = spool.finish(status, content_type, self.paths())
-        blob = self.store.blob_from_file(spool.path)
         fp = call["fingerprint"]
         with self.lock:
             entry = self.cache.entry(fp)
-            served = entry.served() if entry is not None else None
-            if served is None:
-                self.cache.add(fp, {"type": "recorded", "answer": sha}, request=call["_doc"], answer_blob=(sha, blob))
-            elif served == sha:
+        served = entry.served() if entry is not None else None
+        if served is not None:  # retry --refresh of a recorded call: straight into the cache
+            self._record_again(call, spool, sha, served)
+            return
+        sealed = self.cache.seal(fp, {"type": "recorded", "answer": sha}, request=call["_doc"])
+        kept = spool.keep(self.answers, sealed.event_id)
+        with self.lock:
+            call.update(answer_sha256=sha, input_tokens=spool.tokens[0], output_tokens=spool.tokens[1], status="ok")
+            call["_logged"] = True
+            self.pending.append((sealed, sha, kept))
+            wal = {"event": base64.b64encode(sealed.event).decode("ascii"), "event_id": sealed.event_id}
+            if sealed.request is not None:
+                wal["request"] = base64.b64encode(sealed.request).decode("ascii")
+            self._journal(call, wal)
+
+    def _record_again(self, call: dict[str, Any], spool: Spool, sha: str, served: str) -> None:
+        blob = self.store.blob_from_file(spool.path)
+        fp = call["fingerprint"]
+        with self.lock:
+            if served == sha:
                 self.cache.add(fp, {"type": "refresh", "answer": sha})
-            else:  # retry --refresh: what this attempt saw is what a later one replays
+            else:  # what this attempt saw is what a later one replays
                 self.cache.add(fp, {"type": "drift", "answer": sha, "against": served}, answer_blob=(sha, blob))
                 accept(self.cache, fp, sha)
             call.update(answer_sha256=sha, input_tokens=spool.tokens[0], output_tokens=spool.tokens[1])
 
+    def fold(self, items: list[tuple[Sealed, str, str]] | None = None) -> None:
+        """The answers recorded in the journal into the replay cache, in one commit; their files
+        go once the cache holds them. A failure leaves them for the next Session of the job."""
+        if items is None:
+            with self.lock:
+                items, self.pending = self.pending, []
+        if not items:
+            return
+        batch = [(sealed, {sha: self.store.blob_from_file(path)}) for sealed, sha, path in items]
+        self.cache.add_sealed(batch)
+        for _, _, path in items:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def _leftovers(self) -> list[tuple[Sealed, str, str]]:
+        """Answers the journal names whose files are still in `answers/` (a worker that died
+        before its gateway folded them): each checked against the row (the file must hash to the
+        answer's sha256, the event to its id)."""
+        if not os.path.isdir(self.answers):
+            return []
+        out = []
+        for row in _rows(self.journal):
+            wal = row.get("wal")
+            if not isinstance(wal, dict) or row.get("key") != self.job_key:
+                continue
+            try:
+                event, event_id = base64.b64decode(wal["event"], validate=True), str(wal["event_id"])
+                request = base64.b64decode(wal["request"], validate=True) if "request" in wal else None
+                fp, sha = str(row["fingerprint"]), str(row["answer_sha256"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            path = os.path.join(self.answers, event_id)
+            if not re.fullmatch(r"[0-9a-f]{64}", event_id) or sha256_hex(event) != event_id:
+                continue
+            try:
+                with open(path, "rb") as fh:
+                    if hashlib.file_digest(fh, "sha256").hexdigest() != sha:
+                        continue
+            except OSError:
+                continue  # folded already (its file went once the cache held it)
+            out.append((Sealed(fp, event_id, event, request, "recorded"), sha, path))
+        return out
+
     def end(self, call: dict[str, Any], status: str) -> None:
         with self.lock:
+            if status == "ok" and call.get("_logged"):
+                return  # record's row said it, fsynced
             call["status"] = status
             self._journal(call)
 
-    def _journal(self, call: dict[str, Any]) -> None:
+    def _journal(self, call: dict[str, Any], wal: dict[str, str] | None = None) -> None:
         row = {k: v for k, v in call.items() if not k.startswith("_")}
         row.update(key=self.job_key, attempt=self.attempt, time=utc_now())
+        if wal is not None:
+            row["wal"] = wal
         fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, json.dumps(row, sort_keys=True).encode("utf-8") + b"\n")
@@ -261,6 +333,7 @@ def _scrub(doc: Any) -> None:
 
 CALL_FIELDS = ("n", "upstream", "model", "status", "replayed", "input_tokens", "output_tokens")
 TRANSCRIPT_CUT = 4096  # characters of each request and answer `show --calls` prints
+UNFOLDED_SHOWN_MAX = 16 * 1024 * 1024  # an answer file not yet folded is read for show --calls up to this
 
 
 def transcript(
@@ -297,6 +370,8 @@ def transcript(
                 row["answer"] = redact(_body(cache.answer(entry, sha)))
             except GenjobError:
                 row["answer"] = None
+        elif isinstance(sha, str):  # recorded in the journal, not yet folded into the cache
+            row["request"], row["answer"] = _unfolded(store, call, sha)
         out.append(row)
     return {"key": job_key, "source": source, "calls": out}
 
@@ -313,10 +388,35 @@ def _body(answer: str) -> str:
     return answer
 
 
-def _journal_calls(store: Store, job_key: str) -> tuple[list[dict[str, Any]], int]:
-    """The last attempt's calls in the gateway's journal, each at its last recorded state, and
-    that attempt's number (0: no journal)."""
-    path = os.path.join(store.common_dir, "genjob", "gateway", f"{job_key}.jsonl")
+def _unfolded(store: Store, call: dict[str, Any], sha: str) -> tuple[str | None, str | None]:
+    """(request, answer) of a call the journal's row records whose answer file is still in
+    `answers/` (a worker that died before its gateway folded it), each redacted."""
+    from git_genjob.documents.secretscan import redact
+
+    wal = call.get("wal")
+    if not isinstance(wal, dict) or not re.fullmatch(r"[0-9a-f]{64}", str(wal.get("event_id"))):
+        return None, None
+    path = os.path.join(store.common_dir, "genjob", "gateway", "answers", str(wal["event_id"]))
+    try:
+        if os.path.getsize(path) > UNFOLDED_SHOWN_MAX:
+            return None, None
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None, None
+    request = None
+    try:
+        doc = json.loads(base64.b64decode(str(wal.get("request", "")), validate=True))
+        request = redact(str(doc.get("prompt", ""))) if isinstance(doc, dict) else None
+    except ValueError:
+        pass
+    if sha256_hex(data) != sha:
+        return request, None
+    return request, redact(_body(data.decode("utf-8", "replace")))
+
+
+def _rows(path: str) -> list[dict[str, Any]]:
+    """The journal's rows, a line cut by a crash left out."""
     rows: list[dict[str, Any]] = []
     try:
         with open(path, encoding="utf-8") as fh:
@@ -324,10 +424,19 @@ def _journal_calls(store: Store, job_key: str) -> tuple[list[dict[str, Any]], in
                 try:
                     row = json.loads(line)
                 except ValueError:
-                    continue  # a line cut by a crash
+                    continue
                 if isinstance(row, dict):
                     rows.append(row)
     except FileNotFoundError:
+        pass
+    return rows
+
+
+def _journal_calls(store: Store, job_key: str) -> tuple[list[dict[str, Any]], int]:
+    """The last attempt's calls in the gateway's journal, each at its last recorded state, and
+    that attempt's number (0: no journal)."""
+    rows = _rows(os.path.join(store.common_dir, "genjob", "gateway", f"{job_key}.jsonl"))
+    if not rows:
         return [], 0
     last = max((r.get("attempt", 0) for r in rows if isinstance(r.get("attempt"), int)), default=0)
     calls: dict[int, dict[str, Any]] = {}

@@ -9,6 +9,7 @@ never crashes). Streamed answers pass through chunk by chunk as they arrive.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -83,10 +84,14 @@ class Gateway:
         self.thread.start()
 
     def close(self) -> None:
+        """Stop serving, then fold the attempt's recorded answers into the replay cache (one
+        commit); one that cannot be written now stays in the journal for the next attempt."""
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
         self.client.close()
+        with contextlib.suppress(GenjobError):
+            self.session.fold()
 
 
 def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:

@@ -53,6 +53,7 @@ class Spool:
         self.line = bytearray()
         self.skipping = False  # inside an SSE line past LINE_MAX
         self.tokens: tuple[int | None, int | None] = (None, None)
+        self.kept = False  # moved out by keep(): no longer the spool's to remove
 
     def add(self, data: bytes) -> None:
         """One chunk; TooBig past the limit, UnicodeDecodeError when it is not UTF-8 text."""
@@ -129,8 +130,24 @@ class Spool:
         end = b'",' + tail[1:]
         self.record.write(end)
         self.hash.update(end)
+        self.record.flush()
+        os.fsync(self.record.fileno())  # on disk before a journal row names it (Session.record)
         self.record.close()
         return self.hash.hexdigest()
+
+    def keep(self, folder: str, name: str) -> str:
+        """The finished answer document moved to `folder/name`, durably (the directory entry
+        too), where the gateway's journal names it until it is folded into the replay cache."""
+        os.makedirs(folder, exist_ok=True)
+        dest = os.path.join(folder, name)
+        os.replace(self.path, dest)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.path, self.kept = dest, True
+        return dest
 
     def replay_to(self, write: Callable[[bytes], object]) -> None:
         """The raw bytes of a plain answer, in chunks, to `write` (the agent's connection)."""
@@ -143,6 +160,8 @@ class Spool:
         for fh in (self.record, self.raw):
             if fh is not None and not fh.closed:
                 fh.close()
+        if self.kept:
+            return
         try:
             os.unlink(self.path)
         except FileNotFoundError:
