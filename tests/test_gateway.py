@@ -332,6 +332,43 @@ def test_the_owners_retry_after_an_aborted_receipt_replays_every_call(
     stub.close()
 
 
+def codex_call(run: str, text: str) -> dict[str, Any]:
+    """A Responses call as Codex 0.171 makes it: each run names a new session, thread and turn
+    (UUIDs) in `client_metadata` and `prompt_cache_key`, and in the id of every input item."""
+    meta = json.dumps({"session_id": run, "turn_id": run, "turn_started_at_unix_ms": int(run[:8], 16)})
+    return {
+        "model": "m", "stream": False, "prompt_cache_key": run,
+        "client_metadata": {"thread_id": run, "x-codex-turn-metadata": meta},
+        "input": [{"type": "message", "id": f"msg_{run}", "role": "user",
+                   "content": [{"type": "input_text", "text": text}]}],
+    }  # fmt: skip
+
+
+def test_a_codex_retry_replays_though_its_session_ids_are_new(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found running Codex (tests/test_agent_codex.py): its per-run ids made every call of a retry
+    a miss, so nothing replayed. They are not part of a call's fingerprint; what it asks still is."""
+    stub = Stub()
+    store = Store.open(str(repo))
+    first = "01a25086-e036-7313-ae87-47a07c80762d"
+    gw, base = attempt(store, stub.url, 1, monkeypatch)
+    env = gw.env(base)
+    answer = post(env["OPENAI_BASE_URL"] + "/responses", env["OPENAI_API_KEY"], codex_call(first, "add a timeout"))
+    gw.close()
+    second = "01a25086-f92b-7841-8260-b5adab4086b1"
+    gw2, base2 = attempt(store, stub.url, 2, monkeypatch)
+    env2 = gw2.env(base2)
+    again = post(env2["OPENAI_BASE_URL"] + "/responses", env2["OPENAI_API_KEY"], codex_call(second, "add a timeout"))
+    gw2.close()
+    assert again == answer and len(stub.requests) == 1
+    assert gw2.session.model_record()["usage"]["replayed"] == 1
+    gw3, base3 = attempt(store, stub.url, 3, monkeypatch)
+    env3 = gw3.env(base3)
+    post(env3["OPENAI_BASE_URL"] + "/responses", env3["OPENAI_API_KEY"], codex_call(second, "add a retry"))
+    gw3.close()
+    assert len(stub.requests) == 2 and gw3.session.model_record()["usage"]["replayed"] == 0
+    stub.close()
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_spooled_answer_document_is_the_canonical_one(tmp_path: Path, stream: bool) -> None:
     """The answer written chunk by chunk (a multi-byte character split across chunks, quotes,

@@ -22,10 +22,15 @@ from git_genjob.storage.store import Store
 from git_genjob.worker.gateway.dialects import Upstream
 from git_genjob.worker.gateway.spool import Spool
 
-# Fields an SDK or agent fills with what differs per run: replaced by placeholders.
-VOLATILE = ("user_id", "request_id", "session_id", "idempotency_key")
+# Fields an SDK or agent fills with what differs per run: replaced by placeholders. Codex sends
+# `client_metadata` (its session, thread and turn ids, the turn's start time) and a
+# `prompt_cache_key` (its session id) with every Responses call: routing, not model input.
+VOLATILE = ("user_id", "request_id", "session_id", "idempotency_key", "client_metadata", "prompt_cache_key")
 MODEL_MAX = 200  # characters of a call's model name kept in the journal and the receipt
 _HEX_ID = re.compile(r"\b(?:req|msg|chatcmpl|resp|call|toolu)_[A-Za-z0-9]{8,}\b")
+# A UUID anywhere, also inside an id (Codex names each input item `msg_<uuid>`, `at_<uuid>`, new
+# every run); before _HEX_ID, which would take only its first group.
+_UUID = re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{8}-(?:[0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}(?![0-9A-Fa-f])")
 
 
 @dataclass
@@ -84,7 +89,7 @@ class Session:
         if isinstance(doc, dict):
             _scrub(doc)
             text = json.dumps(doc, sort_keys=True, ensure_ascii=False)
-        text = _HEX_ID.sub("<id>", text)
+        text = _HEX_ID.sub("<id>", _UUID.sub("<uuid>", text))
         return normalize_text(text)[0]
 
     def _recorded(self, fp: str) -> tuple[dict[str, Any] | None, str | None]:
