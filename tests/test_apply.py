@@ -16,9 +16,10 @@ from git_genjob.documents.canonical import canonical_bytes, digest
 from git_genjob.documents.keys import generate, read_signing_key
 from git_genjob.documents.receipt import build_statement, sign_statement, subjects_for
 from git_genjob.planner.ledger import claim, record_sending, recover
+from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import load_live, write_event
-from git_genjob.storage.store import RefUpdate, Store, job_ref
+from git_genjob.storage.store import RefUpdate, Store
 from tests.conftest import git, live, raw_repo, refs, run_genjob, setup_worker, submit_key, work
 
 GOOD = "echo 'def fetch_user(uid, timeout=1):\n    return uid' > src/user.py"

@@ -18,7 +18,8 @@ import pytest
 from git_genjob.documents.canonical import canonical_bytes, digest
 from git_genjob.documents.keys import read_signing_key
 from git_genjob.documents.receipt import sign_statement, subjects_for
-from git_genjob.storage.store import ARCHIVE_REF, RefUpdate, Store, job_ref
+from git_genjob.storage.layout import ARCHIVE_REF, job_ref
+from git_genjob.storage.store import RefUpdate, Store
 from tests.conftest import git, live, raw_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
 from tests.test_apply import GOOD, _replace_tip, _statement, snapshot
 

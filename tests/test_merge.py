@@ -459,7 +459,8 @@ def test_audit_of_a_merged_apply_rehashes_the_stored_job_it_recomputes_from(
 ) -> None:
     """The blobs a merged apply is recomputed from lie outside every signature: a job ref whose
     outputs/ or inputs/ were swapped (anyone who can push refs/genjob/* can) fails audit."""
-    from git_genjob.storage.store import RefUpdate, Store, job_ref
+    from git_genjob.storage.layout import job_ref
+    from git_genjob.storage.store import RefUpdate, Store
     from tests.conftest import raw_repo
 
     repo, key = ready

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pygit2
 
-from git_genjob.storage.store import ARCHIVE_REF, ROWS_DIR, RefUpdate, Store, shard
+from git_genjob.storage.layout import ARCHIVE_REF, ROWS_DIR, shard
+from git_genjob.storage.store import RefUpdate, Store
 from tests.conftest import git, raw_repo, repo_with_remote, run_genjob, setup_worker, submit_key, work
 
 

@@ -22,20 +22,18 @@ from git_genjob.planner.ledger import archive
 from git_genjob.storage import locks
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.gitdir import genjob_trailers_of_commit, may_name_a_job, read_commit_trailers
+from git_genjob.storage.layout import (
+    ARCHIVE_REF,
+    NOTES_REF,
+    RECEIPTS_REF,
+    apply_lock_path,
+    applying_path,
+    job_ref,
+)
 from git_genjob.storage.notes import write_note
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import JobRecord, find_job, parse_trailers, vouch_problem
-from git_genjob.storage.store import (
-    ARCHIVE_REF,
-    LOCK_WAIT_S,
-    NOTES_REF,
-    RECEIPTS_REF,
-    RefUpdate,
-    Store,
-    job_ref,
-    lookup,
-    retry_cas,
-)
+from git_genjob.storage.store import LOCK_WAIT_S, RefUpdate, Store, lookup, retry_cas
 from git_genjob.storage.usercommit import user_commit
 from git_genjob.storage.worktree import (
     IndexUntouched,
@@ -203,7 +201,7 @@ class Intent:
 
 
 def _intent_path(store: Store, key: str) -> str:
-    return os.path.join(store.common_dir, "genjob", "applying", key)
+    return applying_path(store.common_dir, key)
 
 
 def write_intent(store: Store, key: str, intent: Intent) -> None:
@@ -313,7 +311,7 @@ def _apply_lock(store: Store, timeout: float = 300.0) -> Iterator[None]:
     import fcntl
     import time
 
-    path = os.path.join(store.common_dir, "genjob", "apply.flock")
+    path = apply_lock_path(store.common_dir)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:

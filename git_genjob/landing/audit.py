@@ -42,9 +42,10 @@ from git_genjob.storage.gitdir import (
     genjob_trailers_of_commit,
     read_commit_trailers,
 )
+from git_genjob.storage.layout import NOTES_REF, RECEIPTS_REF
 from git_genjob.storage.notes import note_blobs, note_path, read_note, receipt_note
 from git_genjob.storage.records import JobRecord, load_archived, load_live
-from git_genjob.storage.store import NOTES_REF, RECEIPTS_REF, Store, lookup
+from git_genjob.storage.store import Store, lookup
 
 NULL_OID = pygit2.Oid(hex="0" * 40)
 
@@ -270,8 +271,8 @@ def audit_commit(
             result.forged_note = quoted(summary)
             p.append(f"{FORGED}: no receipt on this commit backs it")
         p.append(
-            "no genjob note with an envelope on this commit (looked in refs/notes/genjob-receipts and "
-            "refs/notes/genjob; git genjob fetch brings notes)" + _copy_hint(store, commit, t)
+            f"no genjob note with an envelope on this commit (looked in {RECEIPTS_REF} and "
+            f"{NOTES_REF}; git genjob fetch brings notes)" + _copy_hint(store, commit, t)
         )
         return result
     raw, ref_and_note = parsed[1], found
@@ -422,7 +423,7 @@ def _judge_summary(
         result.note = [line for line in expected[0].decode("utf-8").splitlines()]
     else:
         result.forged_note = quoted(summary)
-        result.problems.append(f"{FORGED}: refs/notes/genjob does not hold what the verified receipt renders")
+        result.problems.append(f"{FORGED}: {NOTES_REF} does not hold what the verified receipt renders")
         result.note = []
     if found[0] == RECEIPTS_REF:
         carried = note_envelope(found[1], facts.receipt)

@@ -23,6 +23,7 @@ from git_genjob.documents.canonical import canonical_bytes, format_time, parse_t
 from git_genjob.documents.errors import BadInput, Conflict, Refused
 from git_genjob.documents.signing import DROP_TYPE, EVENT_TYPE, seal
 from git_genjob.documents.states import MAX_LEASE_S, Event, JobState, transition
+from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import Publisher, Settled
 from git_genjob.storage.records import (
     DROP_ENVELOPE,
@@ -36,7 +37,6 @@ from git_genjob.storage.records import (
     requeue_payload,
     write_event,
 )
-from git_genjob.storage.store import job_ref
 
 
 def record_submit(pub: Publisher, key: str, files: dict[str, pygit2.Oid], created_at: str) -> pygit2.Oid:

@@ -24,6 +24,7 @@ from git_genjob.documents.paths import check_path
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.states import ARCHIVED_STATES, STATE_COLOURS
 from git_genjob.planner.ledger import record_submit
+from git_genjob.storage.layout import ARCHIVE_REF, job_ref, rows_checked_path, shard, status_rows_path
 from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import (
     JOB_ENVELOPE,
@@ -36,16 +37,7 @@ from git_genjob.storage.records import (
     parse_trailers,
     vouch_problem,
 )
-from git_genjob.storage.store import (
-    ARCHIVE_REF,
-    ROWS_TREE,
-    Store,
-    blocking_prefix,
-    job_ref,
-    lookup,
-    parse_rows,
-    shard,
-)
+from git_genjob.storage.store import ROWS_TREE, Store, blocking_prefix, lookup, parse_rows
 
 _DIRTY = (
     pygit2.enums.FileStatus.INDEX_NEW
@@ -590,7 +582,7 @@ def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
 
     A rows blob that passed every check once is remembered by id in `.git/genjob/rows-checked`
     (a blob never changes meaning), so its JSON is decoded once, not on every `status --all`."""
-    path = _cache_path(store, "rows-checked")
+    path = rows_checked_path(store.common_dir)
     checked = {line for line in _read_lines(path) if line}
     passed: list[str] = []
     out = []
@@ -635,11 +627,6 @@ def _read_lines(path: str) -> list[str]:
         return []
 
 
-def _cache_path(store: Store, name: str) -> str:
-    """A local cache file of `status` under `.git/genjob/` (never shared; deleting one only costs time)."""
-    return os.path.join(store.common_dir, "genjob", name)
-
-
 def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     """Every live job's row. A row is a function of the tip commit and the trust store alone
     (its tree holds every document it shows; the store says whether a trusted planner signed
@@ -648,7 +635,7 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     whole only once per event, not on every `status`."""
     from git_genjob.planner.trust import job_trust, worker_trust
 
-    path = _cache_path(store, "status-rows")
+    path = status_rows_path(store.common_dir)
     trust = worker_trust(store)
     stamp = f"#trust\t{trust.fingerprint()}"
     lines = _read_lines(path)

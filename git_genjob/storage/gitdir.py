@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 
-# The hooks import this module: re and subprocess load only where they are used.
+from git_genjob.storage.layout import JOBS_PREFIX
 
-JOBS_PREFIX = "refs/genjob/jobs/"
+# The hooks import this module: re and subprocess load only where they are used.
 
 # GIT_* variables a child git may inherit: how to reach and authenticate to remotes, identity,
 # config given with `git -c`, tracing. Everything else (GIT_DIR, GIT_INDEX_FILE,
@@ -156,7 +156,7 @@ def live_keys(common: str) -> list[str]:
     """Keys of the live job refs: a directory listing plus packed-refs, no ref file reads."""
     keys: set[str] = set()
     try:
-        loose = os.path.join(common, "refs", "genjob", "jobs")
+        loose = os.path.join(common, JOBS_PREFIX)
         keys |= {e.name for e in os.scandir(loose) if e.is_file() and not e.name.endswith(".lock")}
     except FileNotFoundError:
         pass
@@ -184,7 +184,7 @@ def live_tips(common: str) -> dict[str, str] | None:
     except FileNotFoundError:
         pass
     try:
-        entries = list(os.scandir(os.path.join(common, "refs", "genjob", "jobs")))
+        entries = list(os.scandir(os.path.join(common, JOBS_PREFIX)))
     except FileNotFoundError:
         entries = []
     for e in entries:

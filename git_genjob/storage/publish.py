@@ -15,7 +15,8 @@ import pygit2
 
 from git_genjob.documents.errors import Conflict
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.store import ARCHIVE_REF, RefUpdate, Store, job_ref
+from git_genjob.storage.layout import ARCHIVE_REF, job_ref
+from git_genjob.storage.store import RefUpdate, Store
 
 Settled = Callable[[str | None], None]  # told None once a held event is published, else why it was refused
 

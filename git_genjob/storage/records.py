@@ -15,7 +15,8 @@ from git_genjob.documents.config import Limits
 from git_genjob.documents.errors import BadInput, NoSuchJob
 from git_genjob.documents.job import Job
 from git_genjob.storage.gitdir import parse_trailers
-from git_genjob.storage.store import ARCHIVE_REF, CONTENT_MAX, Store, job_ref, lookup
+from git_genjob.storage.layout import ARCHIVE_REF, job_ref
+from git_genjob.storage.store import CONTENT_MAX, Store, lookup
 
 __all__ = ["NoSuchJob", "parse_trailers"]
 

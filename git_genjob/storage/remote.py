@@ -12,18 +12,17 @@ import pygit2
 from git_genjob.documents.errors import BadInput, Conflict, Refused, RemoteUnavailable
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.gitdir import clean_env as clean_env  # its home: gitdir, which loads no libgit2
-from git_genjob.storage.store import (
+from git_genjob.storage.layout import (
     ARCHIVE_REF,
+    GENJOB_PREFIX,
     JOBS_PREFIX,
     NOTES_REF,
     NOTES_REFS,
     RECEIPTS_REF,
     REPLAYS_REF,
-    RefUpdate,
-    Store,
+    TRACK,
 )
-
-TRACK = "refs/genjob-remotes/"
+from git_genjob.storage.store import RefUpdate, Store
 
 
 def fetch_refspecs(remote: str, prefix: str | None = None) -> list[str]:
@@ -37,13 +36,13 @@ def fetch_refspecs(remote: str, prefix: str | None = None) -> list[str]:
         f"+{JOBS_PREFIX}*:{prefix}jobs/*",
         f"+{ARCHIVE_REF}*:{prefix}archive*",
         f"+{REPLAYS_REF}*:{prefix}replays*",
-        f"+refs/notes/genjob*:{prefix}notes/genjob*",
+        f"+{NOTES_REF}*:{prefix}{NOTES_REF.removeprefix('refs/')}*",
     ]
 
 
 def broad_refspec(remote: str) -> str:
     """The refspec `init` added before it named the refs genjob writes (replaced by `init`)."""
-    return f"+refs/genjob/*:{TRACK}{remote}/*"
+    return f"+{GENJOB_PREFIX}*:{TRACK}{remote}/*"
 
 
 def git(store: Store, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -111,7 +110,7 @@ def fetch_raw(store: Store, remote: str) -> dict[str, pygit2.Oid]:
     out: dict[str, pygit2.Oid] = {}
     for name, oid in store.iter_refs(prefix):
         rest = name[len(prefix) :]
-        out[("refs/" + rest) if rest.startswith("notes/") else ("refs/genjob/" + rest)] = oid
+        out[("refs/" + rest) if rest.startswith("notes/") else (GENJOB_PREFIX + rest)] = oid
     return out
 
 
@@ -426,7 +425,7 @@ def _refuse_non_commits(report: SyncReport, remote: str) -> None:
     if report.refused:
         raise Refused(
             f"{remote} holds genjob refs that name no commit or no job; they were not fetched",
-            f"look with: git ls-remote {remote} 'refs/genjob/*' 'refs/notes/genjob*'; if nothing there is "
+            f"look with: git ls-remote {remote} '{GENJOB_PREFIX}*' '{NOTES_REF}*'; if nothing there is "
             f"yours, delete them (git push {remote} --delete REF) and run this again",
             details=report.refused,
         )
@@ -440,7 +439,7 @@ def push(store: Store, remote: str, notes: NotesReconciler | None = None) -> Syn
     reconcile(store, remote_refs, report, notes)
     _refuse_non_commits(report, remote)
     updates: list[RefUpdate] = []
-    local_names = [n for n, _ in store.iter_refs("refs/genjob/")]
+    local_names = [n for n, _ in store.iter_refs(GENJOB_PREFIX)]
     if notes is not None:
         local_names += [r for r in NOTES_REFS if store.ref_target(r)]
     held_back = {JOBS_PREFIX + key for key in report.diverged}  # the rest goes out; these are exit 4 after
@@ -464,6 +463,6 @@ def push(store: Store, remote: str, notes: NotesReconciler | None = None) -> Syn
             "job refs diverged from the remote: "
             + ", ".join(report.diverged)
             + (f" (pushed the rest: {len(report.pushed)} refs)" if report.pushed else ""),
-            "inspect with git genjob show KEY; the remote's events are under refs/genjob-remotes/",
+            f"inspect with git genjob show KEY; the remote's events are under {TRACK}",
         )
     return report

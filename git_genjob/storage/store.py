@@ -29,23 +29,19 @@ from git_genjob.documents.paths import check_entry_name
 from git_genjob.storage import durable, locks
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.gitdir import resolve_common
-
-JOBS_PREFIX = "refs/genjob/jobs/"
-ARCHIVE_REF = "refs/genjob/archive"
-REPLAYS_REF = "refs/genjob/replays"
-NOTES_REF = "refs/notes/genjob"  # the human summary `git log` shows (SPEC §11)
-RECEIPTS_REF = "refs/notes/genjob-receipts"  # the receipt envelope of each applied commit (SPEC §11)
-NOTES_REFS = (NOTES_REF, RECEIPTS_REF)
-LEDGER_REFS = (
+from git_genjob.storage.layout import (
     ARCHIVE_REF,
-    REPLAYS_REF,
-    NOTES_REF,
-    RECEIPTS_REF,
-)  # shared, merged as unions: never moved backwards by genjob
+    JOBS_PREFIX,
+    LEDGER_REFS,
+    ROWS_DIR,
+    is_shard,
+    job_ref,
+    kept_path,
+    shard,
+)
 
 FILE_MODE = pygit2.enums.FileMode.BLOB
 TREE_MODE = pygit2.enums.FileMode.TREE
-ROWS_DIR = "_rows"  # beside the shards: one blob per shard, a status row per archived job
 
 
 @dataclass(frozen=True)
@@ -56,10 +52,6 @@ class MergeSides:
     base: tuple[pygit2.Oid, int] | None
     ours: tuple[pygit2.Oid, int] | None
     theirs: tuple[pygit2.Oid, int] | None
-
-
-def is_shard(name: str) -> bool:
-    return len(name) == 2 and all(c in "0123456789abcdef" for c in name)
 
 
 DOCUMENT_MAX = 16 * 1024 * 1024  # a job's JSON documents, a commit, a note: far above any real one
@@ -87,14 +79,6 @@ def parse_rows(data: bytes | None) -> tuple[str | None, dict[str, tuple[str, str
 def rows_blob(lines: dict[str, tuple[str, str]], tree: pygit2.Oid | None) -> bytes:
     body = "".join(line + "\n" for _, line in sorted(lines.values(), key=lambda v: v[1]))
     return ((f"{ROWS_TREE}{tree}\n" if tree is not None else "") + body).encode("utf-8")
-
-
-def job_ref(key: str) -> str:
-    return JOBS_PREFIX + key
-
-
-def shard(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()[:2]
 
 
 def lookup(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
@@ -905,7 +889,7 @@ class Store:
         merge back what was lost while the objects still exist. A hint, written without fsync:
         losing it loses only that recovery, never a ref."""
         for u in updates:
-            path = os.path.join(self.common_dir, "genjob", "kept", u.name.replace("/", "%"))
+            path = kept_path(self.common_dir, u.name)
             tmp = f"{path}.{os.getpid()}.tmp"
             try:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -918,7 +902,7 @@ class Store:
 
     def kept_tip(self, name: str) -> pygit2.Oid | None:
         """The last value genjob gave ledger ref `name` here, if its commit still exists."""
-        path = os.path.join(self.common_dir, "genjob", "kept", name.replace("/", "%"))
+        path = kept_path(self.common_dir, name)
         try:
             with open(path, encoding="ascii") as fh:
                 oid = pygit2.Oid(hex=fh.read().strip())

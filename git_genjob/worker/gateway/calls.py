@@ -15,6 +15,7 @@ from git_genjob.documents.canonical import utc_now
 from git_genjob.documents.errors import GenjobError
 from git_genjob.replay.cache import Cache, accept, fingerprint, request_doc
 from git_genjob.replay.prompt import normalize_text
+from git_genjob.storage.layout import gateway_journal_path
 from git_genjob.storage.store import Store
 from git_genjob.worker.gateway.dialects import Upstream
 from git_genjob.worker.gateway.spool import Spool
@@ -53,9 +54,8 @@ class Session:
     ):
         self.store, self.job_key, self.attempt = store, job_key, attempt
         self.cache = Cache(store, sign)
-        folder = os.path.join(store.common_dir, "genjob", "gateway")
-        os.makedirs(folder, exist_ok=True)
-        self.journal = os.path.join(folder, f"{job_key}.jsonl")
+        self.journal = gateway_journal_path(store.common_dir, job_key)
+        os.makedirs(os.path.dirname(self.journal), exist_ok=True)
         self.calls: list[dict[str, Any]] = []
         self.diverged = refresh  # retry --refresh: every call is sent
         self.lock = threading.Lock()
@@ -271,7 +271,7 @@ def transcript(
 def _journal_calls(store: Store, job_key: str) -> tuple[list[dict[str, Any]], int]:
     """The last attempt's calls in the gateway's journal, each at its last recorded state, and
     that attempt's number (0: no journal)."""
-    path = os.path.join(store.common_dir, "genjob", "gateway", f"{job_key}.jsonl")
+    path = gateway_journal_path(store.common_dir, job_key)
     rows: list[dict[str, Any]] = []
     try:
         with open(path, encoding="utf-8") as fh:
