@@ -21,7 +21,7 @@ from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, ne
 from git_genjob.planner.ledger import archive
 from git_genjob.storage import locks
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.gitdir import genjob_trailers_of_commit, may_name_a_job, read_commit_trailers
+from git_genjob.storage.gitdir import clean_env, genjob_trailers_of_commit, may_name_a_job, read_commit_trailers
 from git_genjob.storage.layout import (
     ARCHIVE_REF,
     NOTES_REF,
@@ -280,8 +280,6 @@ def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid
             with open(target, "wb") as fh:
                 for data in store.blob_chunks(oid):
                     fh.write(data)
-        from git_genjob.storage.remote import clean_env
-
         env = {**clean_env(), "GENJOB_OUTPUTS": tmp, "GENJOB_KEY": record.key}
         for argv, what in gates:
             proc = subprocess.run(argv, cwd=store.workdir or store.gitdir, env=env, capture_output=True, text=True)

@@ -39,6 +39,7 @@ from git_genjob.planner.trust import job_trust
 from git_genjob.storage.gitdir import (
     attributions,
     canonical_trailer_key,
+    clean_env,
     genjob_trailers_of_commit,
     read_commit_trailers,
 )
@@ -194,8 +195,6 @@ def commits_in(store: Store, spec: str | None | Walk) -> list[pygit2.Commit]:
         for side in re.split(r"\.\.\.?", rev.removeprefix("^")) if rev != "..." else [rev]:
             _range_commit(store, side or "HEAD", rev)
     import subprocess
-
-    from git_genjob.storage.remote import clean_env
 
     proc = subprocess.run(
         ["git", f"--git-dir={store.gitdir}", *walk.rev_list()],

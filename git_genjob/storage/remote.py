@@ -11,7 +11,7 @@ import pygit2
 
 from git_genjob.documents.errors import BadInput, Conflict, Refused, RemoteUnavailable
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.gitdir import clean_env as clean_env  # its home: gitdir, which loads no libgit2
+from git_genjob.storage.gitdir import clean_env
 from git_genjob.storage.layout import (
     ARCHIVE_REF,
     GENJOB_PREFIX,

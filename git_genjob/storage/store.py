@@ -28,7 +28,7 @@ from git_genjob.documents.errors import (
 from git_genjob.documents.paths import check_entry_name
 from git_genjob.storage import durable, locks
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.gitdir import resolve_common
+from git_genjob.storage.gitdir import clean_env, resolve_common
 from git_genjob.storage.layout import (
     ARCHIVE_REF,
     JOBS_PREFIX,
@@ -361,8 +361,6 @@ class Store:
             return
         import subprocess
 
-        from git_genjob.storage.remote import clean_env
-
         proc = subprocess.run(
             ["git", "--git-dir", self.gitdir, "-c", "fetch.negotiationAlgorithm=noop", "fetch", remote]
             + ["--no-tags", "--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none", "--stdin"],
@@ -431,8 +429,6 @@ class Store:
         libgit2 object, so it may run in another thread.
         """
         import subprocess
-
-        from git_genjob.storage.remote import clean_env
 
         rfd, wfd = os.pipe()
         _widen_pipe(wfd, chunk)
@@ -708,8 +704,6 @@ class Store:
         if not paths or not sparse or self.workdir is None:
             return set()
         import subprocess
-
-        from git_genjob.storage.remote import clean_env
 
         proc = subprocess.run(
             ["git", "--literal-pathspecs", "ls-files", "-t", "-z", "--", *paths],
