@@ -20,6 +20,7 @@ from git_genjob.landing.summary import Facts, Party, generator_label, render
 from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, next_step
 from git_genjob.planner.ledger import archive
 from git_genjob.storage import locks
+from git_genjob.storage.archive import Archive
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.gitdir import clean_env, genjob_trailers_of_commit, may_name_a_job, read_commit_trailers
 from git_genjob.storage.layout import (
@@ -332,7 +333,7 @@ def _apply_lock(store: Store, timeout: float = 300.0) -> Iterator[None]:
 def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     record = find_job(store, key)
     if record.archived:
-        store.finish_archive_move(key)
+        Archive(store).finish_move(key, vouch=vouch_problem)
         clear_intent(store, key)
         final = record.meta.final
         if final is not None and final.state == "applied":
@@ -502,7 +503,7 @@ def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oi
     def attempt() -> None:
         live = find_job(store, record.key)
         if live.archived:
-            store.finish_archive_move(record.key)
+            Archive(store).finish_move(record.key, vouch=vouch_problem)
         else:  # a lost race means the archive moved (another job's apply, or this one's twin): read it again
             archive(publisher(store), live, final)
         clear_intent(store, record.key)

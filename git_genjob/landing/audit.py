@@ -36,6 +36,7 @@ from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
 from git_genjob.landing.summary import FORGED, Facts, Party, check, generator_label, quoted, renderings
 from git_genjob.landing.verify import TrustStore, note_envelope, note_job, trust_from_tree
 from git_genjob.planner.trust import job_trust
+from git_genjob.storage.archive import Archive
 from git_genjob.storage.gitdir import (
     attributions,
     canonical_trailer_key,
@@ -666,7 +667,7 @@ def _prefetch(store: Store, commits: list[pygit2.Commit]) -> None:
         trust = lookup(c.tree, ".genjob")
         trees += [trust] if isinstance(trust, pygit2.Tree) else []
         for group in genjob_groups(c.message):
-            entry = store.archive_entry(group.get("Genjob-Key", "")) if group.get("Genjob-Key") else None
+            entry = Archive(store).entry(group.get("Genjob-Key", "")) if group.get("Genjob-Key") else None
             trees += [entry] if entry is not None else []
         if len(c.parents) == 1:
             deltas = c.tree.diff_to_tree(c.parents[0].tree, swap=True).deltas

@@ -290,6 +290,7 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
     from git_genjob.documents.errors import plain
     from git_genjob.landing.verify import CHECKS
     from git_genjob.planner.trust import trust_at_head, trust_from_worktree
+    from git_genjob.storage.archive import Archive  # loads libgit2: only the slow path, which has it
 
     taken = _taken("verify", store)
     if taken is None or not verdict.ok or not _safe_key(key):
@@ -303,7 +304,7 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
     ):
         return  # a merge was computed (it reads attributes no stamp covers)
     jobs = _job_refs(gitdir, [key])
-    if jobs is None or (jobs[key] and store.archive_entry(key) is not None):
+    if jobs is None or (jobs[key] and Archive(store).entry(key) is not None):
         return
     signers = [*trust_from_worktree(store).signers, *trust_at_head(store).signers]
     edges = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None]

@@ -24,6 +24,7 @@ from git_genjob.documents.paths import check_path
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.states import ARCHIVED_STATES, STATE_COLOURS
 from git_genjob.planner.ledger import record_submit
+from git_genjob.storage.archive import Archive, parse_rows, rows_header
 from git_genjob.storage.layout import ARCHIVE_REF, job_ref, rows_checked_path, shard, status_rows_path
 from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import (
@@ -37,7 +38,7 @@ from git_genjob.storage.records import (
     parse_trailers,
     vouch_problem,
 )
-from git_genjob.storage.store import ROWS_TREE, Store, blocking_prefix, lookup, parse_rows
+from git_genjob.storage.store import Store, blocking_prefix, lookup
 
 _DIRTY = (
     pygit2.enums.FileStatus.INDEX_NEW
@@ -368,7 +369,7 @@ def archived_leftover(store: Store, key: str) -> bool:
     """Whether the archive already holds `key` (its live ref is the leftover of an interrupted
     move), in an entry this clone can vouch for: one that came from a remote and cannot be
     vouched for never ends a live job (SPEC §11)."""
-    entry = store.archive_entry(key)
+    entry = Archive(store).entry(key)
     return entry is not None and vouch_problem(store, key, entry) is None
 
 
@@ -546,7 +547,7 @@ def _vouched_rows(data: bytes | None, shard_tree: pygit2.Tree, known: bool) -> l
     row as exactly one JSON object that agrees with the line (`_vetted`); else None (each entry
     is then checked on its own). `known`: this very blob passed before (its id is remembered,
     and a blob never changes), so its lines are only cut into columns."""
-    header = f"{ROWS_TREE}{shard_tree.id}\n".encode()
+    header = rows_header(shard_tree.id)
     if data is None or not data.startswith(header):
         return None
     text = data[len(header) :].decode("utf-8", "replace")
@@ -586,7 +587,7 @@ def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     checked = {line for line in _read_lines(path) if line}
     passed: list[str] = []
     out = []
-    for _, shard_tree, data, rows_id in store.archive_shards():
+    for _, shard_tree, data, rows_id in Archive(store).shards():
         fast = _vouched_rows(data, shard_tree, rows_id in checked)
         if fast is not None:
             out += fast

@@ -238,11 +238,12 @@ def remember_show(
     archive entry both name it (whether the archive's word holds depends on more than refs) or
     anything stamped moved while it read."""
     from git_genjob.documents.display import terminal_json
+    from git_genjob.storage.archive import Archive  # loads libgit2: only the slow path, which has it
 
     gitdir, st = taken
     if not _show_name(key) or show_stamp(gitdir) != st:
         return
-    if store.ref_target(job_ref(key)) is not None and store.archive_entry(key) is not None:
+    if store.ref_target(job_ref(key)) is not None and Archive(store).entry(key) is not None:
         return
     memo = {
         "v": 1,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pygit2
 
 from git_genjob.documents.errors import Conflict
+from git_genjob.storage.archive import Archive
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.layout import ARCHIVE_REF, job_ref
 from git_genjob.storage.store import RefUpdate, Store
@@ -99,7 +100,7 @@ class Publisher:
 
     def archive(self, key: str, job_tip: pygit2.Oid, tree: pygit2.Oid, message: str, row: str) -> None:
         """Move a live job into refs/genjob/archive: the archive first, then the live ref."""
-        new_tip = self.store.archive_commit(key, job_tip, tree, message, row)
+        new_tip = Archive(self.store).commit(key, job_tip, tree, message, row)
         self.move(
             [
                 RefUpdate(ARCHIVE_REF, self.store.ref_target(ARCHIVE_REF), new_tip),
@@ -123,7 +124,7 @@ class LocalRefs(Publisher):
         return self.store.update_ref_built(name, expected, build, message, wait)
 
     def archive(self, key: str, job_tip: pygit2.Oid, tree: pygit2.Oid, message: str, row: str) -> None:
-        self.store.archive_move(key, job_tip, tree, message, row)
+        Archive(self.store).move(key, job_tip, tree, message, row)
 
 
 class LeasedRemote(Publisher):

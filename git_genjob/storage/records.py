@@ -14,6 +14,7 @@ from git_genjob.documents.canonical import canonical_bytes, digest, sha256_hex
 from git_genjob.documents.config import Limits
 from git_genjob.documents.errors import BadInput, NoSuchJob
 from git_genjob.documents.job import Job
+from git_genjob.storage.archive import Archive
 from git_genjob.storage.gitdir import parse_trailers
 from git_genjob.storage.layout import ARCHIVE_REF, job_ref
 from git_genjob.storage.store import CONTENT_MAX, Store, lookup
@@ -297,7 +298,7 @@ def _entry_id(tree: pygit2.Tree, name: str) -> pygit2.Oid | None:
 
 
 def load_archived(store: Store, key: str) -> JobRecord | None:
-    tree = store.archive_entry(key)
+    tree = Archive(store).entry(key)
     if tree is None:
         return None
     return load_tree(store, key, tree, None, archived=True)
@@ -338,11 +339,11 @@ def resolve_key(store: Store, text: str) -> str:
     scan of its shards, paid only when the text is no job's key). Text that matches nothing is
     returned as it is, for the command's own lookup (possibly through a remote) to report.
     """
-    if len(text) < MIN_PREFIX or store.ref_target(job_ref(text)) is not None or store.archive_entry(text):
+    if len(text) < MIN_PREFIX or store.ref_target(job_ref(text)) is not None or Archive(store).entry(text):
         return text
     matches = sorted(k for k in store.live_keys() if k.startswith(text))
     if not matches:
-        matches = sorted(k for k, _ in store.archive_entries() if k.startswith(text))
+        matches = sorted(k for k, _ in Archive(store).entries() if k.startswith(text))
     if len(matches) > 1:
         raise NoSuchJob(
             f"{text!r} is the prefix of {len(matches)} jobs' keys: " + ", ".join(matches[:5]), "give more characters"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pygit2
 
 from git_genjob.documents.errors import BadInput, Conflict, Refused, RemoteUnavailable
+from git_genjob.storage.archive import Archive, union_rows
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.gitdir import clean_env
 from git_genjob.storage.layout import (
@@ -221,7 +222,7 @@ def merge_union(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> pygit2.O
     """A two-parent commit whose tree is the union of both trees: how the shared ledgers kept
     as union trees (the archive, the replay cache) merge; notes merge in notes.merge_notes."""
     a, b = store.get_commit(local), store.get_commit(remote)
-    return store.commit(store.union_tree(a.tree, b.tree), [local, remote], "genjob: merge\n")
+    return store.commit(store.union_tree(a.tree, b.tree, merge_blobs=union_rows), [local, remote], "genjob: merge\n")
 
 
 NotesReconciler = Callable[[Store, dict[str, pygit2.Oid], SyncReport], None]
@@ -262,7 +263,7 @@ def reconcile(
             continue
         key = name[len(JOBS_PREFIX) :]
         local = store.ref_target(name)
-        if local is None and store.archive_entry(key) is not None:
+        if local is None and Archive(store).entry(key) is not None:
             continue
         rel = _relation(store, local, oid)
         if rel in ("absent", "behind"):
@@ -375,12 +376,12 @@ def _drop_archived_live(store: Store, report: SyncReport) -> None:
         return
     for key in store.live_keys():
         tip = store.ref_target(JOBS_PREFIX + key)
-        if tip is None or store.archive_entry(key) is None:
+        if tip is None or Archive(store).entry(key) is None:
             continue
         if tip == archive or store.descendant_of(archive, tip):
             from git_genjob.storage.records import vouch_problem
 
-            entry = store.archive_entry(key)
+            entry = Archive(store).entry(key)
             problem = vouch_problem(store, key, entry) if entry is not None else "no archive entry"
             if problem is not None:  # SPEC §11: a live job is dropped only for an entry this clone can see
                 report.kept.append(f"{key} ({problem})")
@@ -452,7 +453,7 @@ def push(store: Store, remote: str, notes: NotesReconciler | None = None) -> Syn
                 updates.append(RefUpdate(name, remote_refs.get(name), oid))
     for name, oid in remote_refs.items():
         key = name[len(JOBS_PREFIX) :]
-        archived = name.startswith(JOBS_PREFIX) and store.archive_entry(key) is not None
+        archived = name.startswith(JOBS_PREFIX) and Archive(store).entry(key) is not None
         if archived and store.ref_target(name) is None:
             updates.append(RefUpdate(name, oid, None))
     push_leases(store, remote, updates)

@@ -1,4 +1,5 @@
-"""refs/genjob/*: event chains, compare-and-swap updates, the archive (the only pygit2 writer)."""
+"""Generic git over libgit2 (the only pygit2 writer): objects, trees, refs and their compare-and-swap
+updates. What genjob keeps where is in `layout`; the archive's tree and rows are in `archive`."""
 
 from __future__ import annotations
 
@@ -34,10 +35,7 @@ from git_genjob.storage.layout import (
     JOBS_PREFIX,
     LEDGER_REFS,
     ROWS_DIR,
-    is_shard,
-    job_ref,
     kept_path,
-    shard,
 )
 
 FILE_MODE = pygit2.enums.FileMode.BLOB
@@ -56,29 +54,6 @@ class MergeSides:
 
 DOCUMENT_MAX = 16 * 1024 * 1024  # a job's JSON documents, a commit, a note: far above any real one
 CONTENT_MAX = 256 * 1024 * 1024  # a file's bytes (SPEC §8's per-receipt limit)
-ROWS_MAX_BYTES = 64 * 1024 * 1024  # a shard's rows at 1,000,000 archived jobs are about 1 MiB
-ROWS_TREE = "#tree "  # the rows blob's first line: the shard tree id its lines were written for
-
-
-def parse_rows(data: bytes | None) -> tuple[str | None, dict[str, tuple[str, str]]]:
-    """(shard tree id the blob was written for, {key: (entry oid, line)}) of a shard's rows
-    blob; a malformed line is skipped (the rows are a hint only)."""
-    text = (data or b"").decode("utf-8", "replace")
-    tree = None
-    if text.startswith(ROWS_TREE):
-        head, _, text = text.partition("\n")
-        tree = head[len(ROWS_TREE) :]
-    out: dict[str, tuple[str, str]] = {}
-    for line in text.split("\n"):  # not splitlines: a row's JSON may hold U+2028
-        parts = line.split("\t", 3)
-        if len(parts) == 4:
-            out[parts[1]] = (parts[2], line)
-    return tree, out
-
-
-def rows_blob(lines: dict[str, tuple[str, str]], tree: pygit2.Oid | None) -> bytes:
-    body = "".join(line + "\n" for _, line in sorted(lines.values(), key=lambda v: v[1]))
-    return ((f"{ROWS_TREE}{tree}\n" if tree is not None else "") + body).encode("utf-8")
 
 
 def lookup(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
@@ -572,9 +547,15 @@ class Store:
             index.add(pygit2.IndexEntry(path, oid, mode))
         return index.write_tree(self._repo)
 
-    def union_tree(self, a: pygit2.Tree, b: pygit2.Tree, path: str = "") -> pygit2.Oid:
+    def union_tree(
+        self,
+        a: pygit2.Tree,
+        b: pygit2.Tree,
+        path: str = "",
+        merge_blobs: Callable[[str, pygit2.Blob, pygit2.Blob], bytes | None] | None = None,
+    ) -> pygit2.Oid:
         """Every entry of either tree, recursively (the shared ledgers' merge): for one name with
-        two blobs, ours, except the archive's status rows, whose lines are unioned."""
+        two blobs, what `merge_blobs(path, ours, theirs)` makes of them, else (None) ours."""
         tb = self._repo.TreeBuilder(a)
         for entry in b:
             name = str(entry.name)
@@ -586,13 +567,12 @@ class Store:
                 continue
             ta, tb_ = self.get(mine.id), self.get(entry.id)
             if isinstance(ta, pygit2.Tree) and isinstance(tb_, pygit2.Tree):
-                tb.insert(name, self.union_tree(ta, tb_, f"{path}{name}/"), TREE_MODE)
-            elif path == f"{ROWS_DIR}/" and isinstance(ta, pygit2.Blob) and isinstance(tb_, pygit2.Blob):
-                # The archive's status rows of one shard: both sides' lines (ours for a key both
-                # have); a line that names another tree than the merged entry is ignored by readers.
-                lines = {**parse_rows(tb_.data)[1], **parse_rows(ta.data)[1]}
-                tb.insert(name, self.blob(rows_blob(lines, None)), entry.filemode)  # vouches for no tree
-            # Same name, different blobs: content-named files never differ; keep ours.
+                tb.insert(name, self.union_tree(ta, tb_, f"{path}{name}/", merge_blobs), TREE_MODE)
+            elif merge_blobs is not None and isinstance(ta, pygit2.Blob) and isinstance(tb_, pygit2.Blob):
+                merged = merge_blobs(f"{path}{name}", ta, tb_)
+                if merged is not None:
+                    tb.insert(name, self.blob(merged), entry.filemode)
+            # Otherwise (same name, different blobs) ours is kept.
         return tb.write()
 
     def merge_trees(
@@ -630,6 +610,15 @@ class Store:
         if self.promisor_remote is not None and oid not in self._repo:
             self.fetch_missing([oid])
         return self._repo.get(oid)
+
+    def local(self, oid: pygit2.Oid | str) -> pygit2.Object | None:
+        """An object of this clone's database, never fetched: None when it is missing here."""
+        return self._repo.get(oid)
+
+    def local_size(self, oid: pygit2.Oid | str) -> int | None:
+        """An object's size from its header (nothing inflated, nothing fetched), or None when missing."""
+        header = self._header(oid)
+        return None if header is None else header[1]
 
     def object_type(self, oid: pygit2.Oid | str) -> str | None:
         """ "commit", "tree", "blob" or "tag" from the object's header (nothing inflated), or None."""
@@ -940,145 +929,3 @@ class Store:
                 target = self.ref_target(name)
                 if target is not None:
                     yield name, target
-
-    # -- archive -----------------------------------------------------------
-    def archive_entries(self) -> Iterator[tuple[str, pygit2.Oid]]:
-        """(key, object id) of every entry under the archive's shards, in tree order."""
-        for _, shard_tree, _, _ in self.archive_shards():
-            yield from ((str(e.name), e.id) for e in shard_tree)
-
-    def archive_shards(self) -> Iterator[tuple[str, pygit2.Tree, bytes | None, str | None]]:
-        """(shard, its tree, that shard's rows blob's bytes and id, or None) for every archive shard."""
-        tip = self.ref_target(ARCHIVE_REF)
-        if tip is None:
-            return
-        root = self.get_commit(tip).tree
-        rows = lookup(root, ROWS_DIR)
-        if isinstance(rows, pygit2.Tree):
-            self.prefetch_trees([rows])
-        for shard_entry in root:
-            name = str(shard_entry.name)
-            if not is_shard(name):
-                continue
-            shard_tree = self._repo.get(shard_entry.id)
-            if not isinstance(shard_tree, pygit2.Tree):
-                continue
-            blob = rows[name] if isinstance(rows, pygit2.Tree) and name in rows else None
-            # A hint, so an oversized one (a hostile push) is ignored, not read into memory.
-            header = self._header(blob.id) if blob is not None else None
-            small = header is not None and header[1] <= ROWS_MAX_BYTES
-            data = self._hint_bytes(blob) if isinstance(blob, pygit2.Blob) and small else None
-            yield name, shard_tree, data, str(blob.id) if data is not None and blob is not None else None
-
-    @staticmethod
-    def _hint_bytes(blob: pygit2.Blob) -> bytes:
-        """A rows blob's bytes without libgit2's SHA-1 re-check (half the read time at 100k
-        rows): rows decide nothing, and each is checked against the tree ids it names."""
-        pygit2.settings.enable_strict_hash_verification(False)
-        try:
-            data = blob.data
-        finally:
-            pygit2.settings.enable_strict_hash_verification(True)
-        return data if isinstance(data, bytes) else bytes(data)
-
-    def archive_entry(self, key: str) -> pygit2.Tree | None:
-        """The archived final tree of job `key` (one tree lookup), or None."""
-        tip = self.ref_target(ARCHIVE_REF)
-        if tip is None:
-            return None
-        tree = self.get_commit(tip).tree
-        try:
-            entry = tree[f"{shard(key)}/{key}"]
-        except KeyError:
-            return None
-        obj = self._repo.get(entry.id)
-        return obj if isinstance(obj, pygit2.Tree) else None
-
-    def archive_tree_with(
-        self, base: pygit2.Tree | None, key: str, job_tree: pygit2.Oid, row: str | None = None
-    ) -> pygit2.Oid:
-        """`base` with `<shard>/<key>` set to `job_tree`, touching only that path, and with
-        `row` (one line: sort key, key, then the rest, tab-separated) as that job's line in
-        `_rows/<shard>`, so `status --all` reads one blob per shard instead of every job."""
-        tree = self.tree_with(base, f"{shard(key)}/{key}", job_tree, TREE_MODE)
-        if row is None:
-            return tree
-        sort_key, rest = row.split("\t", 1)
-        rows_path = f"{ROWS_DIR}/{shard(key)}"
-        old = lookup(base, rows_path)
-        if isinstance(old, pygit2.Blob):
-            self.fetch_missing([old.id])  # a partial clone's rows blob
-        old_tree, lines = parse_rows(old.data if isinstance(old, pygit2.Blob) else None)
-        old_shard = lookup(base, shard(key))
-        lines[key] = (str(job_tree), f"{sort_key}\t{key}\t{job_tree}\t{rest}")
-        built = self._repo.get(tree)
-        assert isinstance(built, pygit2.Tree)
-        # Vouch for the whole new shard only if the old rows covered the whole old shard.
-        complete = old_shard is None or (old_tree is not None and old_tree == str(old_shard.id))
-        new_shard = lookup(built, shard(key))
-        data = rows_blob(lines, new_shard.id if complete and new_shard is not None else None)
-        return self.tree_with(built, rows_path, self.blob(data), FILE_MODE)
-
-    def archive_commit(
-        self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str, row: str | None = None
-    ) -> pygit2.Oid:
-        """The next archive commit holding `final_tree` at <shard>/<key> (no ref move)."""
-        archive_tip = self.ref_target(ARCHIVE_REF)
-        if archive_tip is None:
-            base_parent = self.commit(self._repo.TreeBuilder().write(), [], "genjob archive\n")
-            base_tree = None
-        else:
-            base_parent = archive_tip
-            base_tree = self.get_commit(archive_tip).tree
-        tree = self.archive_tree_with(base_tree, key, final_tree, row)
-        return self.commit(tree, [base_parent, job_tip], message)
-
-    def archive_move(
-        self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str, row: str | None = None
-    ) -> pygit2.Oid:
-        """Move a job out of the live refs into the archive: archive first, then the live ref.
-
-        The files ref backend commits a multi-ref transaction one ref at a time, so a kill between
-        the two could lose the job if the deletion went first. In this order every prefix is
-        safe: after the first step the job is in both places, readers prefer the archive, and
-        `finish_archive_move` (run by apply, recover and status) deletes the leftover live ref.
-        """
-        archive_tip = self.ref_target(ARCHIVE_REF)
-        new_tip = self.archive_commit(key, job_tip, final_tree, message, row)
-        self.update_refs([RefUpdate(ARCHIVE_REF, archive_tip, new_tip)], message=f"genjob: archive {key}")
-        crash_point("archive-written")
-        self.finish_archive_move(key, ours=True)
-        return new_tip
-
-    def finish_archive_move(self, key: str, ours: bool = False) -> bool:
-        """Delete a live ref whose chain the archive already holds (the second step of a move).
-
-        Unless the move is `ours` (this process just wrote the archive), the archive may have come
-        from a remote: its word counts only where this clone can vouch for it
-        (`records.vouch_problem`), else the live job stays."""
-        tip = self.ref_target(job_ref(key))
-        entry = self.archive_entry(key) if tip is not None else None
-        if tip is None or entry is None:
-            return False
-        if not self.archived_chain_holds(entry, tip):
-            return False
-        if not ours:
-            from git_genjob.storage.records import vouch_problem
-
-            if vouch_problem(self, key, entry) is not None:
-                return False
-        try:
-            self.update_refs([RefUpdate(job_ref(key), tip, None)], message=f"genjob: archived {key}")
-        except Conflict:
-            return False
-        return True
-
-    def archived_chain_holds(self, entry: pygit2.Tree, tip: pygit2.Oid) -> bool:
-        """Whether the archived job tree names `tip` in its chain (then the live ref is a leftover)."""
-        from git_genjob.documents.attempts import parse_meta
-
-        meta = self.file_at(entry, "meta.json")
-        try:
-            return meta is not None and any(c.commit == str(tip) for c in parse_meta(meta).chain)
-        except BadInput:
-            return False
