@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from git_genjob.documents.errors import LockHeld
 from git_genjob.storage.layout import GENJOB_PREFIX, NOTES_REFS, writers_dir
 
 UNKNOWN_STALE_S = 600.0
@@ -232,8 +233,6 @@ def wait_unlocked(common: str, gitdir: str, refs: list[str], index: bool, wait_s
     """Wait up to `wait_s` for every lock a writer is about to need to be free, as git waits
     briefly for a ref lock (core.filesRefLockTimeout); still held, raise LockHeld naming each
     file, its holder, since when, and how to clear it. Nothing has been written when it raises."""
-    from git_genjob.documents.errors import LockHeld
-
     deadline = time.monotonic() + wait_s
     while True:
         found = held(common, gitdir, refs, index)

@@ -17,6 +17,7 @@ from git_genjob.documents.errors import Conflict
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.layout import ARCHIVE_REF, job_ref
+from git_genjob.storage.remote import SyncReport, fetch_raw, push_each, push_leases, reconcile
 from git_genjob.storage.store import RefUpdate, Store
 
 Settled = Callable[[str | None], None]  # told None once a held event is published, else why it was refused
@@ -171,8 +172,6 @@ class LeasedRemote(Publisher):
         return [r.update.name for r in self.riding]
 
     def refresh(self) -> None:
-        from git_genjob.storage.remote import SyncReport, fetch_raw, reconcile
-
         self.remote_values = fetch_raw(self.store, self.remote)
         reconcile(self.store, self.remote_values, SyncReport())
 
@@ -189,8 +188,6 @@ class LeasedRemote(Publisher):
             self.remote_values.update(twin.remote_values)
 
     def move(self, updates: list[RefUpdate], message: str) -> None:
-        from git_genjob.storage.remote import push_each, push_leases
-
         for u in updates:
             if u.expected != self.remote_values.get(u.name):
                 raise Conflict(f"{u.name} has local events the remote lacks", "run git genjob push first")
@@ -265,8 +262,6 @@ class OnePush(LeasedRemote):
 
     def publish(self) -> None:
         """Push every held move in one atomic push, then move the local refs in the order given."""
-        from git_genjob.storage.remote import push_leases
-
         staged, self.staged = self.staged, []
         leases: dict[str, RefUpdate] = {}
         for u, _ in staged:  # one spec per ref: its first lease, its last value

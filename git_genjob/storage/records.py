@@ -12,10 +12,10 @@ import pygit2
 from git_genjob.documents.attempts import Attempt, Attempts, Meta, parse_attempts, parse_meta
 from git_genjob.documents.canonical import canonical_bytes, digest, sha256_hex
 from git_genjob.documents.config import Limits
-from git_genjob.documents.errors import BadInput, NoSuchJob
-from git_genjob.documents.job import Job
+from git_genjob.documents.errors import BadInput, GenjobError, NoSuchJob
+from git_genjob.documents.job import Job, job_signer
 from git_genjob.storage.archive import Archive
-from git_genjob.storage.gitdir import parse_trailers
+from git_genjob.storage.gitdir import genjob_trailers_of_commit, parse_trailers
 from git_genjob.storage.layout import ARCHIVE_REF, job_ref
 from git_genjob.storage.store import CONTENT_MAX, Store, lookup
 
@@ -450,8 +450,6 @@ def _applied_problem(store: Store, key: str, job_digest: str, commit: str | None
         landed = store.get_commit(commit)
     except (BadInput, ValueError, KeyError):
         return f"applied as {commit[:12]}, a commit this clone does not have (fetch {branch})"
-    from git_genjob.storage.gitdir import genjob_trailers_of_commit
-
     t = genjob_trailers_of_commit(str(landed.id), landed.message, store.gitdir)  # as git reads them
     if t.get("Genjob-Key") != key or t.get("Genjob-Job") != job_digest:
         return f"applied as {commit[:12]}, which does not carry this job's Genjob-Key and Genjob-Job"
@@ -465,8 +463,7 @@ def _applied_problem(store: Store, key: str, job_digest: str, commit: str | None
 def _drop_problem(
     store: Store, record: JobRecord, job_bytes: bytes, envelope: bytes | None, why: str, at: str
 ) -> str | None:
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.documents.job import job_signer
+    # These load PyNaCl: only a drop's signature is judged here, and most commands never do.
     from git_genjob.documents.keys import NS_JOB
     from git_genjob.documents.signing import DROP_TYPE, signer_of, unseal
     from git_genjob.storage.truststore import trust_at_head
@@ -509,8 +506,7 @@ def _signed_event_problem(
     store: Store, key: str, commit: pygit2.Commit, event: str, namespace: str, signers: list[Any], revoked: set[bytes]
 ) -> str | None:
     """Why event commit `commit` does not carry its writer's signature over (event, key, parent)."""
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.documents.signing import EVENT_TYPE, signer_of, unseal
+    from git_genjob.documents.signing import EVENT_TYPE, signer_of, unseal  # loads PyNaCl: only when judged
 
     envelope = store.file_at(commit.tree, EVENT_ENVELOPE)
     if envelope is None or not commit.parent_ids:

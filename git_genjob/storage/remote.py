@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from git_genjob.documents.errors import BadInput, Conflict, Refused, RemoteUnavailable
+from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused, RemoteUnavailable
+from git_genjob.documents.job import Job, is_key, job_signer
 from git_genjob.storage.archive import Archive, union_rows
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.gitdir import clean_env
@@ -23,6 +24,8 @@ from git_genjob.storage.layout import (
     REPLAYS_REF,
     TRACK,
 )
+from git_genjob.storage.notes import all_notes, merge_notes, notes_tree
+from git_genjob.storage.records import JOB_ENVELOPE, chain_root, vouch_problem, vouched_events
 from git_genjob.storage.store import RefUpdate, Store
 
 
@@ -234,8 +237,6 @@ def reconcile(
     """Bring local refs up to what the remote holds, without losing local work. The notes refs
     are taken only through `notes` (landing.quarantine: only notes that verify, SPEC §12.2);
     without it they stay in their holding refs."""
-    from git_genjob.documents.job import is_key
-
     recover_kept(store, report)
     remote_refs = dict(remote_refs)
     for name, oid in sorted(remote_refs.items()):
@@ -295,10 +296,7 @@ def _foreign_chain(store: Store, key: str, local: pygit2.Oid, remote: pygit2.Oid
     remote chain from another root is another job under this key; it counts as a rival only
     if a planner HEAD trusts signed that root's job under this key. What is no rival is a
     keyless remote's doing: it changes nothing here, and push puts ours back."""
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.documents.job import Job, job_signer
-    from git_genjob.storage.records import JOB_ENVELOPE, chain_root, vouched_events
-    from git_genjob.storage.truststore import trust_at_head
+    from git_genjob.storage.truststore import trust_at_head  # loads PyNaCl: only when a rival chain is judged
 
     try:
         ours, theirs = chain_root(store, local), chain_root(store, remote)
@@ -330,8 +328,6 @@ def recover_kept(store: Store, report: SyncReport) -> None:
     contain that one lost history: it is merged back (a union; nothing is ever dropped), while
     its commits still exist (reflogs and unreachable objects keep them until a gc prunes them).
     """
-    from git_genjob.storage.notes import merge_notes
-
     for name, merge in (
         (ARCHIVE_REF, merge_union),
         (REPLAYS_REF, merge_union),
@@ -379,8 +375,6 @@ def _drop_archived_live(store: Store, report: SyncReport) -> None:
         if tip is None or Archive(store).entry(key) is None:
             continue
         if tip == archive or store.descendant_of(archive, tip):
-            from git_genjob.storage.records import vouch_problem
-
             entry = Archive(store).entry(key)
             problem = vouch_problem(store, key, entry) if entry is not None else "no archive entry"
             if problem is not None:  # SPEC §11: a live job is dropped only for an entry this clone can see
@@ -409,8 +403,6 @@ def _notes_to_push(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> pygit
     clone does not have (held by the quarantine, unchecked here), ours plus those, so a push
     never drops another clone's notes. A refused note on a commit this clone has is replaced by
     ours (or dropped): the push puts back what verifies."""
-    from git_genjob.storage.notes import all_notes, notes_tree
-
     if store.descendant_of(local, remote):
         return local
     mine = all_notes(store, store.get_commit(local).tree)

@@ -29,7 +29,7 @@ from git_genjob.documents.errors import (
 from git_genjob.documents.paths import check_entry_name
 from git_genjob.storage import durable, locks
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.gitdir import clean_env, resolve_common
+from git_genjob.storage.gitdir import clean_env, live_keys, resolve_common
 from git_genjob.storage.layout import (
     ARCHIVE_REF,
     JOBS_PREFIX,
@@ -919,8 +919,6 @@ class Store:
         return resolve_common(self.gitdir)
 
     def live_keys(self) -> list[str]:
-        from git_genjob.storage.gitdir import live_keys
-
         return live_keys(self.common_dir)
 
     def iter_refs(self, prefix: str) -> Iterator[tuple[str, pygit2.Oid]]:
