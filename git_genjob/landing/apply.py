@@ -21,6 +21,7 @@ from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, ne
 from git_genjob.planner.ledger import archive
 from git_genjob.storage import locks
 from git_genjob.storage.archive import Archive
+from git_genjob.storage.blobs import blob_chunks
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.gitdir import clean_env, genjob_trailers_of_commit, may_name_a_job, read_commit_trailers
 from git_genjob.storage.layout import (
@@ -279,7 +280,7 @@ def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid
             target = os.path.join(tmp, path)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "wb") as fh:
-                for data in store.blob_chunks(oid):
+                for data in blob_chunks(store, oid):
                     fh.write(data)
         env = {**clean_env(), "GENJOB_OUTPUTS": tmp, "GENJOB_KEY": record.key}
         for argv, what in gates:
