@@ -4,8 +4,6 @@ updates. What genjob keeps where is in `layout`; the archive's tree and rows are
 from __future__ import annotations
 
 import contextlib
-import datetime
-import email.utils
 import functools
 import os
 import random
@@ -28,7 +26,7 @@ from git_genjob.documents.errors import (
 from git_genjob.documents.paths import check_entry_name
 from git_genjob.storage import durable, locks
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.gitdir import clean_env, live_keys, resolve_common
+from git_genjob.storage.gitdir import clean_env, git_date, live_keys, refuse_unsupported, resolve_common, sha256_refusal
 from git_genjob.storage.layout import (
     ARCHIVE_REF,
     JOBS_PREFIX,
@@ -108,82 +106,14 @@ def open_repo(path: str | None = None) -> pygit2.Repository:
                 "run git genjob inside the repository's work tree, or unset GIT_DIR",
             )
         raise NotARepository(f"not a git repository: {start}", "run git genjob inside a repository (git init)")
-    _refuse_unsupported(found)
+    refuse_unsupported(found)
     try:
         repo = durable.open_repository(found)
     except pygit2.GitError as exc:
         if "object format" in str(exc):
-            raise _sha256_refusal(found, str(exc)) from None
+            raise sha256_refusal(found, str(exc)) from None
         raise NotARepository(f"cannot open repository {found}: {exc}") from None
     return repo
-
-
-def repository_extensions(gitdir: str) -> dict[str, str]:
-    """`[extensions]` of the repository's config, names lowercased (as git reads them)."""
-    config_path = os.path.join(resolve_common(gitdir), "config")
-    try:
-        with open(config_path, encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return {}
-    out: dict[str, str] = {}
-    section = ""
-    for raw in lines:
-        line = raw.split("#", 1)[0].split(";", 1)[0].strip()
-        if line.startswith("["):
-            section = line[1:].split("]", 1)[0].split('"', 1)[0].strip().lower()
-            line = line.split("]", 1)[1].strip() if "]" in line else ""
-        if section == "extensions" and "=" in line:
-            name, value = line.split("=", 1)
-            out[name.strip().lower()] = value.strip().strip('"').lower()
-    return out
-
-
-def _sha256_refusal(gitdir: str, detail: str = "extensions.objectFormat=sha256") -> BadInput:
-    return BadInput(
-        f"repository {gitdir} uses SHA-256 object names ({detail}), which the libgit2 that git genjob "
-        "reads repositories with cannot open",
-        "git genjob works in SHA-1 repositories (git's default): see docs/exit-codes.md",
-    )
-
-
-def _refuse_unsupported(gitdir: str) -> None:
-    """One clear refusal, before libgit2's raw error, for a repository it cannot open."""
-    ext = repository_extensions(gitdir)
-    if ext.get("refstorage") == "reftable":
-        raise BadInput(
-            f"repository {gitdir} uses extensions.refStorage=reftable, which libgit2 cannot open",
-            "use a repository with the files ref backend (git clone --ref-format=files)",
-        )
-    if ext.get("objectformat", "sha1") != "sha1" or ext.get("compatobjectformat", "sha1") != "sha1":
-        raise _sha256_refusal(gitdir)
-
-
-def git_date(value: str, what: str) -> tuple[int, int]:
-    """(unix seconds, offset in minutes) of a date as git takes it in GIT_*_DATE: its own
-    `<seconds> <+hhmm>` (or `@<seconds>`), RFC 2822 or ISO 8601; anything else exits 2."""
-    raw = value.strip().removeprefix("@")
-    parts = raw.split()
-    try:
-        if parts and parts[0].isdigit() and len(parts) <= 2:
-            zone = parts[1] if len(parts) == 2 else "+0000"
-            if len(zone) != 5 or zone[0] not in "+-" or not zone[1:].isdigit():
-                raise ValueError(zone)
-            minutes = int(zone[1:3]) * 60 + int(zone[3:])
-            return int(parts[0]), -minutes if zone[0] == "-" else minutes
-        try:
-            when = email.utils.parsedate_to_datetime(raw)
-        except (TypeError, ValueError):
-            when = datetime.datetime.fromisoformat(raw)
-        if when.tzinfo is None:
-            when = when.astimezone()  # a local time, as git reads one
-        offset = when.utcoffset()
-        assert offset is not None
-        return int(when.timestamp()), int(offset.total_seconds() // 60)
-    except ValueError:
-        raise BadInput(
-            f"{what}={value!r} is not a date git understands", 'e.g. "1700000000 +0000" or an ISO 8601 time'
-        ) from None
 
 
 @dataclass(frozen=True)
