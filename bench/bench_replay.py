@@ -20,7 +20,8 @@ from common import make_repo  # noqa: E402
 def fill(repo: str, n: int) -> None:
     """N recorded entries written in bulk (one commit), the same layout Cache.add writes."""
     from git_genjob.documents.canonical import canonical_bytes, sha256_hex
-    from git_genjob.storage.store import REPLAYS_REF, RefUpdate, Store
+    from git_genjob.storage.layout import REPLAYS_REF
+    from git_genjob.storage.store import RefUpdate, Store
 
     store = Store.open(repo)
     r = pygit2.Repository(store.gitdir)

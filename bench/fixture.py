@@ -15,8 +15,8 @@ from typing import BinaryIO
 
 from git_genjob.documents.canonical import canonical_bytes, digest
 from git_genjob.documents.job import Job, seal_job
+from git_genjob.storage.layout import shard
 from git_genjob.storage.records import JOB_ENVELOPE, event_message
-from git_genjob.storage.store import shard
 
 WHO = "bench <bench@example.com> 1767225600 +0000"
 
@@ -133,15 +133,17 @@ def add_rows(repo: str) -> None:
     import pygit2
 
     from git_genjob.planner.queue import archive_row
+    from git_genjob.storage.archive import Archive, rows_blob
+    from git_genjob.storage.layout import ARCHIVE_REF, ROWS_DIR
     from git_genjob.storage.records import load_tree
-    from git_genjob.storage.store import ARCHIVE_REF, ROWS_DIR, RefUpdate, Store, rows_blob
+    from git_genjob.storage.store import RefUpdate, Store
 
     store = Store.open(repo)
     tip = store.ref_target(ARCHIVE_REF)
     assert tip is not None
     raw = pygit2.Repository(store.gitdir)
     rows = raw.TreeBuilder()
-    for name, shard_tree, _, _ in store.archive_shards():
+    for name, shard_tree, _, _ in Archive(store).shards():
         lines = {}
         for entry in shard_tree:
             sub = store.get(entry.id)

@@ -16,9 +16,11 @@ from git_genjob.documents.canonical import canonical_bytes, digest
 from git_genjob.documents.keys import generate, read_signing_key
 from git_genjob.documents.receipt import build_statement, sign_statement, subjects_for
 from git_genjob.planner.ledger import claim, record_sending, recover
+from git_genjob.storage.blobs import STREAM_ABOVE
+from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import load_live, write_event
-from git_genjob.storage.store import RefUpdate, Store, job_ref
+from git_genjob.storage.store import RefUpdate, Store
 from tests.conftest import git, live, raw_repo, refs, run_genjob, setup_worker, submit_key, work
 
 GOOD = "echo 'def fetch_user(uid, timeout=1):\n    return uid' > src/user.py"
@@ -427,12 +429,11 @@ def test_audit_honours_a_later_revocation(done: tuple[Path, Path, str]) -> None:
 
 
 def test_outputs_larger_than_the_stream_threshold_verify_and_apply(repo: Path) -> None:
-    """Outputs above Store.STREAM_ABOVE are hashed and copied a chunk at a time through git."""
-    from git_genjob.storage.store import Store
+    """Outputs above STREAM_ABOVE are hashed and copied a chunk at a time through git."""
 
     key = setup_worker(repo)
     k = submit_key(repo, "-m", "big", "src/user.py", "--create", "data.bin")
-    size = Store.STREAM_ABOVE + 123_457
+    size = STREAM_ABOVE + 123_457
     script = repo.parent / "big.py"
     line = b"0123456789 abcdefghij klmnopqrstuvwxyz\n"  # text: the secret scan reads it fast
     script.write_text(f"open('data.bin', 'wb').write({line!r} * ({size} // {len(line)}) + b'tail')\n")

@@ -20,6 +20,7 @@ from git_genjob.documents.canonical import canonical_bytes, digest, format_time,
 from git_genjob.documents.job import Job, seal_job
 from git_genjob.documents.keys import generate
 from git_genjob.replay.cache import Cache, fingerprint, request_doc
+from git_genjob.storage.archive import Archive
 from git_genjob.storage.records import bundle_inputs, event_message, load_live
 from git_genjob.storage.store import Store
 from git_genjob.worker.generators import build_prompt
@@ -637,7 +638,7 @@ def _push_archive_entry(attacker: Path, k: str, files: dict[str, bytes]) -> None
         builder.insert(name, raw.create_blob(data), pygit2.enums.FileMode.BLOB)
     tip = store.ref_target(f"refs/genjob/jobs/{k}")
     assert tip is not None
-    new = store.archive_commit(k, tip, builder.write(), f"genjob: archive {k} (applied)\n")
+    new = Archive(store).commit(k, tip, builder.write(), f"genjob: archive {k} (applied)\n")
     git(attacker, "push", "-q", "origin", f"{new}:refs/genjob/archive")
 
 

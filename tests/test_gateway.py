@@ -616,7 +616,8 @@ def test_a_damaged_replay_entry_is_a_miss_sent_afresh(repo: Path, monkeypatch: p
     again rather than the agent's connection dropped."""
     import pygit2
 
-    from git_genjob.storage.store import REPLAYS_REF, RefUpdate
+    from git_genjob.storage.layout import REPLAYS_REF
+    from git_genjob.storage.store import RefUpdate
     from tests.conftest import raw_repo
 
     stub = Stub()

@@ -18,7 +18,9 @@ import pytest
 from git_genjob.documents.canonical import canonical_bytes, digest
 from git_genjob.documents.keys import read_signing_key
 from git_genjob.documents.receipt import sign_statement, subjects_for
-from git_genjob.storage.store import ARCHIVE_REF, RefUpdate, Store, job_ref
+from git_genjob.storage.archive import Archive
+from git_genjob.storage.layout import ARCHIVE_REF, job_ref
+from git_genjob.storage.store import RefUpdate, Store
 from tests.conftest import git, live, raw_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
 from tests.test_apply import GOOD, _replace_tip, _statement, snapshot
 
@@ -721,7 +723,7 @@ def test_a_damaged_archive_entry_is_one_damaged_row(ready: tuple[Path, Path]) ->
     assert tip is not None
     bad = store.tree_with(None, "meta.json", store.blob(b'{"key":"x"}'))
     bad = store.tree_with(store.get(bad), "job.json", store.blob(b"{}"))  # type: ignore[arg-type]
-    tree = store.archive_tree_with(store.get_commit(tip).tree, "evil", bad)
+    tree = Archive(store).tree_with(store.get_commit(tip).tree, "evil", bad)
     store.update_refs([RefUpdate(ARCHIVE_REF, tip, store.commit(tree, [tip], "hostile\n"))])
     res = run_genjob("status", "--all", "--json", cwd=repo)
     assert res.code == 0, res.err

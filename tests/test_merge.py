@@ -459,7 +459,9 @@ def test_audit_of_a_merged_apply_rehashes_the_stored_job_it_recomputes_from(
 ) -> None:
     """The blobs a merged apply is recomputed from lie outside every signature: a job ref whose
     outputs/ or inputs/ were swapped (anyone who can push refs/genjob/* can) fails audit."""
-    from git_genjob.storage.store import RefUpdate, Store, job_ref
+    from git_genjob.storage.archive import Archive
+    from git_genjob.storage.layout import job_ref
+    from git_genjob.storage.store import RefUpdate, Store
     from tests.conftest import raw_repo
 
     repo, key = ready
@@ -467,7 +469,7 @@ def test_audit_of_a_merged_apply_rehashes_the_stored_job_it_recomputes_from(
     teammate(repo, "return 2", "return 3")
     assert run_genjob("apply", k, cwd=repo).code == 0
     store = Store.open(str(repo))
-    entry = store.archive_entry(k)
+    entry = Archive(store).entry(k)
     assert entry is not None
     files = store.tree_files(entry)
     files[swap] = store.blob((repo / "src/a.py").read_bytes())  # the landed, merged content

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pygit2
 
+from git_genjob.storage.layout import NOTES_REF
 from git_genjob.storage.notes import note_path, read_note, write_note
-from git_genjob.storage.store import NOTES_REF, RefUpdate, Store
+from git_genjob.storage.store import RefUpdate, Store
 from tests.conftest import git
 
 

@@ -18,7 +18,7 @@ from tests.conftest import git, repo_with_remote, run_genjob, setup_worker, subm
 from tests.test_status_fast import probe
 from tests.test_verify_fast import GOOD, done, slow_then_fast
 
-BIG = "head -c 5000000 /dev/zero | tr '\\0' a > src/user.py"  # above Store.STREAM_ABOVE: read through git
+BIG = "head -c 5000000 /dev/zero | tr '\\0' a > src/user.py"  # above blobs.STREAM_ABOVE: read through git
 
 
 def slow_now(repo: Path, *args: str) -> tuple[int, str]:

@@ -164,7 +164,7 @@ def test_competing_answers_from_two_machines_are_a_drift(tmp_path: Path) -> None
 
 def test_child_git_gets_only_allowed_git_variables(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A hook's GIT_DIR / GIT_INDEX_FILE must not point genjob's own git children elsewhere."""
-    from git_genjob.storage.remote import clean_env
+    from git_genjob.storage.gitdir import clean_env
 
     for name in [k for k in os.environ if k.startswith("GIT_")]:
         monkeypatch.delenv(name)

@@ -237,7 +237,8 @@ def test_cache_ls_lists_a_damaged_entry_as_one_row_and_ignores_what_is_no_entry(
     DAMAGED row, names that are no fingerprint are not entries; the listing itself succeeds."""
     import pygit2
 
-    from git_genjob.storage.store import REPLAYS_REF, RefUpdate, Store
+    from git_genjob.storage.layout import REPLAYS_REF
+    from git_genjob.storage.store import RefUpdate, Store
     from tests.conftest import raw_repo
 
     code, text, _ = ask(repo, stub.url, "Write hello")

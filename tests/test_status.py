@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pygit2
 
-from git_genjob.storage.store import ARCHIVE_REF, ROWS_DIR, RefUpdate, Store, shard
+from git_genjob.storage.layout import ARCHIVE_REF, ROWS_DIR, shard
+from git_genjob.storage.store import RefUpdate, Store
 from tests.conftest import git, raw_repo, repo_with_remote, run_genjob, setup_worker, submit_key, work
 
 
@@ -98,7 +99,7 @@ def test_two_clones_archiving_into_one_shard_merge_their_rows(tmp_path: Path) ->
 
 def test_an_oversized_rows_blob_is_ignored(repo: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A rows blob over ROWS_MAX_BYTES is never read: here one whose lines would be believed."""
-    import git_genjob.storage.store
+    import git_genjob.storage.archive
 
     setup_worker(repo)
     k = submit_key(repo, "-m", "dropped one", "README.md")
@@ -112,7 +113,7 @@ def test_an_oversized_rows_blob_is_ignored(repo: Path, monkeypatch) -> None:  # 
 
     _rewrite_archive(repo, change)
     assert [r["state"] for r in _all(repo)] == ["applied"]  # a row written for this tree is believed
-    monkeypatch.setattr(git_genjob.storage.store, "ROWS_MAX_BYTES", len(blob) - 1)
+    monkeypatch.setattr(git_genjob.storage.archive, "ROWS_MAX_BYTES", len(blob) - 1)
     assert [r["state"] for r in _all(repo)] == ["dropped"]  # too big: the documents are read instead
 
 

@@ -101,9 +101,10 @@ def commit_not_key(store: Any, text: str) -> str | None:
     import pygit2
 
     from git_genjob.documents.errors import GenjobError
-    from git_genjob.storage.store import job_ref
+    from git_genjob.storage.archive import Archive
+    from git_genjob.storage.layout import job_ref
 
-    if store.ref_target(job_ref(text)) is not None or store.archive_entry(text) is not None:
+    if store.ref_target(job_ref(text)) is not None or Archive(store).entry(text) is not None:
         return None
     try:
         return str(store.revparse_commit(text).id)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from git_genjob.cli.demo_model import DemoModel
 from git_genjob.documents.errors import GenjobError
+from git_genjob.storage.gitdir import clean_env
+from git_genjob.storage.layout import NOTES_REF
 
 DEMO_KEY_ENV = "GENJOB_DEMO_MODEL_KEY"
 
@@ -49,8 +51,6 @@ class DemoResult:
 
 
 def _git(repo: str, *args: str) -> str:
-    from git_genjob.storage.remote import clean_env
-
     env = clean_env()
     env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
     proc = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, env=env, check=True)
@@ -212,7 +212,7 @@ def run_demo(keep: bool, model: str | None, say: Callable[[str], None]) -> DemoR
             applied = apply(store, job.key)
             say(f"$ git genjob apply {job.key}")
             say(f"  applied as {applied.commit[:12]} on {applied.branch}")
-            log = _git(repo, "-c", "notes.displayRef=refs/notes/genjob", "log", "--notes=genjob", "--stat", "-1")
+            log = _git(repo, "-c", f"notes.displayRef={NOTES_REF}", "log", "--notes=genjob", "--stat", "-1")
             say("$ git log --notes=genjob --stat -1")
             say(log.rstrip())
             result = DemoResult(repo, job.key, applied.commit, log, lines)

@@ -6,6 +6,8 @@ import inspect
 
 import click
 
+from git_genjob.storage.layout import RECEIPTS_REF, REPLAYS_REF, job_ref
+
 EXAMPLES = {
     "init": "git genjob init --hooks",
     "keygen": "git genjob keygen --name w1",
@@ -146,13 +148,13 @@ JSON_SHAPES = {
             "facts": [],
             "note": [f"genjob {K} ok: signed by w1 (SHA256:…), receipt {D}", "  instruction: …"],
             "forged_note": None,
-            "envelope_ref": "refs/notes/genjob-receipts",
+            "envelope_ref": RECEIPTS_REF,
             "jobs": [K],
         }
     ],
     "audit": {"commits": ["(as log)"], "failing": 0, "unchecked": 0},
     "push": {
-        "pushed": ["refs/genjob/jobs/" + K],
+        "pushed": [job_ref(K)],
         "created": [],
         "updated": [],
         "merged": [],
@@ -163,7 +165,7 @@ JSON_SHAPES = {
     "fetch": {
         "created": [K],
         "updated": [],
-        "merged": ["refs/genjob/replays"],
+        "merged": [REPLAYS_REF],
         "dropped": [],
         "diverged": [],
         "pushed": [],

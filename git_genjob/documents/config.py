@@ -5,14 +5,21 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from git_genjob.documents.errors import BadInput
 
-if TYPE_CHECKING:  # config is a document: it reads through a store, it never imports one
-    import pygit2
+Tree = TypeVar("Tree", contravariant=True)
 
-    from git_genjob.storage.store import Store
+
+class ConfigSource(Protocol[Tree]):
+    """Where config.toml is read from: the work tree or a commit's tree (a storage Store is one).
+    Config is a document: it reads through what it is handed, it never imports the store."""
+
+    def file_at(self, tree: Tree, path: str) -> bytes | None: ...
+
+    def worktree_file(self, path: str) -> bytes | None: ...
+
 
 DEFAULT_IGNORE = ("__pycache__/", "*.pyc", ".pytest_cache/")
 
@@ -305,7 +312,7 @@ def _gateways(section: dict[str, object]) -> tuple[tuple[str, str, str | None, s
 _PARSED: dict[bytes, Config] = {}  # config.toml's bytes -> its Config (a value; bytes never change meaning)
 
 
-def read_config(store: Store, tree: pygit2.Tree | None = None) -> Config:
+def read_config(store: ConfigSource[Tree], tree: Tree | None = None) -> Config:
     """config.toml from the work tree (default) or from a commit's tree."""
     name = ".genjob/config.toml"
     data = store.file_at(tree, name) if tree is not None else store.worktree_file(name)  # sparse: the index's

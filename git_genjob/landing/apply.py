@@ -20,22 +20,22 @@ from git_genjob.landing.summary import Facts, Party, generator_label, render
 from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, next_step
 from git_genjob.planner.ledger import archive
 from git_genjob.storage import locks
+from git_genjob.storage.archive import Archive
+from git_genjob.storage.blobs import blob_chunks
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.gitdir import genjob_trailers_of_commit, may_name_a_job, read_commit_trailers
+from git_genjob.storage.gitdir import clean_env, genjob_trailers_of_commit, may_name_a_job, read_commit_trailers
+from git_genjob.storage.layout import (
+    ARCHIVE_REF,
+    NOTES_REF,
+    RECEIPTS_REF,
+    apply_lock_path,
+    applying_path,
+    job_ref,
+)
 from git_genjob.storage.notes import write_note
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import JobRecord, find_job, parse_trailers, vouch_problem
-from git_genjob.storage.store import (
-    ARCHIVE_REF,
-    LOCK_WAIT_S,
-    NOTES_REF,
-    RECEIPTS_REF,
-    RefUpdate,
-    Store,
-    job_ref,
-    lookup,
-    retry_cas,
-)
+from git_genjob.storage.store import LOCK_WAIT_S, RefUpdate, Store, lookup, retry_cas
 from git_genjob.storage.usercommit import user_commit
 from git_genjob.storage.worktree import (
     IndexUntouched,
@@ -203,7 +203,7 @@ class Intent:
 
 
 def _intent_path(store: Store, key: str) -> str:
-    return os.path.join(store.common_dir, "genjob", "applying", key)
+    return applying_path(store.common_dir, key)
 
 
 def write_intent(store: Store, key: str, intent: Intent) -> None:
@@ -280,10 +280,8 @@ def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid
             target = os.path.join(tmp, path)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "wb") as fh:
-                for data in store.blob_chunks(oid):
+                for data in blob_chunks(store, oid):
                     fh.write(data)
-        from git_genjob.storage.remote import clean_env
-
         env = {**clean_env(), "GENJOB_OUTPUTS": tmp, "GENJOB_KEY": record.key}
         for argv, what in gates:
             proc = subprocess.run(argv, cwd=store.workdir or store.gitdir, env=env, capture_output=True, text=True)
@@ -313,7 +311,7 @@ def _apply_lock(store: Store, timeout: float = 300.0) -> Iterator[None]:
     import fcntl
     import time
 
-    path = os.path.join(store.common_dir, "genjob", "apply.flock")
+    path = apply_lock_path(store.common_dir)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -336,7 +334,7 @@ def _apply_lock(store: Store, timeout: float = 300.0) -> Iterator[None]:
 def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     record = find_job(store, key)
     if record.archived:
-        store.finish_archive_move(key)
+        Archive(store).finish_move(key, vouch=vouch_problem)
         clear_intent(store, key)
         final = record.meta.final
         if final is not None and final.state == "applied":
@@ -506,7 +504,7 @@ def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oi
     def attempt() -> None:
         live = find_job(store, record.key)
         if live.archived:
-            store.finish_archive_move(record.key)
+            Archive(store).finish_move(record.key, vouch=vouch_problem)
         else:  # a lost race means the archive moved (another job's apply, or this one's twin): read it again
             archive(publisher(store), live, final)
         clear_intent(store, record.key)

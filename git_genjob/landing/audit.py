@@ -36,15 +36,18 @@ from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
 from git_genjob.landing.summary import FORGED, Facts, Party, check, generator_label, quoted, renderings
 from git_genjob.landing.verify import TrustStore, note_envelope, note_job, trust_from_tree
 from git_genjob.planner.trust import job_trust
+from git_genjob.storage.archive import Archive
 from git_genjob.storage.gitdir import (
     attributions,
     canonical_trailer_key,
+    clean_env,
     genjob_trailers_of_commit,
     read_commit_trailers,
 )
+from git_genjob.storage.layout import NOTES_REF, RECEIPTS_REF
 from git_genjob.storage.notes import note_blobs, note_path, read_note, receipt_note
 from git_genjob.storage.records import JobRecord, load_archived, load_live
-from git_genjob.storage.store import NOTES_REF, RECEIPTS_REF, Store, lookup
+from git_genjob.storage.store import Store, lookup
 
 NULL_OID = pygit2.Oid(hex="0" * 40)
 
@@ -194,8 +197,6 @@ def commits_in(store: Store, spec: str | None | Walk) -> list[pygit2.Commit]:
             _range_commit(store, side or "HEAD", rev)
     import subprocess
 
-    from git_genjob.storage.remote import clean_env
-
     proc = subprocess.run(
         ["git", f"--git-dir={store.gitdir}", *walk.rev_list()],
         capture_output=True,
@@ -270,8 +271,8 @@ def audit_commit(
             result.forged_note = quoted(summary)
             p.append(f"{FORGED}: no receipt on this commit backs it")
         p.append(
-            "no genjob note with an envelope on this commit (looked in refs/notes/genjob-receipts and "
-            "refs/notes/genjob; git genjob fetch brings notes)" + _copy_hint(store, commit, t)
+            f"no genjob note with an envelope on this commit (looked in {RECEIPTS_REF} and "
+            f"{NOTES_REF}; git genjob fetch brings notes)" + _copy_hint(store, commit, t)
         )
         return result
     raw, ref_and_note = parsed[1], found
@@ -422,7 +423,7 @@ def _judge_summary(
         result.note = [line for line in expected[0].decode("utf-8").splitlines()]
     else:
         result.forged_note = quoted(summary)
-        result.problems.append(f"{FORGED}: refs/notes/genjob does not hold what the verified receipt renders")
+        result.problems.append(f"{FORGED}: {NOTES_REF} does not hold what the verified receipt renders")
         result.note = []
     if found[0] == RECEIPTS_REF:
         carried = note_envelope(found[1], facts.receipt)
@@ -666,7 +667,7 @@ def _prefetch(store: Store, commits: list[pygit2.Commit]) -> None:
         trust = lookup(c.tree, ".genjob")
         trees += [trust] if isinstance(trust, pygit2.Tree) else []
         for group in genjob_groups(c.message):
-            entry = store.archive_entry(group.get("Genjob-Key", "")) if group.get("Genjob-Key") else None
+            entry = Archive(store).entry(group.get("Genjob-Key", "")) if group.get("Genjob-Key") else None
             trees += [entry] if entry is not None else []
         if len(c.parents) == 1:
             deltas = c.tree.diff_to_tree(c.parents[0].tree, swap=True).deltas

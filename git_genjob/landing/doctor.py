@@ -321,7 +321,7 @@ def _git(store: Store, *args: str) -> str:
 
 
 def _notes(store: Store) -> list[Check]:
-    from git_genjob.storage.store import NOTES_REF
+    from git_genjob.storage.layout import NOTES_REF
 
     if store.head_commit() is None:
         return [Check("notes", Status.SKIP, "no commit checked out")]
@@ -379,7 +379,7 @@ def _hooks(store: Store) -> list[Check]:
 def fetches_notes_directly(refspec: str) -> bool:
     """Whether a fetch refspec takes genjob's notes refs from the remote on a plain `git fetch`
     (SPEC §12.2: they come in only through `git genjob fetch`, which checks each note first)."""
-    from git_genjob.storage.store import NOTES_REF, RECEIPTS_REF
+    from git_genjob.storage.layout import NOTES_REF, RECEIPTS_REF
 
     src = refspec.lstrip("+").partition(":")[0]
     return any(fnmatch.fnmatchcase(ref, src) for ref in (NOTES_REF, RECEIPTS_REF))

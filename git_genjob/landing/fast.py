@@ -49,7 +49,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from git_genjob.storage.fastrefs import Refs, file_stamp, key_args, repo_dirs, window, within, write_derived
-from git_genjob.storage.gitdir import JOBS_PREFIX, live_tips
+from git_genjob.storage.gitdir import live_tips
+from git_genjob.storage.layout import ARCHIVE_REF, NOTES_REF, RECEIPTS_REF, job_ref, log_memo_path, verify_memo_path
 
 if TYPE_CHECKING:
     from typing import Any
@@ -58,12 +59,7 @@ if TYPE_CHECKING:
     from git_genjob.landing.verify import Verdict
     from git_genjob.storage.store import Store
 
-VERIFY_DIR = "verify-out"
-LOG_MEMO = "log-out"
 MEMO_MAX = 4 << 20  # a larger answer is left to the slow path
-# storage/store.py's names, not imported: it loads libgit2
-ARCHIVE_REF = "refs/genjob/archive"
-NOTES_REFS = ("refs/notes/genjob", "refs/notes/genjob-receipts")
 # Variables that move where git finds the repository, its objects or its config: never decided here.
 _DISCOVERY = (
     "GIT_DIR",
@@ -147,8 +143,8 @@ def stamp(workdir: str, gitdir: str, trust: bool) -> dict[str, str] | None:
     out: dict[str, str | None] = {
         "head": refs.head(),
         "archive": refs.get(ARCHIVE_REF),
-        "notes": refs.get(NOTES_REFS[0]),
-        "receipts": refs.get(NOTES_REFS[1]),
+        "notes": refs.get(NOTES_REF),
+        "receipts": refs.get(RECEIPTS_REF),
         "config": _config(os.path.join(gitdir, "config")),
         "shallow": file_stamp(os.path.join(gitdir, "shallow")),
         "grafts": file_stamp(os.path.join(gitdir, "info", "grafts")),
@@ -189,7 +185,7 @@ def _job_refs(gitdir: str, keys: list[str]) -> dict[str, str] | None:
     refs = Refs(gitdir)
     out = {}
     for key in keys:
-        value = refs.get(JOBS_PREFIX + key)
+        value = refs.get(job_ref(key))
         if value is None:
             return None
         out[key] = value
@@ -246,7 +242,7 @@ def _verify_memo(gitdir: str, key: str, st: dict[str, str] | None, as_json: bool
     if st is None:
         return None
     try:
-        with open(os.path.join(gitdir, "genjob", VERIFY_DIR, key), "rb") as fh:
+        with open(verify_memo_path(gitdir, key), "rb") as fh:
             memo = json.loads(fh.read())
     except FileNotFoundError:
         return None
@@ -294,6 +290,7 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
     from git_genjob.documents.errors import plain
     from git_genjob.landing.verify import CHECKS
     from git_genjob.planner.trust import trust_at_head, trust_from_worktree
+    from git_genjob.storage.archive import Archive  # loads libgit2: only the slow path, which has it
 
     taken = _taken("verify", store)
     if taken is None or not verdict.ok or not _safe_key(key):
@@ -307,7 +304,7 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
     ):
         return  # a merge was computed (it reads attributes no stamp covers)
     jobs = _job_refs(gitdir, [key])
-    if jobs is None or (jobs[key] and store.archive_entry(key) is not None):
+    if jobs is None or (jobs[key] and Archive(store).entry(key) is not None):
         return
     signers = [*trust_from_worktree(store).signers, *trust_at_head(store).signers]
     edges = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None]
@@ -318,7 +315,7 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
     if stamp(taken[0], gitdir, trust=True) != st or _job_refs(gitdir, [key]) != jobs:
         return
     memo = {"v": 1, "key": key, "stamp": st, "jobs": jobs, **window(edges, t0), "text": text, "json": as_json}
-    write_derived(os.path.join(gitdir, "genjob", VERIFY_DIR, key), json.dumps(memo).encode("utf-8"))
+    write_derived(verify_memo_path(gitdir, key), json.dumps(memo).encode("utf-8"))
 
 
 # -- `log` ----------------------------------------------------------------------------------
@@ -350,7 +347,7 @@ def _log_memo(gitdir: str, st: dict[str, str] | None, as_json: bool) -> str | No
     if st is None:
         return None
     try:
-        with open(os.path.join(gitdir, "genjob", LOG_MEMO), "rb") as fh:
+        with open(log_memo_path(gitdir), "rb") as fh:
             memo = json.loads(fh.read())
     except FileNotFoundError:
         return None
@@ -380,4 +377,4 @@ def remember_log(store: Store, results: list[CommitAudit], text: str, as_json: s
     if jobs is None or stamp(workdir, gitdir, trust=False) != st:
         return
     memo = {"v": 1, "stamp": st, "jobs": jobs, "text": text, "json": as_json}
-    write_derived(os.path.join(gitdir, "genjob", LOG_MEMO), json.dumps(memo).encode("utf-8"))
+    write_derived(log_memo_path(gitdir), json.dumps(memo).encode("utf-8"))

@@ -8,6 +8,7 @@ import sys
 import time
 
 from git_genjob.documents.errors import EXIT_CONFLICT, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from git_genjob.storage.layout import GENJOB_PREFIX, JOBS_PREFIX, NOTES_PREFIX, NOTES_REF, NOTES_REFS, hook_paths_path
 
 TYPE_CHECKING = False  # typing itself costs a hook ~5 ms to import; mypy reads this name as typing's
 if TYPE_CHECKING:
@@ -220,8 +221,6 @@ def _live_job_paths(tips: dict[str, str] | None) -> dict[str, list[str]]:
     --batch`. A damaged job holds no paths, and neither does one no planner this work tree's
     `.genjob/` trusts signed (SPEC §11: a keyless remote's job holds up nobody's commit); the
     memo is kept for one trust store and read anew when it changes."""
-    from git_genjob.storage.gitdir import JOBS_PREFIX
-
     if tips is None:
         tips = {}
         for line in _git(["for-each-ref", "--format=%(objectname) %(refname)", JOBS_PREFIX]).decode().splitlines():
@@ -317,7 +316,7 @@ def _memo_path() -> str | None:
     from git_genjob.storage.gitdir import common_dir
 
     common = common_dir()
-    return os.path.join(common, "genjob", "hook-paths") if common else None
+    return hook_paths_path(common) if common else None
 
 
 def _read_memo(path: str | None, stamp: str) -> dict[str, list[str]]:
@@ -481,16 +480,12 @@ def _pre_push(args: list[str]) -> int:
     """Refuse pushing genjob commits that fail audit or whose note the remote will not have."""
     remote, pushed = _pushed(args)
     checked = [
-        line for line in pushed if not line[2].startswith(("refs/genjob/", "refs/notes/")) and set(line[1]) != {"0"}
+        line for line in pushed if not line[2].startswith((GENJOB_PREFIX, NOTES_PREFIX)) and set(line[1]) != {"0"}
     ]
-    from git_genjob.landing.fast import NOTES_REFS as SUMMARY_REFS  # the fast path leaves libgit2 unloaded
-
-    summaries = [line for line in pushed if line[2] == SUMMARY_REFS[0] and set(line[1]) != {"0"}]
+    summaries = [line for line in pushed if line[2] == NOTES_REF and set(line[1]) != {"0"}]
     if not summaries and not any(_may_push_a_genjob_commit(remote, local, base) for _l, local, _r, base in checked):
         return EXIT_OK  # no pushed commit can name a job, no summary note is pushed: libgit2 is never loaded
     store = _store()
-    from git_genjob.storage.store import NOTES_REFS
-
     pushing_notes = {ref for ref in NOTES_REFS if any(p[2] == ref and p[0] != "(delete)" for p in pushed)}
     notes_on_remote = _RemoteNotes(store, remote)
     problems = []
@@ -522,9 +517,8 @@ class _RemoteNotes:
     def _load(self) -> dict[str, set[str]]:
         import subprocess
 
+        from git_genjob.storage.gitdir import clean_env
         from git_genjob.storage.notes import all_notes
-        from git_genjob.storage.remote import clean_env
-        from git_genjob.storage.store import NOTES_REFS
 
         proc = subprocess.run(
             ["git", "ls-remote", self.remote, *NOTES_REFS], capture_output=True, text=True, env=clean_env()
@@ -544,7 +538,6 @@ def _check_pushed(
     from git_genjob.landing.verify import TrustStore, trust_from_tree
     from git_genjob.storage.gitdir import read_commit_trailers
     from git_genjob.storage.notes import read_note
-    from git_genjob.storage.store import NOTES_REFS
 
     problems: list[str] = []
     tip_trust: TrustStore | None = None
@@ -602,7 +595,7 @@ def _check_pushed_notes(store: Store, local_sha: str, remote_sha: str) -> list[s
             continue
         checked = audit_one(store, commit, tip_trust or trust_from_tree(store, commit.tree))
         forged = [p for p in (checked.problems if checked else []) if p.startswith(FORGED)]
-        problems += [f"{obj[:12]}: {p} (refs/notes/genjob)" for p in forged]
+        problems += [f"{obj[:12]}: {p} ({NOTES_REF})" for p in forged]
     return problems
 
 

@@ -25,9 +25,10 @@ import pygit2
 from git_genjob.landing.audit import CommitAudit, audit_commit, genjob_groups, genjob_trailers
 from git_genjob.landing.summary import FORGED
 from git_genjob.landing.verify import TrustStore, trust_from_tree
+from git_genjob.storage.layout import NOTES_REF, RECEIPTS_REF
 from git_genjob.storage.notes import all_notes, notes_tree
 from git_genjob.storage.remote import SyncReport
-from git_genjob.storage.store import NOTES_REF, RECEIPTS_REF, RefUpdate, Store, lookup
+from git_genjob.storage.store import RefUpdate, Store, lookup
 
 REFS = (RECEIPTS_REF, NOTES_REF)  # the envelope first: the summary is judged against it
 KEPT = "the remote's differs; the local note verifies and is kept"

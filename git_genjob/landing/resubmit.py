@@ -23,9 +23,10 @@ from git_genjob.landing.verify import check_fresh
 from git_genjob.planner.ledger import archive
 from git_genjob.planner.queue import submit
 from git_genjob.planner.trust import planner_key
+from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import OnePush, Publisher, publisher
 from git_genjob.storage.records import find_job
-from git_genjob.storage.store import Store, job_ref, lookup
+from git_genjob.storage.store import Store, lookup
 
 
 @dataclass

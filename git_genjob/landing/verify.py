@@ -23,6 +23,7 @@ from git_genjob.documents.receipt import (
     sandbox_problems,
 )
 from git_genjob.planner.trust import TrustStore, job_trust, trust_from_tree, trust_from_worktree
+from git_genjob.storage.blobs import blob_digests
 from git_genjob.storage.records import JobRecord, find_job, parse_trailers
 from git_genjob.storage.store import Store, blocking_prefix, lookup
 
@@ -234,7 +235,7 @@ def _rehash_outputs(store: Store, record: JobRecord, pred: Predicate, progress: 
         if hashed[1] > 8 * 1024 * 1024:
             progress(f"verify: {hashed[0]}/{len(want_blobs)} outputs, {hashed[1] // (1024 * 1024)} MiB hashed")
 
-    digests = store.blob_digests({stored[path] for path in want_blobs}, done)
+    digests = blob_digests(store, {stored[path] for path in want_blobs}, done)
     for path, want in want_blobs.items():
         have = digests[stored[path]][0]
         if have != want:

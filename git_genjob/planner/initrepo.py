@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 from git_genjob.documents.config import TEMPLATE
 from git_genjob.documents.errors import BadInput
+from git_genjob.storage.layout import NOTES_REF, NOTES_REFS
 from git_genjob.storage.remote import broad_refspec, fetch_refspecs
-from git_genjob.storage.store import NOTES_REF, NOTES_REFS, Store
+from git_genjob.storage.store import Store
 
 SIGNERS_HEADER = """\
 # git-genjob trust store (OpenSSH allowed_signers format). One line per trusted key; its
@@ -67,7 +68,7 @@ def init(store: Store, planner: bool = True) -> InitReport:
     # A glob matching exactly refs/notes/genjob: git warns "notes ref ... is invalid" on every
     # `git show` while a plain displayRef names a ref that does not exist yet; a glob never does.
     if NOTES_REF in store.config_values("notes.displayRef"):
-        store.config_delete("notes.displayRef", "^refs/notes/genjob$")
+        store.config_delete("notes.displayRef", f"^{NOTES_REF}$")
     if store.config_add("notes.displayRef", DISPLAY_GLOB):
         report.config.append(f"notes.displayRef={DISPLAY_GLOB}")
     for ref in NOTES_REFS:  # the summary and the envelope (SPEC §11) both follow rebase and amend

@@ -23,6 +23,8 @@ from git_genjob.documents.canonical import canonical_bytes, format_time, parse_t
 from git_genjob.documents.errors import BadInput, Conflict, Refused
 from git_genjob.documents.signing import DROP_TYPE, EVENT_TYPE, seal
 from git_genjob.documents.states import MAX_LEASE_S, Event, JobState, transition
+from git_genjob.storage.archive import Archive
+from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import Publisher, Settled
 from git_genjob.storage.records import (
     DROP_ENVELOPE,
@@ -34,9 +36,9 @@ from git_genjob.storage.records import (
     find_job,
     load_tree,
     requeue_payload,
+    vouch_problem,
     write_event,
 )
-from git_genjob.storage.store import job_ref
 
 
 def record_submit(pub: Publisher, key: str, files: dict[str, pygit2.Oid], created_at: str) -> pygit2.Oid:
@@ -262,7 +264,7 @@ def recover(pub: Publisher, now: float | None = None, trust_file: str | None = N
     now = time.time() if now is None else now
     trust = worker_trust(pub.store, trust_file)
     for key in pub.store.live_keys():
-        if pub.store.finish_archive_move(key):
+        if Archive(pub.store).finish_move(key, vouch=vouch_problem):
             report.archived.append(key)
     for record in live_jobs(pub.store, states=("claimed", "sending")):
         if record.state not in ("claimed", "sending"):

@@ -24,6 +24,8 @@ from git_genjob.documents.paths import check_path
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.states import ARCHIVED_STATES, STATE_COLOURS
 from git_genjob.planner.ledger import record_submit
+from git_genjob.storage.archive import Archive, parse_rows, rows_header
+from git_genjob.storage.layout import ARCHIVE_REF, job_ref, rows_checked_path, shard, status_rows_path
 from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import (
     JOB_ENVELOPE,
@@ -36,16 +38,7 @@ from git_genjob.storage.records import (
     parse_trailers,
     vouch_problem,
 )
-from git_genjob.storage.store import (
-    ARCHIVE_REF,
-    ROWS_TREE,
-    Store,
-    blocking_prefix,
-    job_ref,
-    lookup,
-    parse_rows,
-    shard,
-)
+from git_genjob.storage.store import Store, blocking_prefix, lookup
 
 _DIRTY = (
     pygit2.enums.FileStatus.INDEX_NEW
@@ -376,7 +369,7 @@ def archived_leftover(store: Store, key: str) -> bool:
     """Whether the archive already holds `key` (its live ref is the leftover of an interrupted
     move), in an entry this clone can vouch for: one that came from a remote and cannot be
     vouched for never ends a live job (SPEC §11)."""
-    entry = store.archive_entry(key)
+    entry = Archive(store).entry(key)
     return entry is not None and vouch_problem(store, key, entry) is None
 
 
@@ -554,7 +547,7 @@ def _vouched_rows(data: bytes | None, shard_tree: pygit2.Tree, known: bool) -> l
     row as exactly one JSON object that agrees with the line (`_vetted`); else None (each entry
     is then checked on its own). `known`: this very blob passed before (its id is remembered,
     and a blob never changes), so its lines are only cut into columns."""
-    header = f"{ROWS_TREE}{shard_tree.id}\n".encode()
+    header = rows_header(shard_tree.id)
     if data is None or not data.startswith(header):
         return None
     text = data[len(header) :].decode("utf-8", "replace")
@@ -590,11 +583,11 @@ def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
 
     A rows blob that passed every check once is remembered by id in `.git/genjob/rows-checked`
     (a blob never changes meaning), so its JSON is decoded once, not on every `status --all`."""
-    path = _cache_path(store, "rows-checked")
+    path = rows_checked_path(store.common_dir)
     checked = {line for line in _read_lines(path) if line}
     passed: list[str] = []
     out = []
-    for _, shard_tree, data, rows_id in store.archive_shards():
+    for _, shard_tree, data, rows_id in Archive(store).shards():
         fast = _vouched_rows(data, shard_tree, rows_id in checked)
         if fast is not None:
             out += fast
@@ -635,11 +628,6 @@ def _read_lines(path: str) -> list[str]:
         return []
 
 
-def _cache_path(store: Store, name: str) -> str:
-    """A local cache file of `status` under `.git/genjob/` (never shared; deleting one only costs time)."""
-    return os.path.join(store.common_dir, "genjob", name)
-
-
 def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     """Every live job's row. A row is a function of the tip commit and the trust store alone
     (its tree holds every document it shows; the store says whether a trusted planner signed
@@ -648,7 +636,7 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     whole only once per event, not on every `status`."""
     from git_genjob.planner.trust import job_trust, worker_trust
 
-    path = _cache_path(store, "status-rows")
+    path = status_rows_path(store.common_dir)
     trust = worker_trust(store)
     stamp = f"#trust\t{trust.fingerprint()}"
     lines = _read_lines(path)

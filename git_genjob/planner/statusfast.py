@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from git_genjob.storage.fastrefs import Refs, file_stamp, key_args, repo_dirs, window, within, write_derived
 from git_genjob.storage.gitdir import live_tips
+from git_genjob.storage.layout import ARCHIVE_REF, job_ref, show_memo_path, status_memo_path
 
 if TYPE_CHECKING:
     from typing import Any
@@ -34,9 +35,6 @@ if TYPE_CHECKING:
 
     # (work tree, git directory, HEAD needed, stamp) as `before` took them
     Taken = tuple[str, str, bool, dict[str, str], float]
-
-MEMO = "status-out"
-ARCHIVE_REF = "refs/genjob/archive"  # storage/store.py's, not imported: it loads libgit2
 
 
 def _digest(path: str) -> str | None:
@@ -99,7 +97,7 @@ def try_status(args: list[str]) -> int | None:
         if dirs is None:
             return None
         workdir, gitdir = dirs
-        with open(os.path.join(gitdir, "genjob", MEMO), "rb") as fh:
+        with open(status_memo_path(gitdir), "rb") as fh:
             memo = json.loads(fh.read())
         if not isinstance(memo, dict) or memo.get("v") != 1:
             return None
@@ -173,13 +171,10 @@ def remember(store: Store, taken: Taken, rows: list[StatusRow], coloured: bool =
         "coloured": coloured and not sys.stdout.isatty(),  # painted into a pipe (color.ui = always)
         "json": "[\n" + terminal_json(",\n".join(r.json for r in rows)) + "\n]\n" if rows else "[]\n",
     }
-    write_derived(os.path.join(gitdir, "genjob", MEMO), json.dumps(memo).encode("utf-8"))
+    write_derived(status_memo_path(gitdir), json.dumps(memo).encode("utf-8"))
 
 
 # -- `show KEY`: one job, named by its full key ----------------------------------------------
-SHOW_DIR = "show-out"
-
-
 def _show_name(text: str) -> bool:
     """Whether `text` can name a memo file (a job key is one safe path segment)."""
     return (
@@ -208,7 +203,7 @@ def try_show(args: list[str]) -> int | None:
         dirs = repo_dirs()
         if dirs is None:
             return None
-        with open(os.path.join(dirs[1], "genjob", SHOW_DIR, name), "rb") as fh:
+        with open(show_memo_path(dirs[1], name), "rb") as fh:
             memo = json.loads(fh.read())
         if not isinstance(memo, dict) or memo.get("v") != 1 or memo.get("key") != name:
             return None
@@ -243,12 +238,12 @@ def remember_show(
     archive entry both name it (whether the archive's word holds depends on more than refs) or
     anything stamped moved while it read."""
     from git_genjob.documents.display import terminal_json
-    from git_genjob.storage.store import job_ref
+    from git_genjob.storage.archive import Archive  # loads libgit2: only the slow path, which has it
 
     gitdir, st = taken
     if not _show_name(key) or show_stamp(gitdir) != st:
         return
-    if store.ref_target(job_ref(key)) is not None and store.archive_entry(key) is not None:
+    if store.ref_target(job_ref(key)) is not None and Archive(store).entry(key) is not None:
         return
     memo = {
         "v": 1,
@@ -257,4 +252,4 @@ def remember_show(
         "text": "".join(f"{line}\n" for line in lines),
         "json": terminal_json(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)) + "\n",
     }
-    write_derived(os.path.join(gitdir, "genjob", SHOW_DIR, key), json.dumps(memo).encode("utf-8"))
+    write_derived(show_memo_path(gitdir, key), json.dumps(memo).encode("utf-8"))

@@ -22,7 +22,8 @@ from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.signing import REPLAY_TYPE, seal, signer_of, unseal
 from git_genjob.replay.prompt import normalize_text
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.store import CONTENT_MAX, REPLAYS_REF, TREE_MODE, RefUpdate, Store, lookup, retry_cas
+from git_genjob.storage.layout import REPLAYS_REF, asking_path, hits_log_path, replay_local_path
+from git_genjob.storage.store import CONTENT_MAX, TREE_MODE, RefUpdate, Store, lookup, retry_cas
 from git_genjob.storage.truststore import trust_at_head
 
 SENTINEL = "model_unavailable"
@@ -169,7 +170,7 @@ class Cache:
         return self._trust
 
     def _local_path(self) -> str:
-        return os.path.join(self.store.common_dir, "genjob", "replay-local")
+        return replay_local_path(self.store.common_dir)
 
     def local_ids(self) -> set[str]:
         """`<fingerprint> <event id>` of every event this clone wrote."""
@@ -374,10 +375,9 @@ class Cache:
         return self.store.tree_with(tree, _base(fp), self.store.build_tree(existing), TREE_MODE)
 
     def log_hit(self, fp: str, request_hash: str) -> None:
-        common = self.store.gitdir
-        path = os.path.join(str(common), "genjob")
-        os.makedirs(path, exist_ok=True)
-        with open(os.path.join(path, "hits.log"), "a", encoding="utf-8") as fh:
+        path = hits_log_path(self.store.gitdir)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
             fh.write(f"{fp} {request_hash} {utc_now()}\n")
 
 
@@ -451,7 +451,7 @@ def _asking(store: Store, fp: str) -> Iterator[None]:
     """
     import fcntl
 
-    path = os.path.join(store.common_dir, "genjob", "asking", fp)
+    path = asking_path(store.common_dir, fp)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -28,6 +28,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, within, write_derived
+from git_genjob.storage.layout import REPLAYS_REF, hits_log_path, replay_local_path, replay_served_path
 
 if TYPE_CHECKING:
     from typing import Any
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     # (work tree, git directory, stamp, config key) as `before` took them
     Taken = tuple[str, str, dict[str, str], dict[str, str | None] | None]
 
-SERVED_DIR = "replay-served"
 ANSWER_MAX = 1 << 20  # larger answers are left to the slow path
 CONFIG = ".genjob/config.toml"
 _OPTIONS = ("--endpoint", "--model", "--prompt-file", "--out-file", "--mode", "--key", "--timeout")
@@ -46,9 +46,9 @@ def stamp(gitdir: str) -> dict[str, str] | None:
     """What a replay decision read besides the prompt: None when it cannot be read cheaply."""
     refs = Refs(gitdir)
     out = {
-        "replays": refs.get("refs/genjob/replays"),
+        "replays": refs.get(REPLAYS_REF),
         "head": refs.head(),
-        "local": file_stamp(os.path.join(gitdir, "genjob", "replay-local")),
+        "local": file_stamp(replay_local_path(gitdir)),
     }
     if any(v is None for v in out.values()):
         return None
@@ -135,7 +135,7 @@ def _config_key(workdir: str, gitdir: str) -> dict[str, str | None] | None:
 def _rules(workdir: str, gitdir: str) -> list[tuple[str, str]] | None:
     """config.toml's normalize rules as the slow path last read them, if they still hold."""
     try:
-        with open(os.path.join(gitdir, "genjob", SERVED_DIR, "config"), "rb") as fh:
+        with open(replay_served_path(gitdir, "config"), "rb") as fh:
             memo = json.loads(fh.read())
     except (OSError, ValueError):
         return None
@@ -173,7 +173,7 @@ def _plan(args: list[str]) -> tuple[str, str, str, bool, str, str] | None:
         prompt = normalize_text(fh.read(), rules)[0]
     fp = _fingerprint(ep[0], ep[1], ep[2], prompt, opts.get("--key"))
     try:
-        with open(os.path.join(gitdir, "genjob", SERVED_DIR, fp), "rb") as fh:
+        with open(replay_served_path(gitdir, fp), "rb") as fh:
             data = fh.read(ANSWER_MAX + 4096)
     except FileNotFoundError:
         return None
@@ -235,9 +235,9 @@ def _log_hit(gitdir: str, fp: str) -> None:
     ms = int(round(time.time() * 1000))
     secs, millis = divmod(ms, 1000)
     when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{millis:03d}Z"
-    path = os.path.join(gitdir, "genjob")
-    os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, "hits.log"), "a", encoding="utf-8") as fh:
+    path = hits_log_path(gitdir)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
         fh.write(f"{fp} {fp} {when}\n")
 
 
@@ -273,7 +273,6 @@ def remember(
         return
     if key["config"] != (hashlib.sha256(config).hexdigest() if config is not None else None):
         return  # the slow path read another config.toml than the one stamped
-    served = os.path.join(gitdir, "genjob", SERVED_DIR)
-    write_derived(os.path.join(served, "config"), json.dumps({"key": key, "rules": rules}).encode())
+    write_derived(replay_served_path(gitdir, "config"), json.dumps({"key": key, "rules": rules}).encode())
     meta = {"stamp": st, **span, "answer": hashlib.sha256(data).hexdigest()}
-    write_derived(os.path.join(served, fp), json.dumps(meta, sort_keys=True).encode() + b"\n" + data)
+    write_derived(replay_served_path(gitdir, fp), json.dumps(meta, sort_keys=True).encode() + b"\n" + data)

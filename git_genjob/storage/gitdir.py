@@ -1,13 +1,15 @@
 """What needs no libgit2 (the hooks' fast path): the repository's directories, the live job refs read
-from their files, the environment and spawning of a child git, and trailers as git reads them."""
+from their files, the environment and spawning of a child git, trailers and dates as git reads
+them, and the repository formats libgit2 cannot open (refused before it tries)."""
 
 from __future__ import annotations
 
 import os
 
-# The hooks import this module: re and subprocess load only where they are used.
+from git_genjob.documents.errors import BadInput
+from git_genjob.storage.layout import JOBS_PREFIX
 
-JOBS_PREFIX = "refs/genjob/jobs/"
+# The hooks import this module: re and subprocess load only where they are used.
 
 # GIT_* variables a child git may inherit: how to reach and authenticate to remotes, identity,
 # config given with `git -c`, tracing. Everything else (GIT_DIR, GIT_INDEX_FILE,
@@ -156,7 +158,7 @@ def live_keys(common: str) -> list[str]:
     """Keys of the live job refs: a directory listing plus packed-refs, no ref file reads."""
     keys: set[str] = set()
     try:
-        loose = os.path.join(common, "refs", "genjob", "jobs")
+        loose = os.path.join(common, JOBS_PREFIX)
         keys |= {e.name for e in os.scandir(loose) if e.is_file() and not e.name.endswith(".lock")}
     except FileNotFoundError:
         pass
@@ -184,7 +186,7 @@ def live_tips(common: str) -> dict[str, str] | None:
     except FileNotFoundError:
         pass
     try:
-        entries = list(os.scandir(os.path.join(common, "refs", "genjob", "jobs")))
+        entries = list(os.scandir(os.path.join(common, JOBS_PREFIX)))
     except FileNotFoundError:
         entries = []
     for e in entries:
@@ -316,3 +318,76 @@ def read_commit_trailers(gitdir: str, commits: list[tuple[str, str]]) -> None:
             if m and m.group(1).lower().startswith("genjob-"):
                 out[canonical_trailer_key(m.group(1))] = m.group(2).strip()
         _BY_COMMIT[(gitdir, oid)] = out
+
+
+# -- what libgit2 cannot open, and git's dates, read without it ------------------------------
+def repository_extensions(gitdir: str) -> dict[str, str]:
+    """`[extensions]` of the repository's config, names lowercased (as git reads them)."""
+    config_path = os.path.join(resolve_common(gitdir), "config")
+    try:
+        with open(config_path, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    section = ""
+    for raw in lines:
+        line = raw.split("#", 1)[0].split(";", 1)[0].strip()
+        if line.startswith("["):
+            section = line[1:].split("]", 1)[0].split('"', 1)[0].strip().lower()
+            line = line.split("]", 1)[1].strip() if "]" in line else ""
+        if section == "extensions" and "=" in line:
+            name, value = line.split("=", 1)
+            out[name.strip().lower()] = value.strip().strip('"').lower()
+    return out
+
+
+def sha256_refusal(gitdir: str, detail: str = "extensions.objectFormat=sha256") -> BadInput:
+    """The refusal of a SHA-256 repository (libgit2 reads SHA-1 ones only)."""
+    return BadInput(
+        f"repository {gitdir} uses SHA-256 object names ({detail}), which the libgit2 that git genjob "
+        "reads repositories with cannot open",
+        "git genjob works in SHA-1 repositories (git's default): see docs/exit-codes.md",
+    )
+
+
+def refuse_unsupported(gitdir: str) -> None:
+    """One clear refusal, before libgit2's raw error, for a repository it cannot open."""
+    ext = repository_extensions(gitdir)
+    if ext.get("refstorage") == "reftable":
+        raise BadInput(
+            f"repository {gitdir} uses extensions.refStorage=reftable, which libgit2 cannot open",
+            "use a repository with the files ref backend (git clone --ref-format=files)",
+        )
+    if ext.get("objectformat", "sha1") != "sha1" or ext.get("compatobjectformat", "sha1") != "sha1":
+        raise sha256_refusal(gitdir)
+
+
+def git_date(value: str, what: str) -> tuple[int, int]:
+    """(unix seconds, offset in minutes) of a date as git takes it in GIT_*_DATE: its own
+    `<seconds> <+hhmm>` (or `@<seconds>`), RFC 2822 or ISO 8601; anything else exits 2."""
+    import datetime  # with email.utils, only where a date is given: the hooks import this module
+    import email.utils
+
+    raw = value.strip().removeprefix("@")
+    parts = raw.split()
+    try:
+        if parts and parts[0].isdigit() and len(parts) <= 2:
+            zone = parts[1] if len(parts) == 2 else "+0000"
+            if len(zone) != 5 or zone[0] not in "+-" or not zone[1:].isdigit():
+                raise ValueError(zone)
+            minutes = int(zone[1:3]) * 60 + int(zone[3:])
+            return int(parts[0]), -minutes if zone[0] == "-" else minutes
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            when = datetime.datetime.fromisoformat(raw)
+        if when.tzinfo is None:
+            when = when.astimezone()  # a local time, as git reads one
+        offset = when.utcoffset()
+        assert offset is not None
+        return int(when.timestamp()), int(offset.total_seconds() // 60)
+    except ValueError:
+        raise BadInput(
+            f"{what}={value!r} is not a date git understands", 'e.g. "1700000000 +0000" or an ISO 8601 time'
+        ) from None

@@ -16,6 +16,9 @@ import threading
 import time
 from dataclasses import dataclass
 
+from git_genjob.documents.errors import LockHeld
+from git_genjob.storage.layout import GENJOB_PREFIX, NOTES_REFS, writers_dir
+
 UNKNOWN_STALE_S = 600.0
 _made: set[str] = set()
 
@@ -54,10 +57,6 @@ def _alive(pid: int, boot: str, start: str) -> bool:
     return start == "-" or _start_time(pid) in ("-", start)
 
 
-def _writers_dir(common: str) -> str:
-    return os.path.join(common, "genjob", "writers")
-
-
 # The refs each thread of this process is about to lock, per repository: the record on disk is
 # their union (the gateway records answers from a thread per connection, SPEC §12.1), written
 # and dropped under one lock so two threads never race on the one file.
@@ -82,11 +81,11 @@ def release(common: str) -> None:
             _write_record(common)
         else:
             _held.pop(common, None)
-            _forget(os.path.join(_writers_dir(common), str(os.getpid())))
+            _forget(os.path.join(writers_dir(common), str(os.getpid())))
 
 
 def _write_record(common: str) -> None:
-    folder = _writers_dir(common)
+    folder = writers_dir(common)
     path = os.path.join(folder, str(os.getpid()))
     if folder not in _made:
         os.makedirs(folder, exist_ok=True)
@@ -115,7 +114,7 @@ class LockState:
 def _records(common: str) -> list[tuple[int, bool, set[str]]]:
     """(pid, alive, refs) for every writer record."""
     out = []
-    folder = _writers_dir(common)
+    folder = writers_dir(common)
     try:
         names = os.listdir(folder)
     except FileNotFoundError:
@@ -166,10 +165,8 @@ def clear_stale(common: str) -> list[str]:
     no record names once it is older than UNKNOWN_STALE_S.
     """
     records = _records(common)
-    refs = {"refs/notes/genjob", "refs/notes/genjob-receipts"} | {
-        r for _pid, alive, names in records if not alive for r in names
-    }
-    for dirpath, _dirs, files in os.walk(os.path.join(common, "refs", "genjob")):
+    refs = set(NOTES_REFS) | {r for _pid, alive, names in records if not alive for r in names}
+    for dirpath, _dirs, files in os.walk(os.path.join(common, GENJOB_PREFIX)):
         rel = os.path.relpath(dirpath, common).replace(os.sep, "/")
         refs |= {f"{rel}/{f[: -len('.lock')]}" for f in files if f.endswith(".lock")}
     cleared = []
@@ -183,7 +180,7 @@ def clear_stale(common: str) -> list[str]:
                 pass
     for pid, alive, _names in records:
         if not alive:
-            _forget(os.path.join(_writers_dir(common), str(pid)))
+            _forget(os.path.join(writers_dir(common), str(pid)))
     return cleared
 
 
@@ -236,8 +233,6 @@ def wait_unlocked(common: str, gitdir: str, refs: list[str], index: bool, wait_s
     """Wait up to `wait_s` for every lock a writer is about to need to be free, as git waits
     briefly for a ref lock (core.filesRefLockTimeout); still held, raise LockHeld naming each
     file, its holder, since when, and how to clear it. Nothing has been written when it raises."""
-    from git_genjob.documents.errors import LockHeld
-
     deadline = time.monotonic() + wait_s
     while True:
         found = held(common, gitdir, refs, index)

@@ -18,7 +18,8 @@ from collections.abc import Iterable
 
 import pygit2
 
-from git_genjob.storage.store import NOTES_REF, NOTES_REFS, RECEIPTS_REF, RefUpdate, Store, lookup, retry_cas
+from git_genjob.storage.layout import NOTES_REF, NOTES_REFS, RECEIPTS_REF
+from git_genjob.storage.store import RefUpdate, Store, lookup, retry_cas
 
 
 def cat_sort_uniq(a: bytes, b: bytes) -> bytes:

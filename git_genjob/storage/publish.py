@@ -14,8 +14,11 @@ from dataclasses import dataclass
 import pygit2
 
 from git_genjob.documents.errors import Conflict
+from git_genjob.storage.archive import Archive
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.store import ARCHIVE_REF, RefUpdate, Store, job_ref
+from git_genjob.storage.layout import ARCHIVE_REF, job_ref
+from git_genjob.storage.remote import SyncReport, fetch_raw, push_each, push_leases, reconcile
+from git_genjob.storage.store import RefUpdate, Store
 
 Settled = Callable[[str | None], None]  # told None once a held event is published, else why it was refused
 
@@ -98,7 +101,7 @@ class Publisher:
 
     def archive(self, key: str, job_tip: pygit2.Oid, tree: pygit2.Oid, message: str, row: str) -> None:
         """Move a live job into refs/genjob/archive: the archive first, then the live ref."""
-        new_tip = self.store.archive_commit(key, job_tip, tree, message, row)
+        new_tip = Archive(self.store).commit(key, job_tip, tree, message, row)
         self.move(
             [
                 RefUpdate(ARCHIVE_REF, self.store.ref_target(ARCHIVE_REF), new_tip),
@@ -122,7 +125,7 @@ class LocalRefs(Publisher):
         return self.store.update_ref_built(name, expected, build, message, wait)
 
     def archive(self, key: str, job_tip: pygit2.Oid, tree: pygit2.Oid, message: str, row: str) -> None:
-        self.store.archive_move(key, job_tip, tree, message, row)
+        Archive(self.store).move(key, job_tip, tree, message, row)
 
 
 class LeasedRemote(Publisher):
@@ -169,8 +172,6 @@ class LeasedRemote(Publisher):
         return [r.update.name for r in self.riding]
 
     def refresh(self) -> None:
-        from git_genjob.storage.remote import SyncReport, fetch_raw, reconcile
-
         self.remote_values = fetch_raw(self.store, self.remote)
         reconcile(self.store, self.remote_values, SyncReport())
 
@@ -187,8 +188,6 @@ class LeasedRemote(Publisher):
             self.remote_values.update(twin.remote_values)
 
     def move(self, updates: list[RefUpdate], message: str) -> None:
-        from git_genjob.storage.remote import push_each, push_leases
-
         for u in updates:
             if u.expected != self.remote_values.get(u.name):
                 raise Conflict(f"{u.name} has local events the remote lacks", "run git genjob push first")
@@ -263,8 +262,6 @@ class OnePush(LeasedRemote):
 
     def publish(self) -> None:
         """Push every held move in one atomic push, then move the local refs in the order given."""
-        from git_genjob.storage.remote import push_leases
-
         staged, self.staged = self.staged, []
         leases: dict[str, RefUpdate] = {}
         for u, _ in staged:  # one spec per ref: its first lease, its last value

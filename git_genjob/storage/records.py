@@ -12,10 +12,12 @@ import pygit2
 from git_genjob.documents.attempts import Attempt, Attempts, Meta, parse_attempts, parse_meta
 from git_genjob.documents.canonical import canonical_bytes, digest, sha256_hex
 from git_genjob.documents.config import Limits
-from git_genjob.documents.errors import BadInput, NoSuchJob
-from git_genjob.documents.job import Job
-from git_genjob.storage.gitdir import parse_trailers
-from git_genjob.storage.store import ARCHIVE_REF, CONTENT_MAX, Store, job_ref, lookup
+from git_genjob.documents.errors import BadInput, GenjobError, NoSuchJob
+from git_genjob.documents.job import Job, job_signer
+from git_genjob.storage.archive import Archive
+from git_genjob.storage.gitdir import genjob_trailers_of_commit, parse_trailers
+from git_genjob.storage.layout import ARCHIVE_REF, job_ref
+from git_genjob.storage.store import CONTENT_MAX, Store, lookup
 
 __all__ = ["NoSuchJob", "parse_trailers"]
 
@@ -296,7 +298,7 @@ def _entry_id(tree: pygit2.Tree, name: str) -> pygit2.Oid | None:
 
 
 def load_archived(store: Store, key: str) -> JobRecord | None:
-    tree = store.archive_entry(key)
+    tree = Archive(store).entry(key)
     if tree is None:
         return None
     return load_tree(store, key, tree, None, archived=True)
@@ -337,11 +339,11 @@ def resolve_key(store: Store, text: str) -> str:
     scan of its shards, paid only when the text is no job's key). Text that matches nothing is
     returned as it is, for the command's own lookup (possibly through a remote) to report.
     """
-    if len(text) < MIN_PREFIX or store.ref_target(job_ref(text)) is not None or store.archive_entry(text):
+    if len(text) < MIN_PREFIX or store.ref_target(job_ref(text)) is not None or Archive(store).entry(text):
         return text
     matches = sorted(k for k in store.live_keys() if k.startswith(text))
     if not matches:
-        matches = sorted(k for k, _ in store.archive_entries() if k.startswith(text))
+        matches = sorted(k for k, _ in Archive(store).entries() if k.startswith(text))
     if len(matches) > 1:
         raise NoSuchJob(
             f"{text!r} is the prefix of {len(matches)} jobs' keys: " + ", ".join(matches[:5]), "give more characters"
@@ -448,8 +450,6 @@ def _applied_problem(store: Store, key: str, job_digest: str, commit: str | None
         landed = store.get_commit(commit)
     except (BadInput, ValueError, KeyError):
         return f"applied as {commit[:12]}, a commit this clone does not have (fetch {branch})"
-    from git_genjob.storage.gitdir import genjob_trailers_of_commit
-
     t = genjob_trailers_of_commit(str(landed.id), landed.message, store.gitdir)  # as git reads them
     if t.get("Genjob-Key") != key or t.get("Genjob-Job") != job_digest:
         return f"applied as {commit[:12]}, which does not carry this job's Genjob-Key and Genjob-Job"
@@ -463,8 +463,7 @@ def _applied_problem(store: Store, key: str, job_digest: str, commit: str | None
 def _drop_problem(
     store: Store, record: JobRecord, job_bytes: bytes, envelope: bytes | None, why: str, at: str
 ) -> str | None:
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.documents.job import job_signer
+    # These load PyNaCl: only a drop's signature is judged here, and most commands never do.
     from git_genjob.documents.keys import NS_JOB
     from git_genjob.documents.signing import DROP_TYPE, signer_of, unseal
     from git_genjob.storage.truststore import trust_at_head
@@ -507,8 +506,7 @@ def _signed_event_problem(
     store: Store, key: str, commit: pygit2.Commit, event: str, namespace: str, signers: list[Any], revoked: set[bytes]
 ) -> str | None:
     """Why event commit `commit` does not carry its writer's signature over (event, key, parent)."""
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.documents.signing import EVENT_TYPE, signer_of, unseal
+    from git_genjob.documents.signing import EVENT_TYPE, signer_of, unseal  # loads PyNaCl: only when judged
 
     envelope = store.file_at(commit.tree, EVENT_ENVELOPE)
     if envelope is None or not commit.parent_ids:

@@ -9,21 +9,24 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from git_genjob.documents.errors import BadInput, Conflict, Refused, RemoteUnavailable
+from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused, RemoteUnavailable
+from git_genjob.documents.job import Job, is_key, job_signer
+from git_genjob.storage.archive import Archive, union_rows
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.gitdir import clean_env as clean_env  # its home: gitdir, which loads no libgit2
-from git_genjob.storage.store import (
+from git_genjob.storage.gitdir import clean_env
+from git_genjob.storage.layout import (
     ARCHIVE_REF,
+    GENJOB_PREFIX,
     JOBS_PREFIX,
     NOTES_REF,
     NOTES_REFS,
     RECEIPTS_REF,
     REPLAYS_REF,
-    RefUpdate,
-    Store,
+    TRACK,
 )
-
-TRACK = "refs/genjob-remotes/"
+from git_genjob.storage.notes import all_notes, merge_notes, notes_tree
+from git_genjob.storage.records import JOB_ENVELOPE, chain_root, vouch_problem, vouched_events
+from git_genjob.storage.store import RefUpdate, Store
 
 
 def fetch_refspecs(remote: str, prefix: str | None = None) -> list[str]:
@@ -37,13 +40,13 @@ def fetch_refspecs(remote: str, prefix: str | None = None) -> list[str]:
         f"+{JOBS_PREFIX}*:{prefix}jobs/*",
         f"+{ARCHIVE_REF}*:{prefix}archive*",
         f"+{REPLAYS_REF}*:{prefix}replays*",
-        f"+refs/notes/genjob*:{prefix}notes/genjob*",
+        f"+{NOTES_REF}*:{prefix}{NOTES_REF.removeprefix('refs/')}*",
     ]
 
 
 def broad_refspec(remote: str) -> str:
     """The refspec `init` added before it named the refs genjob writes (replaced by `init`)."""
-    return f"+refs/genjob/*:{TRACK}{remote}/*"
+    return f"+{GENJOB_PREFIX}*:{TRACK}{remote}/*"
 
 
 def git(store: Store, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -111,7 +114,7 @@ def fetch_raw(store: Store, remote: str) -> dict[str, pygit2.Oid]:
     out: dict[str, pygit2.Oid] = {}
     for name, oid in store.iter_refs(prefix):
         rest = name[len(prefix) :]
-        out[("refs/" + rest) if rest.startswith("notes/") else ("refs/genjob/" + rest)] = oid
+        out[("refs/" + rest) if rest.startswith("notes/") else (GENJOB_PREFIX + rest)] = oid
     return out
 
 
@@ -222,7 +225,7 @@ def merge_union(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> pygit2.O
     """A two-parent commit whose tree is the union of both trees: how the shared ledgers kept
     as union trees (the archive, the replay cache) merge; notes merge in notes.merge_notes."""
     a, b = store.get_commit(local), store.get_commit(remote)
-    return store.commit(store.union_tree(a.tree, b.tree), [local, remote], "genjob: merge\n")
+    return store.commit(store.union_tree(a.tree, b.tree, merge_blobs=union_rows), [local, remote], "genjob: merge\n")
 
 
 NotesReconciler = Callable[[Store, dict[str, pygit2.Oid], SyncReport], None]
@@ -234,8 +237,6 @@ def reconcile(
     """Bring local refs up to what the remote holds, without losing local work. The notes refs
     are taken only through `notes` (landing.quarantine: only notes that verify, SPEC §12.2);
     without it they stay in their holding refs."""
-    from git_genjob.documents.job import is_key
-
     recover_kept(store, report)
     remote_refs = dict(remote_refs)
     for name, oid in sorted(remote_refs.items()):
@@ -263,7 +264,7 @@ def reconcile(
             continue
         key = name[len(JOBS_PREFIX) :]
         local = store.ref_target(name)
-        if local is None and store.archive_entry(key) is not None:
+        if local is None and Archive(store).entry(key) is not None:
             continue
         rel = _relation(store, local, oid)
         if rel in ("absent", "behind"):
@@ -295,10 +296,7 @@ def _foreign_chain(store: Store, key: str, local: pygit2.Oid, remote: pygit2.Oid
     remote chain from another root is another job under this key; it counts as a rival only
     if a planner HEAD trusts signed that root's job under this key. What is no rival is a
     keyless remote's doing: it changes nothing here, and push puts ours back."""
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.documents.job import Job, job_signer
-    from git_genjob.storage.records import JOB_ENVELOPE, chain_root, vouched_events
-    from git_genjob.storage.truststore import trust_at_head
+    from git_genjob.storage.truststore import trust_at_head  # loads PyNaCl: only when a rival chain is judged
 
     try:
         ours, theirs = chain_root(store, local), chain_root(store, remote)
@@ -330,8 +328,6 @@ def recover_kept(store: Store, report: SyncReport) -> None:
     contain that one lost history: it is merged back (a union; nothing is ever dropped), while
     its commits still exist (reflogs and unreachable objects keep them until a gc prunes them).
     """
-    from git_genjob.storage.notes import merge_notes
-
     for name, merge in (
         (ARCHIVE_REF, merge_union),
         (REPLAYS_REF, merge_union),
@@ -376,12 +372,10 @@ def _drop_archived_live(store: Store, report: SyncReport) -> None:
         return
     for key in store.live_keys():
         tip = store.ref_target(JOBS_PREFIX + key)
-        if tip is None or store.archive_entry(key) is None:
+        if tip is None or Archive(store).entry(key) is None:
             continue
         if tip == archive or store.descendant_of(archive, tip):
-            from git_genjob.storage.records import vouch_problem
-
-            entry = store.archive_entry(key)
+            entry = Archive(store).entry(key)
             problem = vouch_problem(store, key, entry) if entry is not None else "no archive entry"
             if problem is not None:  # SPEC §11: a live job is dropped only for an entry this clone can see
                 report.kept.append(f"{key} ({problem})")
@@ -409,8 +403,6 @@ def _notes_to_push(store: Store, local: pygit2.Oid, remote: pygit2.Oid) -> pygit
     clone does not have (held by the quarantine, unchecked here), ours plus those, so a push
     never drops another clone's notes. A refused note on a commit this clone has is replaced by
     ours (or dropped): the push puts back what verifies."""
-    from git_genjob.storage.notes import all_notes, notes_tree
-
     if store.descendant_of(local, remote):
         return local
     mine = all_notes(store, store.get_commit(local).tree)
@@ -426,7 +418,7 @@ def _refuse_non_commits(report: SyncReport, remote: str) -> None:
     if report.refused:
         raise Refused(
             f"{remote} holds genjob refs that name no commit or no job; they were not fetched",
-            f"look with: git ls-remote {remote} 'refs/genjob/*' 'refs/notes/genjob*'; if nothing there is "
+            f"look with: git ls-remote {remote} '{GENJOB_PREFIX}*' '{NOTES_REF}*'; if nothing there is "
             f"yours, delete them (git push {remote} --delete REF) and run this again",
             details=report.refused,
         )
@@ -440,7 +432,7 @@ def push(store: Store, remote: str, notes: NotesReconciler | None = None) -> Syn
     reconcile(store, remote_refs, report, notes)
     _refuse_non_commits(report, remote)
     updates: list[RefUpdate] = []
-    local_names = [n for n, _ in store.iter_refs("refs/genjob/")]
+    local_names = [n for n, _ in store.iter_refs(GENJOB_PREFIX)]
     if notes is not None:
         local_names += [r for r in NOTES_REFS if store.ref_target(r)]
     held_back = {JOBS_PREFIX + key for key in report.diverged}  # the rest goes out; these are exit 4 after
@@ -453,7 +445,7 @@ def push(store: Store, remote: str, notes: NotesReconciler | None = None) -> Syn
                 updates.append(RefUpdate(name, remote_refs.get(name), oid))
     for name, oid in remote_refs.items():
         key = name[len(JOBS_PREFIX) :]
-        archived = name.startswith(JOBS_PREFIX) and store.archive_entry(key) is not None
+        archived = name.startswith(JOBS_PREFIX) and Archive(store).entry(key) is not None
         if archived and store.ref_target(name) is None:
             updates.append(RefUpdate(name, oid, None))
     push_leases(store, remote, updates)
@@ -464,6 +456,6 @@ def push(store: Store, remote: str, notes: NotesReconciler | None = None) -> Syn
             "job refs diverged from the remote: "
             + ", ".join(report.diverged)
             + (f" (pushed the rest: {len(report.pushed)} refs)" if report.pushed else ""),
-            "inspect with git genjob show KEY; the remote's events are under refs/genjob-remotes/",
+            f"inspect with git genjob show KEY; the remote's events are under {TRACK}",
         )
     return report

@@ -1,12 +1,10 @@
-"""refs/genjob/*: event chains, compare-and-swap updates, the archive (the only pygit2 writer)."""
+"""Generic git over libgit2 (the only pygit2 writer): objects, trees, refs and their compare-and-swap
+updates. What genjob keeps where is in `layout`; the archive's tree and rows are in `archive`."""
 
 from __future__ import annotations
 
 import contextlib
-import datetime
-import email.utils
 import functools
-import hashlib
 import os
 import random
 import time
@@ -28,24 +26,17 @@ from git_genjob.documents.errors import (
 from git_genjob.documents.paths import check_entry_name
 from git_genjob.storage import durable, locks
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.gitdir import resolve_common
-
-JOBS_PREFIX = "refs/genjob/jobs/"
-ARCHIVE_REF = "refs/genjob/archive"
-REPLAYS_REF = "refs/genjob/replays"
-NOTES_REF = "refs/notes/genjob"  # the human summary `git log` shows (SPEC §11)
-RECEIPTS_REF = "refs/notes/genjob-receipts"  # the receipt envelope of each applied commit (SPEC §11)
-NOTES_REFS = (NOTES_REF, RECEIPTS_REF)
-LEDGER_REFS = (
+from git_genjob.storage.gitdir import clean_env, git_date, live_keys, refuse_unsupported, resolve_common, sha256_refusal
+from git_genjob.storage.layout import (
     ARCHIVE_REF,
-    REPLAYS_REF,
-    NOTES_REF,
-    RECEIPTS_REF,
-)  # shared, merged as unions: never moved backwards by genjob
+    JOBS_PREFIX,
+    LEDGER_REFS,
+    ROWS_DIR,
+    kept_path,
+)
 
 FILE_MODE = pygit2.enums.FileMode.BLOB
 TREE_MODE = pygit2.enums.FileMode.TREE
-ROWS_DIR = "_rows"  # beside the shards: one blob per shard, a status row per archived job
 
 
 @dataclass(frozen=True)
@@ -58,43 +49,8 @@ class MergeSides:
     theirs: tuple[pygit2.Oid, int] | None
 
 
-def is_shard(name: str) -> bool:
-    return len(name) == 2 and all(c in "0123456789abcdef" for c in name)
-
-
 DOCUMENT_MAX = 16 * 1024 * 1024  # a job's JSON documents, a commit, a note: far above any real one
 CONTENT_MAX = 256 * 1024 * 1024  # a file's bytes (SPEC §8's per-receipt limit)
-ROWS_MAX_BYTES = 64 * 1024 * 1024  # a shard's rows at 1,000,000 archived jobs are about 1 MiB
-ROWS_TREE = "#tree "  # the rows blob's first line: the shard tree id its lines were written for
-
-
-def parse_rows(data: bytes | None) -> tuple[str | None, dict[str, tuple[str, str]]]:
-    """(shard tree id the blob was written for, {key: (entry oid, line)}) of a shard's rows
-    blob; a malformed line is skipped (the rows are a hint only)."""
-    text = (data or b"").decode("utf-8", "replace")
-    tree = None
-    if text.startswith(ROWS_TREE):
-        head, _, text = text.partition("\n")
-        tree = head[len(ROWS_TREE) :]
-    out: dict[str, tuple[str, str]] = {}
-    for line in text.split("\n"):  # not splitlines: a row's JSON may hold U+2028
-        parts = line.split("\t", 3)
-        if len(parts) == 4:
-            out[parts[1]] = (parts[2], line)
-    return tree, out
-
-
-def rows_blob(lines: dict[str, tuple[str, str]], tree: pygit2.Oid | None) -> bytes:
-    body = "".join(line + "\n" for _, line in sorted(lines.values(), key=lambda v: v[1]))
-    return ((f"{ROWS_TREE}{tree}\n" if tree is not None else "") + body).encode("utf-8")
-
-
-def job_ref(key: str) -> str:
-    return JOBS_PREFIX + key
-
-
-def shard(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()[:2]
 
 
 def lookup(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
@@ -150,82 +106,14 @@ def open_repo(path: str | None = None) -> pygit2.Repository:
                 "run git genjob inside the repository's work tree, or unset GIT_DIR",
             )
         raise NotARepository(f"not a git repository: {start}", "run git genjob inside a repository (git init)")
-    _refuse_unsupported(found)
+    refuse_unsupported(found)
     try:
         repo = durable.open_repository(found)
     except pygit2.GitError as exc:
         if "object format" in str(exc):
-            raise _sha256_refusal(found, str(exc)) from None
+            raise sha256_refusal(found, str(exc)) from None
         raise NotARepository(f"cannot open repository {found}: {exc}") from None
     return repo
-
-
-def repository_extensions(gitdir: str) -> dict[str, str]:
-    """`[extensions]` of the repository's config, names lowercased (as git reads them)."""
-    config_path = os.path.join(resolve_common(gitdir), "config")
-    try:
-        with open(config_path, encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return {}
-    out: dict[str, str] = {}
-    section = ""
-    for raw in lines:
-        line = raw.split("#", 1)[0].split(";", 1)[0].strip()
-        if line.startswith("["):
-            section = line[1:].split("]", 1)[0].split('"', 1)[0].strip().lower()
-            line = line.split("]", 1)[1].strip() if "]" in line else ""
-        if section == "extensions" and "=" in line:
-            name, value = line.split("=", 1)
-            out[name.strip().lower()] = value.strip().strip('"').lower()
-    return out
-
-
-def _sha256_refusal(gitdir: str, detail: str = "extensions.objectFormat=sha256") -> BadInput:
-    return BadInput(
-        f"repository {gitdir} uses SHA-256 object names ({detail}), which the libgit2 that git genjob "
-        "reads repositories with cannot open",
-        "git genjob works in SHA-1 repositories (git's default): see docs/exit-codes.md",
-    )
-
-
-def _refuse_unsupported(gitdir: str) -> None:
-    """One clear refusal, before libgit2's raw error, for a repository it cannot open."""
-    ext = repository_extensions(gitdir)
-    if ext.get("refstorage") == "reftable":
-        raise BadInput(
-            f"repository {gitdir} uses extensions.refStorage=reftable, which libgit2 cannot open",
-            "use a repository with the files ref backend (git clone --ref-format=files)",
-        )
-    if ext.get("objectformat", "sha1") != "sha1" or ext.get("compatobjectformat", "sha1") != "sha1":
-        raise _sha256_refusal(gitdir)
-
-
-def git_date(value: str, what: str) -> tuple[int, int]:
-    """(unix seconds, offset in minutes) of a date as git takes it in GIT_*_DATE: its own
-    `<seconds> <+hhmm>` (or `@<seconds>`), RFC 2822 or ISO 8601; anything else exits 2."""
-    raw = value.strip().removeprefix("@")
-    parts = raw.split()
-    try:
-        if parts and parts[0].isdigit() and len(parts) <= 2:
-            zone = parts[1] if len(parts) == 2 else "+0000"
-            if len(zone) != 5 or zone[0] not in "+-" or not zone[1:].isdigit():
-                raise ValueError(zone)
-            minutes = int(zone[1:3]) * 60 + int(zone[3:])
-            return int(parts[0]), -minutes if zone[0] == "-" else minutes
-        try:
-            when = email.utils.parsedate_to_datetime(raw)
-        except (TypeError, ValueError):
-            when = datetime.datetime.fromisoformat(raw)
-        if when.tzinfo is None:
-            when = when.astimezone()  # a local time, as git reads one
-        offset = when.utcoffset()
-        assert offset is not None
-        return int(when.timestamp()), int(offset.total_seconds() // 60)
-    except ValueError:
-        raise BadInput(
-            f"{what}={value!r} is not a date git understands", 'e.g. "1700000000 +0000" or an ISO 8601 time'
-        ) from None
 
 
 @dataclass(frozen=True)
@@ -243,25 +131,6 @@ class _BuildFailed(Exception):
     def __init__(self, error: pygit2.GitError):
         super().__init__(str(error))
         self.error = error
-
-
-def _widen_pipe(fd: int, size: int) -> None:
-    """Let a pipe hold `size` bytes (Linux F_SETPIPE_SZ), so a writer is not woken every 64 KiB."""
-    try:
-        import fcntl
-
-        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), size)
-    except (ImportError, OSError):
-        pass  # another system, or above /proc/sys/fs/pipe-max-size: the default size works too
-
-
-def _digest(chunks: Iterable[bytes | memoryview]) -> tuple[str, int]:
-    h = hashlib.sha256()
-    size = 0
-    for data in chunks:
-        h.update(data)
-        size += len(data)
-    return "sha256:" + h.hexdigest(), size
 
 
 class Store:
@@ -351,8 +220,6 @@ class Store:
             else os.path.join(self.workdir or self.gitdir, path)
         )
 
-    STREAM_ABOVE = 4 * 1024 * 1024  # bytes: a larger blob is read through git, a chunk at a time
-
     # -- partial clones (git clone --filter): libgit2 reports a missing blob, git fetches it --
     @functools.cached_property
     def promisor_remote(self) -> str | None:
@@ -376,8 +243,6 @@ class Store:
         if not want:
             return
         import subprocess
-
-        from git_genjob.storage.remote import clean_env
 
         proc = subprocess.run(
             ["git", "--git-dir", self.gitdir, "-c", "fetch.negotiationAlgorithm=noop", "fetch", remote]
@@ -428,83 +293,6 @@ class Store:
         if kind != pygit2.enums.ObjectType.BLOB:
             raise BadInput(f"object {oid} is not a blob")
         return int(size)
-
-    def blob_chunks(self, oid: pygit2.Oid, chunk: int = 1 << 20) -> Iterator[bytes | memoryview]:
-        """A blob's bytes in chunks, in bounded memory.
-
-        libgit2 inflates a whole object into memory, so a blob larger than STREAM_ABOVE is read
-        from `git cat-file blob` (see _streamed). A chunk is valid until the next is asked for.
-        """
-        size = self.blob_size(oid)
-        if size <= self.STREAM_ABOVE:
-            yield self.read(oid)
-        else:
-            yield from self._streamed(oid, size, chunk)
-
-    def _streamed(self, oid: pygit2.Oid, size: int, chunk: int = 1 << 20) -> Iterator[memoryview]:
-        """A blob's stored bytes (no filters) from `git cat-file blob`, a view of one reused buffer
-        at a time: git inflates while this process hashes or writes the chunk before. Uses no
-        libgit2 object, so it may run in another thread.
-        """
-        import subprocess
-
-        from git_genjob.storage.remote import clean_env
-
-        rfd, wfd = os.pipe()
-        _widen_pipe(wfd, chunk)
-        try:
-            proc = subprocess.Popen(
-                ["git", "--git-dir", self.gitdir, "cat-file", "blob", str(oid)],
-                stdout=wfd,
-                stderr=subprocess.DEVNULL,
-                env=clean_env(),
-            )
-        except BaseException:
-            os.close(rfd)
-            raise
-        finally:
-            os.close(wfd)
-        buf = bytearray(chunk)
-        view = memoryview(buf)
-        got = 0
-        try:
-            while n := os.readv(rfd, [buf]):
-                got += n
-                yield view[:n]
-        finally:
-            os.close(rfd)
-            proc.kill()
-            proc.wait()
-        if got != size:
-            raise BadInput(f"object {oid}: read {got} of its {size} bytes")
-
-    def blob_digests(
-        self, oids: Iterable[pygit2.Oid], done: Callable[[int], None] = lambda size: None
-    ) -> dict[pygit2.Oid, tuple[str, int]]:
-        """{oid: (sha256:…, size)} of blobs, each hashed while it is read; `done(size)` after each.
-
-        Blobs above STREAM_ABOVE are streamed two at a time: one stream keeps a core busy (git
-        inflating on one side of the pipe, sha256 on the other), so a second uses the other core.
-        Memory stays bounded: a chunk buffer and a pipe per stream.
-        """
-        oids = list(oids)
-        self.fetch_missing(oids)
-        sizes = {oid: self.blob_size(oid) for oid in oids}
-        out: dict[pygit2.Oid, tuple[str, int]] = {}
-        big = [oid for oid, size in sizes.items() if size > self.STREAM_ABOVE]
-        for oid in sizes.keys() - set(big):
-            out[oid] = _digest([self.read(oid)])
-            done(sizes[oid])
-        if not big:
-            return out
-        from concurrent.futures import ThreadPoolExecutor, as_completed
-
-        with ThreadPoolExecutor(max_workers=min(2, len(big))) as pool:
-            running = {pool.submit(_digest, self._streamed(oid, sizes[oid])): oid for oid in big}
-            for fut in as_completed(running):
-                out[running[fut]] = fut.result()
-                done(sizes[running[fut]])
-        return out
 
     def build_tree(self, files: dict[str, pygit2.Oid]) -> pygit2.Oid:
         """A tree from {path: blob oid}."""
@@ -592,9 +380,15 @@ class Store:
             index.add(pygit2.IndexEntry(path, oid, mode))
         return index.write_tree(self._repo)
 
-    def union_tree(self, a: pygit2.Tree, b: pygit2.Tree, path: str = "") -> pygit2.Oid:
+    def union_tree(
+        self,
+        a: pygit2.Tree,
+        b: pygit2.Tree,
+        path: str = "",
+        merge_blobs: Callable[[str, pygit2.Blob, pygit2.Blob], bytes | None] | None = None,
+    ) -> pygit2.Oid:
         """Every entry of either tree, recursively (the shared ledgers' merge): for one name with
-        two blobs, ours, except the archive's status rows, whose lines are unioned."""
+        two blobs, what `merge_blobs(path, ours, theirs)` makes of them, else (None) ours."""
         tb = self._repo.TreeBuilder(a)
         for entry in b:
             name = str(entry.name)
@@ -606,13 +400,12 @@ class Store:
                 continue
             ta, tb_ = self.get(mine.id), self.get(entry.id)
             if isinstance(ta, pygit2.Tree) and isinstance(tb_, pygit2.Tree):
-                tb.insert(name, self.union_tree(ta, tb_, f"{path}{name}/"), TREE_MODE)
-            elif path == f"{ROWS_DIR}/" and isinstance(ta, pygit2.Blob) and isinstance(tb_, pygit2.Blob):
-                # The archive's status rows of one shard: both sides' lines (ours for a key both
-                # have); a line that names another tree than the merged entry is ignored by readers.
-                lines = {**parse_rows(tb_.data)[1], **parse_rows(ta.data)[1]}
-                tb.insert(name, self.blob(rows_blob(lines, None)), entry.filemode)  # vouches for no tree
-            # Same name, different blobs: content-named files never differ; keep ours.
+                tb.insert(name, self.union_tree(ta, tb_, f"{path}{name}/", merge_blobs), TREE_MODE)
+            elif merge_blobs is not None and isinstance(ta, pygit2.Blob) and isinstance(tb_, pygit2.Blob):
+                merged = merge_blobs(f"{path}{name}", ta, tb_)
+                if merged is not None:
+                    tb.insert(name, self.blob(merged), entry.filemode)
+            # Otherwise (same name, different blobs) ours is kept.
         return tb.write()
 
     def merge_trees(
@@ -650,6 +443,15 @@ class Store:
         if self.promisor_remote is not None and oid not in self._repo:
             self.fetch_missing([oid])
         return self._repo.get(oid)
+
+    def local(self, oid: pygit2.Oid | str) -> pygit2.Object | None:
+        """An object of this clone's database, never fetched: None when it is missing here."""
+        return self._repo.get(oid)
+
+    def local_size(self, oid: pygit2.Oid | str) -> int | None:
+        """An object's size from its header (nothing inflated, nothing fetched), or None when missing."""
+        header = self._header(oid)
+        return None if header is None else header[1]
 
     def object_type(self, oid: pygit2.Oid | str) -> str | None:
         """ "commit", "tree", "blob" or "tag" from the object's header (nothing inflated), or None."""
@@ -724,8 +526,6 @@ class Store:
         if not paths or not sparse or self.workdir is None:
             return set()
         import subprocess
-
-        from git_genjob.storage.remote import clean_env
 
         proc = subprocess.run(
             ["git", "--literal-pathspecs", "ls-files", "-t", "-z", "--", *paths],
@@ -905,7 +705,7 @@ class Store:
         merge back what was lost while the objects still exist. A hint, written without fsync:
         losing it loses only that recovery, never a ref."""
         for u in updates:
-            path = os.path.join(self.common_dir, "genjob", "kept", u.name.replace("/", "%"))
+            path = kept_path(self.common_dir, u.name)
             tmp = f"{path}.{os.getpid()}.tmp"
             try:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -918,7 +718,7 @@ class Store:
 
     def kept_tip(self, name: str) -> pygit2.Oid | None:
         """The last value genjob gave ledger ref `name` here, if its commit still exists."""
-        path = os.path.join(self.common_dir, "genjob", "kept", name.replace("/", "%"))
+        path = kept_path(self.common_dir, name)
         try:
             with open(path, encoding="ascii") as fh:
                 oid = pygit2.Oid(hex=fh.read().strip())
@@ -952,8 +752,6 @@ class Store:
         return resolve_common(self.gitdir)
 
     def live_keys(self) -> list[str]:
-        from git_genjob.storage.gitdir import live_keys
-
         return live_keys(self.common_dir)
 
     def iter_refs(self, prefix: str) -> Iterator[tuple[str, pygit2.Oid]]:
@@ -962,145 +760,3 @@ class Store:
                 target = self.ref_target(name)
                 if target is not None:
                     yield name, target
-
-    # -- archive -----------------------------------------------------------
-    def archive_entries(self) -> Iterator[tuple[str, pygit2.Oid]]:
-        """(key, object id) of every entry under the archive's shards, in tree order."""
-        for _, shard_tree, _, _ in self.archive_shards():
-            yield from ((str(e.name), e.id) for e in shard_tree)
-
-    def archive_shards(self) -> Iterator[tuple[str, pygit2.Tree, bytes | None, str | None]]:
-        """(shard, its tree, that shard's rows blob's bytes and id, or None) for every archive shard."""
-        tip = self.ref_target(ARCHIVE_REF)
-        if tip is None:
-            return
-        root = self.get_commit(tip).tree
-        rows = lookup(root, ROWS_DIR)
-        if isinstance(rows, pygit2.Tree):
-            self.prefetch_trees([rows])
-        for shard_entry in root:
-            name = str(shard_entry.name)
-            if not is_shard(name):
-                continue
-            shard_tree = self._repo.get(shard_entry.id)
-            if not isinstance(shard_tree, pygit2.Tree):
-                continue
-            blob = rows[name] if isinstance(rows, pygit2.Tree) and name in rows else None
-            # A hint, so an oversized one (a hostile push) is ignored, not read into memory.
-            header = self._header(blob.id) if blob is not None else None
-            small = header is not None and header[1] <= ROWS_MAX_BYTES
-            data = self._hint_bytes(blob) if isinstance(blob, pygit2.Blob) and small else None
-            yield name, shard_tree, data, str(blob.id) if data is not None and blob is not None else None
-
-    @staticmethod
-    def _hint_bytes(blob: pygit2.Blob) -> bytes:
-        """A rows blob's bytes without libgit2's SHA-1 re-check (half the read time at 100k
-        rows): rows decide nothing, and each is checked against the tree ids it names."""
-        pygit2.settings.enable_strict_hash_verification(False)
-        try:
-            data = blob.data
-        finally:
-            pygit2.settings.enable_strict_hash_verification(True)
-        return data if isinstance(data, bytes) else bytes(data)
-
-    def archive_entry(self, key: str) -> pygit2.Tree | None:
-        """The archived final tree of job `key` (one tree lookup), or None."""
-        tip = self.ref_target(ARCHIVE_REF)
-        if tip is None:
-            return None
-        tree = self.get_commit(tip).tree
-        try:
-            entry = tree[f"{shard(key)}/{key}"]
-        except KeyError:
-            return None
-        obj = self._repo.get(entry.id)
-        return obj if isinstance(obj, pygit2.Tree) else None
-
-    def archive_tree_with(
-        self, base: pygit2.Tree | None, key: str, job_tree: pygit2.Oid, row: str | None = None
-    ) -> pygit2.Oid:
-        """`base` with `<shard>/<key>` set to `job_tree`, touching only that path, and with
-        `row` (one line: sort key, key, then the rest, tab-separated) as that job's line in
-        `_rows/<shard>`, so `status --all` reads one blob per shard instead of every job."""
-        tree = self.tree_with(base, f"{shard(key)}/{key}", job_tree, TREE_MODE)
-        if row is None:
-            return tree
-        sort_key, rest = row.split("\t", 1)
-        rows_path = f"{ROWS_DIR}/{shard(key)}"
-        old = lookup(base, rows_path)
-        if isinstance(old, pygit2.Blob):
-            self.fetch_missing([old.id])  # a partial clone's rows blob
-        old_tree, lines = parse_rows(old.data if isinstance(old, pygit2.Blob) else None)
-        old_shard = lookup(base, shard(key))
-        lines[key] = (str(job_tree), f"{sort_key}\t{key}\t{job_tree}\t{rest}")
-        built = self._repo.get(tree)
-        assert isinstance(built, pygit2.Tree)
-        # Vouch for the whole new shard only if the old rows covered the whole old shard.
-        complete = old_shard is None or (old_tree is not None and old_tree == str(old_shard.id))
-        new_shard = lookup(built, shard(key))
-        data = rows_blob(lines, new_shard.id if complete and new_shard is not None else None)
-        return self.tree_with(built, rows_path, self.blob(data), FILE_MODE)
-
-    def archive_commit(
-        self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str, row: str | None = None
-    ) -> pygit2.Oid:
-        """The next archive commit holding `final_tree` at <shard>/<key> (no ref move)."""
-        archive_tip = self.ref_target(ARCHIVE_REF)
-        if archive_tip is None:
-            base_parent = self.commit(self._repo.TreeBuilder().write(), [], "genjob archive\n")
-            base_tree = None
-        else:
-            base_parent = archive_tip
-            base_tree = self.get_commit(archive_tip).tree
-        tree = self.archive_tree_with(base_tree, key, final_tree, row)
-        return self.commit(tree, [base_parent, job_tip], message)
-
-    def archive_move(
-        self, key: str, job_tip: pygit2.Oid, final_tree: pygit2.Oid, message: str, row: str | None = None
-    ) -> pygit2.Oid:
-        """Move a job out of the live refs into the archive: archive first, then the live ref.
-
-        The files ref backend commits a multi-ref transaction one ref at a time, so a kill between
-        the two could lose the job if the deletion went first. In this order every prefix is
-        safe: after the first step the job is in both places, readers prefer the archive, and
-        `finish_archive_move` (run by apply, recover and status) deletes the leftover live ref.
-        """
-        archive_tip = self.ref_target(ARCHIVE_REF)
-        new_tip = self.archive_commit(key, job_tip, final_tree, message, row)
-        self.update_refs([RefUpdate(ARCHIVE_REF, archive_tip, new_tip)], message=f"genjob: archive {key}")
-        crash_point("archive-written")
-        self.finish_archive_move(key, ours=True)
-        return new_tip
-
-    def finish_archive_move(self, key: str, ours: bool = False) -> bool:
-        """Delete a live ref whose chain the archive already holds (the second step of a move).
-
-        Unless the move is `ours` (this process just wrote the archive), the archive may have come
-        from a remote: its word counts only where this clone can vouch for it
-        (`records.vouch_problem`), else the live job stays."""
-        tip = self.ref_target(job_ref(key))
-        entry = self.archive_entry(key) if tip is not None else None
-        if tip is None or entry is None:
-            return False
-        if not self.archived_chain_holds(entry, tip):
-            return False
-        if not ours:
-            from git_genjob.storage.records import vouch_problem
-
-            if vouch_problem(self, key, entry) is not None:
-                return False
-        try:
-            self.update_refs([RefUpdate(job_ref(key), tip, None)], message=f"genjob: archived {key}")
-        except Conflict:
-            return False
-        return True
-
-    def archived_chain_holds(self, entry: pygit2.Tree, tip: pygit2.Oid) -> bool:
-        """Whether the archived job tree names `tip` in its chain (then the live ref is a leftover)."""
-        from git_genjob.documents.attempts import parse_meta
-
-        meta = self.file_at(entry, "meta.json")
-        try:
-            return meta is not None and any(c.commit == str(tip) for c in parse_meta(meta).chain)
-        except BadInput:
-            return False

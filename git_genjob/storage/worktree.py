@@ -16,14 +16,13 @@ import pygit2
 from git_genjob.documents.errors import LockHeld, Refused
 from git_genjob.storage import locks
 from git_genjob.storage.faults import crash_point
+from git_genjob.storage.gitdir import clean_env
 from git_genjob.storage.store import Store
 
 _ZERO = "0" * 40
 
 
 def _git(store: Store, *args: str, data: bytes | None = None) -> bytes:
-    from git_genjob.storage.remote import clean_env
-
     root = store.workdir or store.gitdir
     proc = subprocess.run(["git", *args], cwd=root, input=data, capture_output=True, env=clean_env())
     if proc.returncode != 0:

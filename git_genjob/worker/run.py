@@ -36,9 +36,10 @@ from git_genjob.documents.states import LEASE_S, TIMEOUT_S
 from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, stop_attempt, store_receipt
 from git_genjob.planner.queue import archived_leftover
 from git_genjob.storage.faults import crash_point
+from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import JobRecord, bundle_inputs, load_live, requeue_problem
-from git_genjob.storage.store import Store, job_ref
+from git_genjob.storage.store import Store
 from git_genjob.worker.generators import GenContext, Generator, GenResult, sandbox_record
 from git_genjob.worker.picker import PICK_WINDOW as PICK_WINDOW
 from git_genjob.worker.picker import Picker as Picker
@@ -242,7 +243,7 @@ def _claim_next(
             record = load_live(store, head.key)
             if record is None or record.state != "queued":
                 continue
-            if not pub.shares(f"refs/genjob/jobs/{head.key}", record.tip):
+            if not pub.shares(job_ref(head.key), record.tip):
                 continue  # local events the remote lacks: never claim from a view the remote does not share
             refusal = gate.refusal(record)  # checked before the claim: a job no trusted planner signed never starts
         except GenjobError as exc:

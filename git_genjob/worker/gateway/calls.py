@@ -18,6 +18,7 @@ from git_genjob.documents.canonical import sha256_hex, utc_now
 from git_genjob.documents.errors import GenjobError
 from git_genjob.replay.cache import Cache, Sealed, accept, fingerprint, request_doc
 from git_genjob.replay.prompt import normalize_text
+from git_genjob.storage.layout import gateway_answers_dir, gateway_journal_path
 from git_genjob.storage.store import Store
 from git_genjob.worker.gateway.dialects import Upstream
 from git_genjob.worker.gateway.spool import Spool
@@ -62,16 +63,15 @@ class Session:
     ):
         self.store, self.job_key, self.attempt = store, job_key, attempt
         self.cache = Cache(store, sign)
-        folder = os.path.join(store.common_dir, "genjob", "gateway")
-        os.makedirs(folder, exist_ok=True)
-        self.journal = os.path.join(folder, f"{job_key}.jsonl")
+        self.journal = gateway_journal_path(store.common_dir, job_key)
+        os.makedirs(os.path.dirname(self.journal), exist_ok=True)
         self.calls: list[dict[str, Any]] = []
         self.diverged = refresh  # retry --refresh: every call is sent
         self.lock = threading.Lock()
         self.max_calls, self.max_tokens = max_calls, max_tokens
         self.budget: dict[str, Any] | None = None
         self.volatile: list[str] = []  # the scratch path, the attempt's token: placeholders in fingerprints
-        self.answers = os.path.join(folder, "answers")  # answer documents the journal names, not yet folded
+        self.answers = gateway_answers_dir(store.common_dir)  # answer documents the journal names, not yet folded
         self.pending: list[tuple[Sealed, str, str]] = []  # (event, answer sha256, its file) to fold
         with contextlib.suppress(GenjobError):  # a held lock: they wait for the next Session
             self.fold(self._leftovers())  # answers an attempt that died left in the journal
@@ -401,7 +401,7 @@ def _unfolded(store: Store, call: dict[str, Any], sha: str) -> tuple[str | None,
     wal = call.get("wal")
     if not isinstance(wal, dict) or not re.fullmatch(r"[0-9a-f]{64}", str(wal.get("event_id"))):
         return None, None
-    path = os.path.join(store.common_dir, "genjob", "gateway", "answers", str(wal["event_id"]))
+    path = os.path.join(gateway_answers_dir(store.common_dir), str(wal["event_id"]))
     try:
         if os.path.getsize(path) > UNFOLDED_SHOWN_MAX:
             return None, None
@@ -440,7 +440,7 @@ def _rows(path: str) -> list[dict[str, Any]]:
 def _journal_calls(store: Store, job_key: str) -> tuple[list[dict[str, Any]], int]:
     """The last attempt's calls in the gateway's journal, each at its last recorded state, and
     that attempt's number (0: no journal)."""
-    rows = _rows(os.path.join(store.common_dir, "genjob", "gateway", f"{job_key}.jsonl"))
+    rows = _rows(gateway_journal_path(store.common_dir, job_key))
     if not rows:
         return [], 0
     last = max((r.get("attempt", 0) for r in rows if isinstance(r.get("attempt"), int)), default=0)
