@@ -363,7 +363,7 @@ def run_sharded(
     as the remote holds them, the races lost (from the runners' --json), claims/s, the bytes each
     claim added to the object stores, and with `trace` the git processes each claim cost
     (GIT_TRACE2_EVENT logs of every runner). `remote_config`: KEY=VALUE set on the bare remote."""
-    from git_genjob.planner.queue import receipt_result
+    from git_genjob.planner.rows import receipt_result
     from git_genjob.storage.records import load_live
     from git_genjob.storage.store import Store
 

@@ -481,7 +481,7 @@ def _race(argvs: list[list[str]]) -> tuple[list[list[str]], float]:
 
 
 def row_claims_per_second(workers: list[int], queued: int, seconds: float) -> Row:
-    from git_genjob.planner.queue import live_jobs
+    from git_genjob.planner.live import live_jobs
     from git_genjob.storage.store import Store
 
     rates, doubles, losses = [], [], []
@@ -629,7 +629,7 @@ def _shared_remote(repo: str, n: int) -> tuple[str, list[str]]:
 
 def _fleet_claims_once(n: int, queued: int, seconds: float) -> tuple[float, int, int]:
     """(claims/s, jobs claimed twice, lost races) of `n` runners in fresh clones of one bare remote."""
-    from git_genjob.planner.queue import live_jobs
+    from git_genjob.planner.live import live_jobs
     from git_genjob.storage.store import Store
 
     repo, _ = scale_repo(0, queued)

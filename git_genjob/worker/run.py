@@ -34,7 +34,7 @@ from git_genjob.documents.receipt import build_statement, sign_statement
 from git_genjob.documents.secretscan import find_secret, redact
 from git_genjob.documents.states import LEASE_S, TIMEOUT_S
 from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, stop_attempt, store_receipt
-from git_genjob.planner.queue import archived_leftover
+from git_genjob.planner.live import archived_leftover
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import JobRecord, bundle_inputs, load_live, requeue_problem
