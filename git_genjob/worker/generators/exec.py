@@ -4,7 +4,6 @@ process sandbox of `worker.generators.sandbox` (unless the worker's owner says `
 from __future__ import annotations
 
 import os
-import re
 import select
 import shlex
 import shutil
@@ -16,61 +15,10 @@ from typing import TYPE_CHECKING
 
 from git_genjob.documents.errors import BadInput, GenjobError
 from git_genjob.worker.generators import LOG_TAIL, GenContext, GenResult
+from git_genjob.worker.generators.shell import ASSIGNMENT, SH_WORDS
 
 if TYPE_CHECKING:
     from git_genjob.worker.generators.sandbox import SandboxOptions
-
-# What `sh -c` runs without a file on PATH: its keywords and special/regular built-ins.
-SH_WORDS = frozenset(
-    [
-        "!",
-        "{",
-        "(",
-        "if",
-        "for",
-        "while",
-        "until",
-        "case",
-        ".",
-        ":",
-        "[",
-        "alias",
-        "bg",
-        "break",
-        "cd",
-        "command",
-        "continue",
-        "echo",
-        "eval",
-        "exec",
-        "exit",
-        "export",
-        "false",
-        "fg",
-        "getopts",
-        "hash",
-        "jobs",
-        "kill",
-        "printf",
-        "pwd",
-        "read",
-        "readonly",
-        "return",
-        "set",
-        "shift",
-        "test",
-        "times",
-        "trap",
-        "true",
-        "type",
-        "ulimit",
-        "umask",
-        "unalias",
-        "unset",
-        "wait",
-    ]
-)
-ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 class ExecGenerator:

@@ -50,6 +50,7 @@ from typing import TypeVar, cast
 
 from git_genjob.documents.config import SandboxConfig, SandboxLimits
 from git_genjob.documents.errors import BadInput
+from git_genjob.worker.generators.shell import ASSIGNMENT, SH_WORDS
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Of /etc, what programs and their libraries read; never shadow, sudoers, ssh host keys,
@@ -346,8 +347,6 @@ def program_paths(command: str, path_env: str) -> list[str]:
     interpreter's prefix (and the venv's base interpreter), a `#!` script's interpreter, and for
     an interpreter (python, node, sh, ...) the script file it is given. Never another argument
     (`cat ~/.ssh/id_ed25519` shows nothing), never a directory that holds the user's HOME."""
-    from git_genjob.worker.generators.exec import ASSIGNMENT, SH_WORDS
-
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
@@ -896,8 +895,6 @@ def walked_dirs(command: str) -> list[str]:
         words = shlex.split(command)
     except ValueError:
         return []
-    from git_genjob.worker.generators.exec import ASSIGNMENT
-
     program = next((w for w in words if not ASSIGNMENT.match(w)), "")
     if not program.startswith("/") or ".." not in program.split("/"):
         return []
