@@ -181,7 +181,7 @@ def _check(proc: subprocess.CompletedProcess[str]) -> None:
 
 
 def _sandbox_usable() -> bool:
-    from git_genjob.worker.generators.sandbox import bwrap_problem, landlock_problem
+    from git_genjob.worker.generators.sandbox.choose import bwrap_problem, landlock_problem
 
     return bwrap_problem() is None or landlock_problem(False) is None
 

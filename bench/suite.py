@@ -961,7 +961,11 @@ def sandbox_attempt_s(mechanism: str) -> float:
     """Seconds for one exec attempt's sandbox under `mechanism` ("none": unconfined): confine()
     + Popen + wait of `sh -c true` in a fresh scratch. bench_sandbox.py runs it against older
     checkouts too, whose launch may lack `start` and `fds`."""
-    from git_genjob.worker.generators.sandbox import Attempt, SandboxOptions, confine
+    try:
+        from git_genjob.worker.generators.sandbox.confine import confine
+        from git_genjob.worker.generators.sandbox.options import Attempt, SandboxOptions
+    except ImportError:  # a checkout from before the sandbox was a package (bench_sandbox.py's OLD)
+        from git_genjob.worker.generators.sandbox import Attempt, SandboxOptions, confine
 
     d = tempfile.mkdtemp(prefix="genjob-scratch-bench-")
     try:
@@ -989,7 +993,7 @@ def row_sandbox(runs: int) -> list[Row]:
     """What the exec generator's sandbox adds to each attempt: set-up (bind list or Landlock
     ruleset, process-limit count) plus start and exit of `sh -c true` inside it, against the
     same without a sandbox."""
-    from git_genjob.worker.generators.sandbox import bwrap_problem, landlock_problem
+    from git_genjob.worker.generators.sandbox.choose import bwrap_problem, landlock_problem
 
     once = sandbox_attempt_s
     # A launch that needs Python in the child forks this process, at a cost that grows with its

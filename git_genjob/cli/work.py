@@ -163,7 +163,7 @@ def work(
     guarded = [store.workdir, store.common_dir, os.path.expanduser(key_path) if key_path else None]
     sandbox = dataclasses.replace(sandbox, guarded=tuple(p for p in guarded if p))
     if spec.startswith("exec:") and sandbox.mechanism != "none":  # refused before any claim
-        from git_genjob.worker.generators.sandbox import check_guarded, program_paths
+        from git_genjob.worker.generators.sandbox.paths import check_guarded, program_paths
 
         check_guarded(sandbox, program_paths(spec[5:], os.environ.get("PATH", os.defpath)))
     from git_genjob.worker.gateway.dialects import parse_gateway
@@ -274,7 +274,7 @@ def sandbox_options(
 
     from git_genjob.documents.config import LIMIT_NAMES, parse_limit
     from git_genjob.documents.errors import BadInput
-    from git_genjob.worker.generators.sandbox import SandboxOptions
+    from git_genjob.worker.generators.sandbox.options import SandboxOptions
 
     base = SandboxOptions.from_config(cfg)
     changed = {}

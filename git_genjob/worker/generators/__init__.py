@@ -55,8 +55,8 @@ def describe(gen: Generator) -> dict[str, str | None]:
 
 
 def parse_spec(spec: str, timeout: float, sandbox: Any = None) -> Generator:
-    """`exec:COMMAND`, `http:URL` or `openai:BASE_URL#MODEL`; `sandbox` (worker.generators.sandbox.SandboxOptions)
-    confines an exec generator."""
+    """`exec:COMMAND`, `http:URL` or `openai:BASE_URL#MODEL`; `sandbox`
+    (worker.generators.sandbox.options.SandboxOptions) confines an exec generator."""
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
         raise BadInput(f"generator spec {spec!r} is malformed", "use exec:COMMAND, http:URL or openai:BASE_URL#MODEL")

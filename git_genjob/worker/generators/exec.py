@@ -18,7 +18,7 @@ from git_genjob.worker.generators import LOG_TAIL, GenContext, GenResult
 from git_genjob.worker.generators.shell import ASSIGNMENT, SH_WORDS
 
 if TYPE_CHECKING:
-    from git_genjob.worker.generators.sandbox import SandboxOptions
+    from git_genjob.worker.generators.sandbox.options import SandboxOptions
 
 
 class ExecGenerator:
@@ -27,7 +27,9 @@ class ExecGenerator:
     model: str | None = None
 
     def __init__(self, command: str, timeout: float, sandbox: SandboxOptions | None = None):
-        from git_genjob.worker.generators.sandbox import SandboxOptions, check_paths, check_writable, choose
+        from git_genjob.worker.generators.sandbox.choose import choose
+        from git_genjob.worker.generators.sandbox.options import SandboxOptions
+        from git_genjob.worker.generators.sandbox.paths import check_paths, check_writable
 
         self.command: str | None = resolve_command(command)
         self.timeout = timeout
@@ -51,7 +53,8 @@ class ExecGenerator:
         return env
 
     def generate(self, ctx: GenContext) -> GenResult:
-        from git_genjob.worker.generators.sandbox import Attempt, confine
+        from git_genjob.worker.generators.sandbox.confine import confine
+        from git_genjob.worker.generators.sandbox.options import Attempt
 
         assert self.command is not None
         meta = os.path.dirname(ctx.job_file)
