@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from git_genjob.worker.generators.sandbox.bwrap import bwrap_launch
 from git_genjob.worker.generators.sandbox.identity import hand_over, sandbox_user
@@ -21,9 +22,17 @@ from git_genjob.worker.generators.sandbox.paths import (
     walked_dirs,
 )
 
+if TYPE_CHECKING:
+    from git_genjob.worker.generators.proxy import HostProxy
+
 
 def confine(
-    mechanism: str, opts: SandboxOptions, command: str, attempt: Attempt, path_env: str, gateway: str | None = None
+    mechanism: str,
+    opts: SandboxOptions,
+    command: str,
+    attempt: Attempt,
+    path_env: str,
+    gateway: str | None = None,
 ) -> Launch:
     """The launch of `sh -c COMMAND` under `mechanism` for one attempt; `gateway`: the Unix socket
     of the attempt's model gateway, relayed to 127.0.0.1:GATEWAY_PORT inside."""
@@ -40,11 +49,60 @@ def confine(
     user = sandbox_user()
     hand_over(attempt, user)
     limits = rlimits(opts.limits, user[0] if user else os.getuid())
+    proxy, hidden, pairs = _relays(opts, attempt, user, gateway)
+    if pairs:
+        from git_genjob.worker.generators.proxy import RELAY
+
+        python = os.path.abspath(sys.executable)
+        auto += [p for p in installation(python, path_env, 0) if not in_system(p) and p not in auto]
+        argv = ["sh", "-c", RELAY_WRAPPER, command, python, RELAY, *pairs]
+    try:
+        if mechanism == "bwrap":
+            launch = bwrap_launch(opts, argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto)
+        else:
+            launch = landlock_launch(
+                opts,
+                argv,
+                attempt,
+                [*ro, *auto, *hidden],
+                list(rw),
+                user,
+                limits,
+                auto,
+                bool(pairs),
+            )
+    except BaseException:
+        if proxy is not None:
+            proxy.close()
+        raise
+    launch.env["PATH"] = visible_path(path_env, [*ro, *auto, *rw, attempt.scratch])
+    if proxy is not None:
+        from git_genjob.worker.generators.proxy import RELAY_PORT
+
+        url = f"http://127.0.0.1:{RELAY_PORT}"
+        launch.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url)
+        launch.finish = proxy.close
+    return launch
+
+
+def _relays(
+    opts: SandboxOptions,
+    attempt: Attempt,
+    user: tuple[int, int] | None,
+    gateway: str | None,
+) -> tuple[HostProxy | None, list[str], list[str]]:
+    """The --allow-host proxy (started here, its socket's directory beside the scratch tree) and
+    the gateway's socket, handed to `user`: the proxy, the directories the view hides, and the
+    (socket, port) pairs the relay inside serves on 127.0.0.1."""
     proxy = None
     hidden: list[str] = []
     pairs: list[str] = []
     if opts.allow_hosts:
-        from git_genjob.worker.generators.proxy import RELAY_PORT, HostProxy, parse_hosts
+        from git_genjob.worker.generators.proxy import (
+            RELAY_PORT,
+            HostProxy,
+            parse_hosts,
+        )
 
         proxy_dir = os.path.join(os.path.dirname(attempt.scratch), "proxy")
         os.makedirs(proxy_dir, exist_ok=True)
@@ -59,29 +117,7 @@ def confine(
             os.chown(gateway, *user)
         hidden.append(os.path.dirname(gateway))
         pairs += [gateway, str(GATEWAY_PORT)]
-    if pairs:
-        from git_genjob.worker.generators.proxy import RELAY
-
-        python = os.path.abspath(sys.executable)
-        auto += [p for p in installation(python, path_env, 0) if not in_system(p) and p not in auto]
-        argv = ["sh", "-c", RELAY_WRAPPER, command, python, RELAY, *pairs]
-    try:
-        if mechanism == "bwrap":
-            launch = bwrap_launch(opts, argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto)
-        else:
-            launch = landlock_launch(
-                opts, argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto, bool(pairs)
-            )
-    except BaseException:
-        if proxy is not None:
-            proxy.close()
-        raise
-    launch.env["PATH"] = visible_path(path_env, [*ro, *auto, *rw, attempt.scratch])
-    if proxy is not None:
-        url = f"http://127.0.0.1:{RELAY_PORT}"
-        launch.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url)
-        launch.finish = proxy.close
-    return launch
+    return proxy, hidden, pairs
 
 
 # The --allow-host relay starts first (it listens before it returns), then the generator: `$0`.

@@ -95,7 +95,10 @@ def check_paths(paths: tuple[str, ...], option: str) -> tuple[str, ...]:
         if not os.path.exists(path):
             raise BadInput(f"{option} {path}: no such file or directory")
         if path == "/":
-            raise BadInput(f"{option} /: that is the whole file system", "name what the generator needs")
+            raise BadInput(
+                f"{option} /: that is the whole file system",
+                "name what the generator needs",
+            )
         out.append(path)
     return tuple(dict.fromkeys(out))
 
@@ -110,7 +113,10 @@ def check_writable(paths: tuple[str, ...], mechanism: str) -> None:
         if user is None:
             if mechanism == "none" or os.access(path, want):
                 continue
-            raise BadInput(f"--sandbox-rw {path}: not writable by this user", f"chmod u+w {shlex.quote(path)}")
+            raise BadInput(
+                f"--sandbox-rw {path}: not writable by this user",
+                f"chmod u+w {shlex.quote(path)}",
+            )
         st = os.stat(path)
         shift = 6 if st.st_uid == user[0] else 3 if st.st_gid == user[1] else 0
         bits = (st.st_mode >> shift) & 0o7
@@ -135,6 +141,19 @@ def program_paths(command: str, path_env: str) -> list[str]:
     interpreter's prefix (and the venv's base interpreter), a `#!` script's interpreter, and for
     an interpreter (python, node, sh, ...) the script file it is given. Never another argument
     (`cat ~/.ssh/id_ed25519` shows nothing), never a directory that holds the user's HOME."""
+    args = _first_command(command)
+    if args is None:
+        return []
+    while args and ASSIGNMENT.match(args[0]):
+        args.pop(0)
+    found = _program_files(args, path_env) if args and args[0] not in SH_WORDS else []
+    home = os.path.realpath(os.path.expanduser("~"))
+    keep = [p for p in dict.fromkeys(os.path.abspath(p) for p in found) if not _never_shown(p, home)]
+    return [p for p in keep if not any(q != p and inside(p, q) for q in keep)]
+
+
+def _first_command(command: str) -> list[str] | None:
+    """The words of the command line's first simple command; None when it does not parse."""
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
@@ -144,32 +163,37 @@ def program_paths(command: str, path_env: str) -> list[str]:
                 break  # the first simple command only
             words.append(word)
     except ValueError:
-        return []
+        return None
+    return words
+
+
+def _program_files(args: list[str], path_env: str) -> list[str]:
+    """The program `args[0]` and its installation, and an interpreter's script file."""
+    program = args[0]
     found: list[str] = []
-    args = list(words)
-    while args and ASSIGNMENT.match(args[0]):
-        args.pop(0)
-    if args and args[0] not in SH_WORDS:
-        program = args[0]
-        exe = program if "/" in program else _which(program, path_env)
-        if exe is not None and os.path.isfile(exe):
-            found += installation(exe, path_env, 2)
-        if INTERPRETER.match(os.path.basename(program)):
-            for word in args[1:]:
-                if word in ("-c", "-m", "-e", "--eval", "-"):
-                    break  # code on the command line, a module or stdin: no script file
-                if not word.startswith("-"):
-                    script = os.path.abspath(word)
-                    if os.path.isfile(script):
-                        found.append(script)
-                    break
-    home = os.path.realpath(os.path.expanduser("~"))
-    keep = []
-    for path in dict.fromkeys(os.path.abspath(p) for p in found):
-        if in_system(path) or path == "/" or inside(home, path) or path.startswith(("/proc/", "/dev/", "/sys/")):
-            continue
-        keep.append(path)
-    return [p for p in keep if not any(q != p and inside(p, q) for q in keep)]
+    exe = program if "/" in program else _which(program, path_env)
+    if exe is not None and os.path.isfile(exe):
+        found += installation(exe, path_env, 2)
+    if INTERPRETER.match(os.path.basename(program)):
+        found += _script(args[1:])
+    return found
+
+
+def _script(args: list[str]) -> list[str]:
+    """The script file an interpreter is given: its first word that is not an option, unless
+    the code comes on the command line, as a module or on stdin."""
+    for word in args:
+        if word in ("-c", "-m", "-e", "--eval", "-"):
+            return []  # code on the command line, a module or stdin: no script file
+        if not word.startswith("-"):
+            script = os.path.abspath(word)
+            return [script] if os.path.isfile(script) else []
+    return []
+
+
+def _never_shown(path: str, home: str) -> bool:
+    """The system (shown anyway), `/`, a directory holding HOME, and the kernel's file systems."""
+    return in_system(path) or path == "/" or inside(home, path) or path.startswith(("/proc/", "/dev/", "/sys/"))
 
 
 def _which(program: str, path_env: str) -> str | None:
