@@ -76,7 +76,7 @@ class PyGen:
         return {"kind": self.kind, "endpoint": None, "model": None, "command": self.command}
 
     def generate(self, ctx: Any) -> Any:
-        from git_genjob.worker.generators import GenResult
+        from git_genjob.worker.generators.base import GenResult
 
         for path in ctx.job.allowed_paths:
             target = os.path.join(ctx.scratch, path)
@@ -1034,7 +1034,7 @@ def row_exit_notice(runs: int) -> list[Row]:
     `_exit`; the notice is the wait's return on that clock."""
     import threading
 
-    from git_genjob.worker.generators import GenContext
+    from git_genjob.worker.generators.base import GenContext
     from git_genjob.worker.generators.exec import _wait
 
     ctx = GenContext(None, "", "", "", {}, 10, threading.Event())  # type: ignore[arg-type]

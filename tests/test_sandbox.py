@@ -421,7 +421,7 @@ def test_wait_ends_at_the_generators_exit_its_deadline_or_a_stop() -> None:
     """`_wait` (a pidfd where the kernel has one) says True for an exit and False for a deadline
     or a fencing stop. How soon it notices an exit is measured, not asserted: `bench/run --only
     exit` (0.5 ms against a blocking waitpid's 0.4 ms; 24 ms when polled)."""
-    from git_genjob.worker.generators import GenContext
+    from git_genjob.worker.generators.base import GenContext
     from git_genjob.worker.generators.exec import _wait
 
     ctx = GenContext(None, "", "", "", {}, 10, threading.Event())  # type: ignore[arg-type]

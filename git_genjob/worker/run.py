@@ -39,7 +39,8 @@ from git_genjob.storage.faults import crash_point
 from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import JobRecord, bundle_inputs, load_live, requeue_problem
 from git_genjob.storage.store import Store, job_ref
-from git_genjob.worker.generators import GenContext, Generator, GenResult, sandbox_record
+from git_genjob.worker.generators import sandbox_record
+from git_genjob.worker.generators.base import GenContext, Generator, GenResult
 from git_genjob.worker.picker import PICK_WINDOW as PICK_WINDOW
 from git_genjob.worker.picker import Picker as Picker
 from git_genjob.worker.scratch import clean_stale_scratch, read_back, scratch_dir, scratch_entries

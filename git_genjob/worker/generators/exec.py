@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from git_genjob.documents.errors import BadInput, GenjobError
-from git_genjob.worker.generators import LOG_TAIL, GenContext, GenResult
+from git_genjob.worker.generators.base import LOG_TAIL, GenContext, GenResult
 from git_genjob.worker.generators.shell import ASSIGNMENT, SH_WORDS
 
 if TYPE_CHECKING:
