@@ -1,12 +1,11 @@
 """Generators turn a bundle into output files: exec, http, openai, one small module each; what
-they share (`GenContext`, `GenResult`, the `Generator` protocol) is in `base`."""
+they share (`GenContext`, `GenResult`, the `Generator` protocol, the model prompt) is in `base`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from git_genjob.documents.errors import BadInput
-from git_genjob.documents.job import Job
 from git_genjob.worker.generators.base import Generator
 
 
@@ -46,13 +45,3 @@ def sandbox_record(kind: str, recorded: dict[str, Any] | None) -> dict[str, Any]
     mechanism = "no-process" if kind in ("http", "openai") else "none"
     network = "none" if mechanism == "no-process" else "all"
     return {"mechanism": mechanism, "network": network, "hosts": [], "ro": [], "rw": [], "limits": None}
-
-
-def build_prompt(job: Job, inputs: dict[str, bytes]) -> str:
-    """The text a model generator sends: the instruction, then every allowed file."""
-    parts = [job.instruction.strip(), "", "Files (return the complete new content of each):"]
-    for path in job.allowed_paths:
-        data = inputs.get(path)
-        body = "(does not exist yet; create it)" if data is None else data.decode("utf-8", "replace")
-        parts += ["", f"=== {path} ===", body.rstrip("\n")]
-    return "\n".join(parts) + "\n"

@@ -1,5 +1,5 @@
 """What every generator is given and returns: one attempt's context (`GenContext`), its result
-(`GenResult`) and the `Generator` protocol the worker calls."""
+(`GenResult`), the `Generator` protocol the worker calls, and the prompt a model generator sends."""
 
 from __future__ import annotations
 
@@ -48,3 +48,13 @@ class Generator(Protocol):
     def generate(self, ctx: GenContext) -> GenResult: ...
 
     def describe(self) -> dict[str, str | None]: ...
+
+
+def build_prompt(job: Job, inputs: dict[str, bytes]) -> str:
+    """The text a model generator sends: the instruction, then every allowed file."""
+    parts = [job.instruction.strip(), "", "Files (return the complete new content of each):"]
+    for path in job.allowed_paths:
+        data = inputs.get(path)
+        body = "(does not exist yet; create it)" if data is None else data.decode("utf-8", "replace")
+        parts += ["", f"=== {path} ===", body.rstrip("\n")]
+    return "\n".join(parts) + "\n"

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 from git_genjob.replay.web import post_json
-from git_genjob.worker.generators import build_prompt
-from git_genjob.worker.generators.base import GenContext, GenResult
+from git_genjob.worker.generators.base import GenContext, GenResult, build_prompt
 from git_genjob.worker.generators.files import write_answer
 
 

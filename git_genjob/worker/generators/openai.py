@@ -8,8 +8,7 @@ from typing import Any
 
 from git_genjob.documents.errors import HttpStatusError
 from git_genjob.replay.web import chat_completion
-from git_genjob.worker.generators import build_prompt
-from git_genjob.worker.generators.base import GenContext, GenResult
+from git_genjob.worker.generators.base import GenContext, GenResult, build_prompt
 from git_genjob.worker.generators.files import write_answer
 
 SYSTEM = (
