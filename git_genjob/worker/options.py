@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING
 from git_genjob.documents.config import LIMIT_NAMES, Config, SandboxConfig, parse_limit
 from git_genjob.documents.errors import BadInput
 from git_genjob.documents.states import MAX_LEASE_S
+from git_genjob.worker.gateway.dialects import Upstream, parse_gateway
+from git_genjob.worker.generators.sandbox.options import SandboxOptions
+from git_genjob.worker.generators.sandbox.paths import check_guarded, program_paths
 
 if TYPE_CHECKING:
     from git_genjob.storage.store import Store
-    from git_genjob.worker.gateway.dialects import Upstream
-    from git_genjob.worker.generators.sandbox.options import SandboxOptions
 
 
 def check_lease(lease_s: float, given: str) -> None:
@@ -37,8 +38,6 @@ def sandbox_options(
     no_sandbox: bool,
 ) -> SandboxOptions:
     """`[sandbox]` of .genjob/config.toml, then this worker's options on top."""
-    from git_genjob.worker.generators.sandbox.options import SandboxOptions
-
     base = SandboxOptions.from_config(cfg)
     changed = {}
     for item in limits:
@@ -63,8 +62,6 @@ def guarded(sandbox: SandboxOptions, store: Store, key_path: str | None, spec: s
     paths = [store.workdir, store.common_dir, os.path.expanduser(key_path) if key_path else None]
     sandbox = dataclasses.replace(sandbox, guarded=tuple(p for p in paths if p))
     if spec.startswith("exec:") and sandbox.mechanism != "none":  # refused before any claim
-        from git_genjob.worker.generators.sandbox.paths import check_guarded, program_paths
-
         check_guarded(sandbox, program_paths(spec[5:], os.environ.get("PATH", os.defpath)))
     return sandbox
 
@@ -79,8 +76,6 @@ def gateway_upstreams(
     """The gateway's upstreams (`[gateway]` of the config file, each `--gateway` overriding its
     URL and keeping its dialect and key_env) and the per-job budgets. An upstream's key in
     --pass-env is refused: the key stays with the worker (SPEC §12.1)."""
-    from git_genjob.worker.gateway.dialects import parse_gateway
-
     named = {name: parse_gateway(f"{name}={url}", dialect, key_env) for name, url, dialect, key_env in config.gateways}
     for text in gateways:  # --gateway overrides the file's URL, keeping its dialect and key_env
         known = named.get(text.partition("=")[0].strip())

@@ -8,24 +8,9 @@ import os
 import shutil
 import stat
 
-from git_genjob.worker.generators.sandbox.limits import (
-    prlimit_args,
-    prlimit_exe,
-    set_rlimits,
-)
-from git_genjob.worker.generators.sandbox.options import (
-    Attempt,
-    Launch,
-    SandboxOptions,
-    record,
-)
-from git_genjob.worker.generators.sandbox.paths import (
-    SYSTEM_DIRS,
-    ancestors,
-    etc_paths,
-    in_system,
-    inside,
-)
+from git_genjob.worker.generators.sandbox.limits import prlimit_args, prlimit_exe, set_rlimits
+from git_genjob.worker.generators.sandbox.options import Attempt, Launch, SandboxOptions, record
+from git_genjob.worker.generators.sandbox.paths import SYSTEM_DIRS, ancestors, etc_paths, in_system, inside
 from git_genjob.worker.generators.sandbox.seccomp import seccomp_fd
 
 

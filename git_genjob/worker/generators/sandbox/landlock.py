@@ -16,27 +16,10 @@ import threading
 from collections.abc import Callable
 from typing import cast
 
-from git_genjob.worker.generators.sandbox.identity import (
-    become,
-    become_pid_one,
-    read_last_cap,
-)
-from git_genjob.worker.generators.sandbox.kernel import (
-    PR_SET_NO_NEW_PRIVS,
-    load_libc,
-    syscall,
-)
-from git_genjob.worker.generators.sandbox.limits import (
-    prlimit_args,
-    prlimit_exe,
-    set_rlimits,
-)
-from git_genjob.worker.generators.sandbox.options import (
-    Attempt,
-    Launch,
-    SandboxOptions,
-    record,
-)
+from git_genjob.worker.generators.sandbox.identity import become, become_pid_one, read_last_cap
+from git_genjob.worker.generators.sandbox.kernel import PR_SET_NO_NEW_PRIVS, load_libc, syscall
+from git_genjob.worker.generators.sandbox.limits import prlimit_args, prlimit_exe, set_rlimits
+from git_genjob.worker.generators.sandbox.options import Attempt, Launch, SandboxOptions, record
 from git_genjob.worker.generators.sandbox.paths import DEVICES, SYSTEM_DIRS, etc_paths
 from git_genjob.worker.generators.sandbox.seccomp import seccomp_applier
 
