@@ -28,7 +28,10 @@ for i in range(0, len(heap), 4096):
     heap[i] = 1
 sys.path.insert(0, sys.argv[3])  # this checkout's bench/: the attempt bench/run's sandbox row times
 from suite import sandbox_attempt_s
-from git_genjob.worker.generators.sandbox import bwrap_problem, landlock_problem
+try:
+    from git_genjob.worker.generators.sandbox.choose import bwrap_problem, landlock_problem
+except ImportError:  # a checkout from before the sandbox was a package
+    from git_genjob.worker.generators.sandbox import bwrap_problem, landlock_problem
 
 def once(mechanism):
     return sandbox_attempt_s(mechanism) * 1e3

@@ -132,7 +132,7 @@ def add_rows(repo: str) -> None:
     cannot: a row names its entry's tree id, known only once the entry is written)."""
     import pygit2
 
-    from git_genjob.planner.queue import archive_row
+    from git_genjob.planner.rows import archive_row
     from git_genjob.storage.archive import Archive, rows_blob
     from git_genjob.storage.layout import ARCHIVE_REF, ROWS_DIR
     from git_genjob.storage.records import load_tree

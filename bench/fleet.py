@@ -181,7 +181,7 @@ def _check(proc: subprocess.CompletedProcess[str]) -> None:
 
 
 def _sandbox_usable() -> bool:
-    from git_genjob.worker.generators.sandbox import bwrap_problem, landlock_problem
+    from git_genjob.worker.generators.sandbox.choose import bwrap_problem, landlock_problem
 
     return bwrap_problem() is None or landlock_problem(False) is None
 
@@ -363,7 +363,7 @@ def run_sharded(
     as the remote holds them, the races lost (from the runners' --json), claims/s, the bytes each
     claim added to the object stores, and with `trace` the git processes each claim cost
     (GIT_TRACE2_EVENT logs of every runner). `remote_config`: KEY=VALUE set on the bare remote."""
-    from git_genjob.planner.queue import receipt_result
+    from git_genjob.planner.rows import receipt_result
     from git_genjob.storage.records import load_live
     from git_genjob.storage.store import Store
 

@@ -76,7 +76,7 @@ class PyGen:
         return {"kind": self.kind, "endpoint": None, "model": None, "command": self.command}
 
     def generate(self, ctx: Any) -> Any:
-        from git_genjob.worker.generators import GenResult
+        from git_genjob.worker.generators.base import GenResult
 
         for path in ctx.job.allowed_paths:
             target = os.path.join(ctx.scratch, path)
@@ -481,7 +481,7 @@ def _race(argvs: list[list[str]]) -> tuple[list[list[str]], float]:
 
 
 def row_claims_per_second(workers: list[int], queued: int, seconds: float) -> Row:
-    from git_genjob.planner.queue import live_jobs
+    from git_genjob.planner.live import live_jobs
     from git_genjob.storage.store import Store
 
     rates, doubles, losses = [], [], []
@@ -629,7 +629,7 @@ def _shared_remote(repo: str, n: int) -> tuple[str, list[str]]:
 
 def _fleet_claims_once(n: int, queued: int, seconds: float) -> tuple[float, int, int]:
     """(claims/s, jobs claimed twice, lost races) of `n` runners in fresh clones of one bare remote."""
-    from git_genjob.planner.queue import live_jobs
+    from git_genjob.planner.live import live_jobs
     from git_genjob.storage.store import Store
 
     repo, _ = scale_repo(0, queued)
@@ -961,7 +961,11 @@ def sandbox_attempt_s(mechanism: str) -> float:
     """Seconds for one exec attempt's sandbox under `mechanism` ("none": unconfined): confine()
     + Popen + wait of `sh -c true` in a fresh scratch. bench_sandbox.py runs it against older
     checkouts too, whose launch may lack `start` and `fds`."""
-    from git_genjob.worker.generators.sandbox import Attempt, SandboxOptions, confine
+    try:
+        from git_genjob.worker.generators.sandbox.confine import confine
+        from git_genjob.worker.generators.sandbox.options import Attempt, SandboxOptions
+    except ImportError:  # a checkout from before the sandbox was a package (bench_sandbox.py's OLD)
+        from git_genjob.worker.generators.sandbox import Attempt, SandboxOptions, confine
 
     d = tempfile.mkdtemp(prefix="genjob-scratch-bench-")
     try:
@@ -989,7 +993,7 @@ def row_sandbox(runs: int) -> list[Row]:
     """What the exec generator's sandbox adds to each attempt: set-up (bind list or Landlock
     ruleset, process-limit count) plus start and exit of `sh -c true` inside it, against the
     same without a sandbox."""
-    from git_genjob.worker.generators.sandbox import bwrap_problem, landlock_problem
+    from git_genjob.worker.generators.sandbox.choose import bwrap_problem, landlock_problem
 
     once = sandbox_attempt_s
     # A launch that needs Python in the child forks this process, at a cost that grows with its
@@ -1030,7 +1034,7 @@ def row_exit_notice(runs: int) -> list[Row]:
     `_exit`; the notice is the wait's return on that clock."""
     import threading
 
-    from git_genjob.worker.generators import GenContext
+    from git_genjob.worker.generators.base import GenContext
     from git_genjob.worker.generators.exec import _wait
 
     ctx = GenContext(None, "", "", "", {}, 10, threading.Event())  # type: ignore[arg-type]

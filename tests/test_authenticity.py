@@ -23,7 +23,7 @@ from git_genjob.replay.cache import Cache, fingerprint, request_doc
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.records import bundle_inputs, event_message, load_live
 from git_genjob.storage.store import Store
-from git_genjob.worker.generators import build_prompt
+from git_genjob.worker.generators.base import build_prompt
 from tests.conftest import (
     ask,
     drop_planner_key,

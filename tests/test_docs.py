@@ -38,7 +38,7 @@ def test_every_runnable_work_asserts_its_receipt() -> None:
 
 
 def test_the_generators_example_runs_under_landlock(tmp_path: Path) -> None:
-    from git_genjob.worker.generators.sandbox import landlock_problem
+    from git_genjob.worker.generators.sandbox.choose import landlock_problem
 
     if landlock_problem(False) is not None:
         pytest.skip("Landlock is not usable here")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from git_genjob.documents.keys import read_signing_key
 from git_genjob.storage.store import Store
-from git_genjob.worker.generators import GenContext, GenResult
+from git_genjob.worker.generators.base import GenContext, GenResult
 from git_genjob.worker.run import WorkerOptions, work
 from tests.conftest import git, repo_with_remote, run_genjob, run_genjob_process, setup_worker
 

@@ -26,7 +26,7 @@ from tests.test_generators import predicate
 
 
 def _available() -> list[str]:
-    from git_genjob.worker.generators.sandbox import bwrap_problem, landlock_problem
+    from git_genjob.worker.generators.sandbox.choose import bwrap_problem, landlock_problem
 
     return [m for m, why in (("bwrap", bwrap_problem()), ("landlock", landlock_problem(False))) if why is None]
 
@@ -339,12 +339,12 @@ def test_a_receipt_from_before_the_field_verifies_and_counts_as_unconfined() -> 
 
 
 def test_no_mechanism_is_refused_before_any_claim(ready: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    import git_genjob.worker.generators.sandbox as sandbox
+    from git_genjob.worker.generators.sandbox import choose
 
     repo, key = ready
     submit_key(repo, "-m", "x", "src/user.py")
-    monkeypatch.setattr(sandbox, "bwrap_problem", lambda: "not installed")
-    monkeypatch.setattr(sandbox, "landlock_problem", lambda *_: "not available")
+    monkeypatch.setattr(choose, "bwrap_problem", lambda: "not installed")
+    monkeypatch.setattr(choose, "landlock_problem", lambda *_: "not available")
     before = git(repo, "for-each-ref")
     res = work(repo, key, "true", "--once")
     assert res.code == 2
@@ -421,7 +421,7 @@ def test_wait_ends_at_the_generators_exit_its_deadline_or_a_stop() -> None:
     """`_wait` (a pidfd where the kernel has one) says True for an exit and False for a deadline
     or a fencing stop. How soon it notices an exit is measured, not asserted: `bench/run --only
     exit` (0.5 ms against a blocking waitpid's 0.4 ms; 24 ms when polled)."""
-    from git_genjob.worker.generators import GenContext
+    from git_genjob.worker.generators.base import GenContext
     from git_genjob.worker.generators.exec import _wait
 
     ctx = GenContext(None, "", "", "", {}, 10, threading.Event())  # type: ignore[arg-type]
@@ -446,15 +446,19 @@ def test_both_landlock_launches_confine_alike(tmp_path: Path, monkeypatch: pytes
     give the same confinement: the forked one is forced here so that a root machine runs it."""
     import platform
 
-    from git_genjob.worker.generators import sandbox
+    from git_genjob.documents.config import SandboxLimits
+    from git_genjob.worker.generators.sandbox import landlock
+    from git_genjob.worker.generators.sandbox.confine import confine
+    from git_genjob.worker.generators.sandbox.identity import sandbox_user
+    from git_genjob.worker.generators.sandbox.options import Attempt, SandboxOptions
 
     if "landlock" not in MECHANISMS:
         if os.environ.get("CI"):
             raise AssertionError("CI's kernel must have Landlock")
         pytest.skip("Landlock is not usable here")
     if launcher == "forked child":
-        monkeypatch.setattr(sandbox, "SETID_SYSCALLS", {})
-    elif os.geteuid() != 0 or platform.machine() not in sandbox.SETID_SYSCALLS:
+        monkeypatch.setattr(landlock, "SETID_SYSCALLS", {})
+    elif os.geteuid() != 0 or platform.machine() not in landlock.SETID_SYSCALLS:
         pytest.skip("the thread launch is a root worker's")
     secret = tmp_path / "secret"
     secret.write_text("the worker's key\n")
@@ -464,15 +468,15 @@ def test_both_landlock_launches_confine_alike(tmp_path: Path, monkeypatch: pytes
     files = [str(attempt_dir / "meta" / n) for n in ("job.json", "instruction.txt", "generator.log")]
     for f in files:
         Path(f).write_text("")
-    attempt = sandbox.Attempt(
+    attempt = Attempt(
         str(attempt_dir / "work"), files[:2], files[2], str(attempt_dir / "home"), str(attempt_dir / "tmp")
     )
     command = (
         f"cat {secret} && exit 3; [ $$ = 1 ] || exit 4; id -u > uid; "
         "grep 'Max processes' /proc/self/limits > limits; grep NoNewPrivs /proc/self/status > nnp"
     )
-    opts = sandbox.SandboxOptions(limits=sandbox.SandboxLimits(procs=40))
-    launch = sandbox.confine("landlock", opts, command, attempt, os.environ.get("PATH", os.defpath))
+    opts = SandboxOptions(limits=SandboxLimits(procs=40))
+    launch = confine("landlock", opts, command, attempt, os.environ.get("PATH", os.defpath))
     assert (launch.spawner is not None) == (launcher == "thread")
     with open(files[2], "wb") as log:
         proc = launch.start(
@@ -491,7 +495,7 @@ def test_both_landlock_launches_confine_alike(tmp_path: Path, monkeypatch: pytes
     launch.close()
     assert proc.wait(timeout=30) == 0, Path(files[2]).read_text()
     work_dir = attempt_dir / "work"
-    assert (work_dir / "uid").read_text().strip() == str((sandbox.sandbox_user() or (os.getuid(), 0))[0])
+    assert (work_dir / "uid").read_text().strip() == str((sandbox_user() or (os.getuid(), 0))[0])
     assert (work_dir / "limits").read_text().split()[2] != "unlimited"
     assert (work_dir / "nnp").read_text().split() == ["NoNewPrivs:", "1"]
     assert os.getuid() == os.geteuid() and Path("/proc/self/status").read_text().count("NoNewPrivs:\t0") == 1
@@ -542,7 +546,7 @@ def test_bad_sandbox_options_are_refused_before_a_claim(ready: tuple[Path, Path]
 
 
 def test_the_command_line_shows_the_program_and_its_script_never_other_arguments(tmp_path: Path) -> None:
-    from git_genjob.worker.generators.sandbox import program_paths
+    from git_genjob.worker.generators.sandbox.paths import program_paths
 
     script = tmp_path / "gen.py"
     script.write_text("print(1)\n")
@@ -606,7 +610,8 @@ def test_a_root_worker_never_falls_back_to_landlock_unasked(monkeypatch: pytest.
     """Under Landlock a root worker's generator (nobody with CAP_DAC_OVERRIDE) could connect to
     root's named Unix sockets; without bubblewrap, `auto` refuses and names the way to choose it."""
     from git_genjob.documents.errors import BadInput
-    from git_genjob.worker.generators import sandbox
+    from git_genjob.worker.generators.sandbox.choose import bwrap_problem, choose
+    from git_genjob.worker.generators.sandbox.options import SandboxOptions
 
     if os.environ.get("CI") and "landlock" not in MECHANISMS:
         raise AssertionError("CI's kernel must have Landlock")
@@ -619,15 +624,15 @@ def test_a_root_worker_never_falls_back_to_landlock_unasked(monkeypatch: pytest.
             (empty / tool).symlink_to(shutil.which(tool))  # everything but bwrap
     monkeypatch.setenv("PATH", str(empty))
     monkeypatch.delenv("GENJOB_SANDBOX", raising=False)
-    sandbox.bwrap_problem.cache_clear()
+    bwrap_problem.cache_clear()
     try:
         with pytest.raises(BadInput) as refused:
-            sandbox.choose(sandbox.SandboxOptions())
+            choose(SandboxOptions())
         assert "Unix sockets" in refused.value.message and "GENJOB_SANDBOX=landlock" in (refused.value.hint or "")
         monkeypatch.setenv("GENJOB_SANDBOX", "landlock")
-        assert sandbox.choose(sandbox.SandboxOptions()) == "landlock"  # chosen by name, it runs
+        assert choose(SandboxOptions()) == "landlock"  # chosen by name, it runs
     finally:
-        sandbox.bwrap_problem.cache_clear()
+        bwrap_problem.cache_clear()
 
 
 def test_a_venv_that_holds_the_repository_or_the_key_is_refused_before_any_claim(
@@ -713,7 +718,7 @@ def test_the_attempt_ends_when_the_generator_exits_leaving_nothing_behind(
 
 
 def test_the_seccomp_program_denies_by_architecture() -> None:
-    from git_genjob.worker.generators.sandbox import SECCOMP_DENIED, seccomp_program
+    from git_genjob.worker.generators.sandbox.seccomp import SECCOMP_DENIED, seccomp_program
 
     prog = seccomp_program()
     assert len(prog) % 8 == 0 and len(prog) // 8 < 64
@@ -723,18 +728,19 @@ def test_the_seccomp_program_denies_by_architecture() -> None:
 def test_a_root_worker_without_bubblewrap_is_told_every_way_out(
     ready: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import git_genjob.worker.generators.sandbox as sandbox
+    from git_genjob.worker.generators.sandbox import choose
+    from git_genjob.worker.generators.sandbox.landlock import landlock_abi
 
     if os.geteuid() != 0:
         pytest.skip("the refusal is a root worker's")
     repo, key = ready
     submit_key(repo, "-m", "x", "src/user.py")
-    monkeypatch.setattr(sandbox, "bwrap_problem", lambda: "not installed")
-    monkeypatch.setattr(sandbox, "landlock_problem", lambda *_: None)
+    monkeypatch.setattr(choose, "bwrap_problem", lambda: "not installed")
+    monkeypatch.setattr(choose, "landlock_problem", lambda *_: None)
     before = git(repo, "for-each-ref")
     res = work(repo, key, "true", "--once")
     assert res.code == 2, res.err
-    abi = sandbox.landlock_abi()
+    abi = landlock_abi()
     assert "install bubblewrap" in res.err and f"Landlock ABI {abi}" in res.err and "GENJOB_SANDBOX=landlock" in res.err
     assert "--no-sandbox" in res.err and "read and write all root can" in res.err
     assert git(repo, "for-each-ref") == before

@@ -31,7 +31,7 @@ def _bwrap() -> str:
 
 
 def test_a_worker_that_cannot_make_user_namespaces_runs_under_landlock_and_says_so(repo: Path) -> None:
-    from git_genjob.worker.generators.sandbox import landlock_abi
+    from git_genjob.worker.generators.sandbox.landlock import landlock_abi
 
     bwrap = _bwrap()
     if not landlock_abi():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from git_genjob.planner.queue import Head
+from git_genjob.planner.live import Head
 from git_genjob.worker.picker import RESERVE, Picker, parse_shard, shard_of
 from tests.conftest import make_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key
 

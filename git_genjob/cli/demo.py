@@ -124,7 +124,7 @@ def _run_worker(store: Store, key: SigningKey, key_path: str, model: str | None,
     from git_genjob.cli import demo_agent
     from git_genjob.documents.errors import BadInput, Refused
     from git_genjob.worker.generators import parse_spec
-    from git_genjob.worker.generators.sandbox import SandboxOptions
+    from git_genjob.worker.generators.sandbox.options import SandboxOptions
     from git_genjob.worker.run import WorkerOptions, work
 
     agent = f"{shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(demo_agent.__file__))}"

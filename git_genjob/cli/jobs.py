@@ -180,8 +180,8 @@ STATE_CHOICE = _state_choice()
 def status(key: str | None, state: str | None, include_all: bool, as_json: bool) -> None:
     """The queue: one line per job (or one job's state)."""
     from git_genjob.documents.states import APPLYABLE, is_applyable
-    from git_genjob.planner.queue import StatusRow, status_lines, summarize
     from git_genjob.planner.queue import status as do_status
+    from git_genjob.planner.rows import StatusRow, status_lines, summarize
     from git_genjob.storage.records import find_job
 
     store = open_store()

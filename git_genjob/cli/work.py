@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from typing import Any
 
 import click
@@ -136,6 +134,7 @@ def work(
     from git_genjob.documents.config import read_config
     from git_genjob.documents.errors import BadInput
     from git_genjob.worker.generators import parse_spec
+    from git_genjob.worker.options import check_lease, gateway_upstreams, guarded, sandbox_options
     from git_genjob.worker.picker import parse_shard, shard_from_env
     from git_genjob.worker.run import WorkerOptions
     from git_genjob.worker.run import work as do_work
@@ -151,38 +150,11 @@ def work(
         raise BadInput("give --once or --max-jobs, not both")
     timeout_s = parse_duration(timeout)
     lease_s = parse_duration(lease)
-    from git_genjob.documents.states import MAX_LEASE_S
-
-    if not 0 < lease_s <= MAX_LEASE_S:
-        raise BadInput(
-            f"--lease {lease} is not between 0 and {MAX_LEASE_S / 3600:g}h", "a lease is renewed every third"
-        )
+    check_lease(lease_s, lease)
     sandbox = sandbox_options(read_config(store).sandbox, sandbox_ro, sandbox_rw, allow_net, allow_hosts,
                               sandbox_limits, no_sandbox)  # fmt: skip
-    key_path = key_file or git_config(store, "genjob.signingKey")
-    guarded = [store.workdir, store.common_dir, os.path.expanduser(key_path) if key_path else None]
-    sandbox = dataclasses.replace(sandbox, guarded=tuple(p for p in guarded if p))
-    if spec.startswith("exec:") and sandbox.mechanism != "none":  # refused before any claim
-        from git_genjob.worker.generators.sandbox import check_guarded, program_paths
-
-        check_guarded(sandbox, program_paths(spec[5:], os.environ.get("PATH", os.defpath)))
-    from git_genjob.worker.gateway.dialects import parse_gateway
-
-    config = read_config(store)
-    named = {name: parse_gateway(f"{name}={url}", dialect, key_env) for name, url, dialect, key_env in config.gateways}
-    for text in gateways:  # --gateway overrides the file's URL, keeping its dialect and key_env
-        known = named.get(text.partition("=")[0].strip())
-        up = parse_gateway(text, known.dialect if known else None, known.key_env if known else None)
-        named[up.name] = up
-    upstreams = tuple(named.values())
-    max_calls = config.max_calls if max_calls is None else max_calls
-    max_tokens = config.max_tokens if max_tokens is None else max_tokens
-    leaked = sorted({u.key_env for u in upstreams} & set(pass_env))
-    if leaked:  # refused before any claim: the key stays with the worker (SPEC §12.1)
-        raise BadInput(
-            f"--pass-env {leaked[0]} would hand the gateway's key to the generator",
-            "drop it: the generator gets a token for its attempt in that variable, the gateway adds the key",
-        )
+    sandbox = guarded(sandbox, store, key_file or git_config(store, "genjob.signingKey"), spec)
+    upstreams, max_calls, max_tokens = gateway_upstreams(read_config(store), gateways, pass_env, max_calls, max_tokens)
     opts = WorkerOptions(
         generator=parse_spec(spec, timeout_s, sandbox),
         signing_key=signing_key_of(store, key_file, "work"),
@@ -258,40 +230,6 @@ def _interruptible(run: Any) -> Any:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-
-
-def sandbox_options(
-    cfg: Any,
-    ro: tuple[str, ...],
-    rw: tuple[str, ...],
-    allow_net: bool,
-    allow_hosts: tuple[str, ...],
-    limits: tuple[str, ...],
-    no_sandbox: bool,
-) -> Any:
-    """`[sandbox]` of .genjob/config.toml, then this worker's options on top."""
-    import dataclasses
-
-    from git_genjob.documents.config import LIMIT_NAMES, parse_limit
-    from git_genjob.documents.errors import BadInput
-    from git_genjob.worker.generators.sandbox import SandboxOptions
-
-    base = SandboxOptions.from_config(cfg)
-    changed = {}
-    for item in limits:
-        name, eq, value = item.partition("=")
-        if not eq or name not in LIMIT_NAMES:
-            raise BadInput(f"--sandbox-limit {item!r}", f"use NAME=VALUE with NAME one of {', '.join(LIMIT_NAMES)}")
-        changed[name] = parse_limit(name, value, f"--sandbox-limit {name}")
-    return dataclasses.replace(
-        base,
-        mechanism="none" if no_sandbox else base.mechanism,
-        ro=base.ro + ro,
-        rw=base.rw + rw,
-        allow_net=base.allow_net or allow_net,
-        allow_hosts=base.allow_hosts + allow_hosts,
-        limits=dataclasses.replace(base.limits, **changed),
-    )
 
 
 @main.command("receipt", context_settings=CONTEXT)

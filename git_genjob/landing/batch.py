@@ -11,7 +11,7 @@ from git_genjob.documents.errors import EXIT_OK, GenjobError
 from git_genjob.documents.states import JobState
 from git_genjob.landing.apply import Applied, apply
 from git_genjob.landing.verify import check_for_target, target_tree
-from git_genjob.planner.queue import live_jobs
+from git_genjob.planner.live import live_jobs
 from git_genjob.storage.store import Store
 
 

@@ -89,13 +89,15 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[bytes] | str:
 
 
 def _sandbox(store: Store) -> list[Check]:
-    from git_genjob.worker.generators import sandbox
+    from git_genjob.worker.generators.sandbox.choose import REFUSAL_FIX, bwrap_problem, choose
+    from git_genjob.worker.generators.sandbox.landlock import landlock_abi, userns_works
+    from git_genjob.worker.generators.sandbox.options import SandboxOptions
 
     checks = []
     root = os.geteuid() == 0
     exe = shutil.which("bwrap")
     if exe is None:
-        checks.append(Check("sandbox.bwrap", Status.WARN, "bubblewrap is not installed", sandbox.REFUSAL_FIX))
+        checks.append(Check("sandbox.bwrap", Status.WARN, "bubblewrap is not installed", REFUSAL_FIX))
     else:
         proc = _run([exe, "--ro-bind", "/", "/", "true"])
         if isinstance(proc, str) or proc.returncode != 0:
@@ -104,7 +106,7 @@ def _sandbox(store: Store) -> list[Check]:
                 Check("sandbox.bwrap", Status.WARN, f"{exe} is installed but cannot run: {said}", BWRAP_PROFILE_FIX)
             )
         else:
-            why = sandbox.bwrap_problem()  # with the namespaces a generator gets
+            why = bwrap_problem()  # with the namespaces a generator gets
             if why is None:
                 checks.append(
                     Check("sandbox.bwrap", Status.OK, f"{exe} works (bwrap --ro-bind / / true, and its namespaces)")
@@ -120,7 +122,7 @@ def _sandbox(store: Store) -> list[Check]:
                 )
     if root:
         checks.append(Check("sandbox.userns", Status.OK, "running as root: namespaces need no user namespace"))
-    elif sandbox.userns_works():
+    elif userns_works():
         checks.append(Check("sandbox.userns", Status.OK, "this user may create user, PID and network namespaces"))
     else:
         checks.append(
@@ -132,7 +134,7 @@ def _sandbox(store: Store) -> list[Check]:
             )
         )
     checks.append(_apparmor(root, checks[0].status == Status.OK))
-    abi = sandbox.landlock_abi()
+    abi = landlock_abi()
     if abi < 1:
         checks.append(
             Check(
@@ -146,7 +148,7 @@ def _sandbox(store: Store) -> list[Check]:
         net = "denies TCP itself" if abi >= 4 else "cannot deny the network without a namespace (ABI 4, Linux 6.7, can)"
         checks.append(Check("sandbox.landlock", Status.OK, f"Landlock ABI {abi} ({net})"))
     try:
-        mechanism = sandbox.choose(sandbox.SandboxOptions())
+        mechanism = choose(SandboxOptions())
     except GenjobError as exc:
         checks.append(Check("sandbox", Status.FAIL, exc.message, exc.hint or ""))
     else:

@@ -23,6 +23,8 @@ from git_genjob.documents.canonical import canonical_bytes, format_time, parse_t
 from git_genjob.documents.errors import BadInput, Conflict, Refused
 from git_genjob.documents.signing import DROP_TYPE, EVENT_TYPE, seal
 from git_genjob.documents.states import MAX_LEASE_S, Event, JobState, transition
+from git_genjob.planner.live import live_jobs
+from git_genjob.planner.rows import archive_row
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import Publisher, Settled
@@ -253,7 +255,6 @@ def recover(pub: Publisher, now: float | None = None, trust_file: str | None = N
     A lease counts only while it runs and, where this clone holds trust to judge by, while the
     event that set it is signed by a worker key trusted for receipts: a lease a keyless remote
     forged (or one set by an untrusted worker, whose receipt would not verify) is fenced now."""
-    from git_genjob.planner.queue import live_jobs
     from git_genjob.planner.trust import worker_trust
     from git_genjob.storage import locks
     from git_genjob.storage.records import lease_problem
@@ -343,7 +344,6 @@ def archive(pub: Publisher, record: JobRecord, final: dict[str, Any], sign: Any 
 
     With `sign` (the owner's planner key) a drop carries the owner's signature, without which
     no other clone takes the archive's word that the job ended (SPEC §11)."""
-    from git_genjob.planner.queue import archive_row
     from git_genjob.storage.records import events, load_tree
 
     store = pub.store

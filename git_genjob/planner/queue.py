@@ -8,24 +8,25 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 import pygit2
 
 from git_genjob.documents.canonical import canonical_bytes, digest, parse_strict, utc_now
 from git_genjob.documents.config import Config, read_config
 from git_genjob.documents.display import one_line, printable
-from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Painter, Refused, plain
+from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused
 from git_genjob.documents.job import Job, describe_difference, seal_job
 from git_genjob.documents.paths import check_path
 from git_genjob.documents.secretscan import find_secret
-from git_genjob.documents.states import ARCHIVED_STATES, STATE_COLOURS
+from git_genjob.documents.states import ARCHIVED_STATES
 from git_genjob.planner.ledger import record_submit
+from git_genjob.planner.live import archived_leftover, archived_lookup
+from git_genjob.planner.rows import StatusRow, summarize
 from git_genjob.storage.archive import Archive, parse_rows, rows_header
-from git_genjob.storage.layout import ARCHIVE_REF, job_ref, rows_checked_path, shard, status_rows_path
+from git_genjob.storage.layout import job_ref, rows_checked_path, status_rows_path
 from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import (
     JOB_ENVELOPE,
@@ -35,8 +36,6 @@ from git_genjob.storage.records import (
     load_archived,
     load_live,
     load_tree,
-    parse_trailers,
-    vouch_problem,
 )
 from git_genjob.storage.store import Store, blocking_prefix, lookup
 
@@ -310,198 +309,6 @@ def allowed_paths_of(store: Store, key: str) -> list[str]:
         except GenjobError:
             return []  # a damaged job holds no paths; status reports it
     return cache[key]
-
-
-@dataclass(frozen=True)
-class Head:
-    """What a live job's tip commit says about it: enough to order and filter the queue.
-
-    Read from the tip's trailers (a hint: the job's documents stay authoritative and are read
-    before anything acts on it) and memoized by commit id, which never changes meaning.
-    """
-
-    key: str
-    tip: pygit2.Oid
-    state: str | None
-    created: str
-
-
-def heads(store: Store, states: tuple[str, ...] | None = None) -> list[Head]:
-    """The live jobs (only those whose tip is in `states`, when given), oldest first.
-
-    One ref read per live job and, for a tip not seen before, one commit read: no tree or
-    document is read here, so a worker's pick costs about what `git for-each-ref` does.
-    """
-    memo: dict[pygit2.Oid, tuple[str | None, str]] = store.__dict__.setdefault("_head_memo", {})
-    out = []
-    for key in store.live_keys():
-        tip = store.ref_target(job_ref(key))
-        if tip is None:
-            continue
-        info = memo.get(tip)
-        if info is None:
-            info = memo[tip] = _head_info(store, tip)
-        if states is None or info[0] in states:
-            out.append(Head(key, tip, info[0], info[1]))
-    out.sort(key=lambda h: (h.created, h.key))
-    return out
-
-
-def _head_info(store: Store, tip: pygit2.Oid) -> tuple[str | None, str]:
-    try:
-        commit = store.get_commit(tip)
-    except (GenjobError, ValueError):
-        return None, ""  # not a commit: load_live names the damage when the job is read
-    t = parse_trailers(commit.message)
-    created = t.get("Genjob-Created")
-    if created is None:  # chains written before the trailer existed: meta.json says it
-        from git_genjob.documents.attempts import parse_meta
-
-        try:
-            data = store.file_at(commit.tree, "meta.json")
-            created = parse_meta(data).created_at if data is not None else ""
-        except GenjobError:
-            created = ""
-    return t.get("Genjob-State"), created
-
-
-def archived_leftover(store: Store, key: str) -> bool:
-    """Whether the archive already holds `key` (its live ref is the leftover of an interrupted
-    move), in an entry this clone can vouch for: one that came from a remote and cannot be
-    vouched for never ends a live job (SPEC §11)."""
-    entry = Archive(store).entry(key)
-    return entry is not None and vouch_problem(store, key, entry) is None
-
-
-def archived_lookup(store: Store) -> Callable[[str], bool]:
-    """`is key in the archive?` for many keys: each shard tree is read once, not once per key."""
-    tip = store.ref_target(ARCHIVE_REF)
-    root = store.get_commit(tip).tree if tip is not None else None
-    shards: dict[str, pygit2.Tree | None] = {}
-
-    def archived(key: str) -> bool:
-        name = shard(key)
-        if name not in shards:
-            sub = lookup(root, name)
-            shards[name] = sub if isinstance(sub, pygit2.Tree) else None
-        tree = shards[name]
-        return tree is not None and key in tree
-
-    return archived
-
-
-def live_jobs(
-    store: Store, damaged: dict[str, str] | None = None, states: tuple[str, ...] | None = None
-) -> list[JobRecord]:
-    """Every readable live job, oldest first (by submit time, then key).
-
-    With `states`, only jobs whose tip says they are in one of them are read at all (the
-    state trailer of the tip commit is enough): a worker's loop touches the queued jobs, not
-    every job waiting for its apply. A damaged job ref is skipped, never fatal for the others;
-    its key and the reason go into `damaged` when given.
-    """
-    out = []
-    archived = archived_lookup(store)
-    for head in heads(store, states):
-        key = head.key
-        if archived(key) and archived_leftover(store, key):
-            continue  # archived; the live ref is the leftover of an interrupted move (recover deletes it)
-        try:
-            record = load_live(store, key)
-        except GenjobError as exc:
-            if damaged is not None:
-                damaged[key] = exc.message
-            continue
-        if record is not None:
-            out.append(record)
-    out.sort(key=lambda r: (r.meta.created_at, r.key))
-    return out
-
-
-def summarize(record: JobRecord) -> dict[str, Any]:
-    first = record.job.instruction.strip().splitlines()[0] if record.job.instruction.strip() else ""
-    return {
-        "key": record.key,
-        "state": record.state,
-        "digest": record.digest,
-        "epoch": record.epoch,
-        "attempts": len(record.attempts),
-        "created_at": record.meta.created_at,
-        "allowed_paths": record.job.allowed_paths,
-        "instruction": first,
-        "archived": record.archived,
-        "result": receipt_result(record),
-    }
-
-
-def receipt_result(record: JobRecord) -> str | None:
-    """What a live job's stored receipt says it is (ok, rejected, aborted), for display only.
-
-    Read from the unverified envelope: `verify` is the check; this only keeps a failed run
-    from looking like a finished one in `status`. None without a receipt or once archived.
-    """
-    if record.archived or record.receipt_bytes is None:
-        return None
-    from git_genjob.documents.receipt import parse_envelope
-
-    try:
-        return parse_envelope(record.receipt_bytes).predicate.status
-    except GenjobError:
-        return "damaged"
-
-
-class StatusRow(NamedTuple):
-    """One line of `status`: what the human line needs, and the row as one JSON document.
-
-    A tuple, ordered as `status` sorts (submit time, then key): 100,000 archived rows are
-    made, sorted and printed in well under a second."""
-
-    sort_key: str
-    key: str
-    state: str
-    instruction: str
-    json: str
-    result: str | None = None
-
-    @property
-    def label(self) -> str:
-        """The state column: the state, or the attempt's result when it is not ok."""
-        return self.state if self.result in (None, "ok") else str(self.result)
-
-    def text(self, paint: Painter = plain, widths: tuple[int, int] = (34, 8)) -> str:
-        """The human line: key, state (or the attempt's result when it is not ok), instruction,
-        in columns `widths` wide (`status_lines` sizes them to the listing)."""
-        label = self.label
-        shown = f"{label:<{widths[1]}}"
-        if paint is not plain:  # 100,000 rows: no call per row when nothing is coloured
-            shown = paint(shown, "red" if label != self.state else STATE_COLOURS.get(self.state, "white"))
-        return (
-            f"{printable(self.key):<{widths[0]}} {shown} {self.instruction[:60]}\n"  # a damaged entry's name: any bytes
-        )
-
-    @classmethod
-    def of(cls, doc: dict[str, Any]) -> StatusRow:
-        text = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        flat = one_line(doc["instruction"])  # the human line and a rows column: one line, printable
-        result = doc.get("result")
-        if doc.get("planner") in ("unsigned", "untrusted") and not result:
-            result = doc["planner"]  # SPEC §11: listed as such, never claimed
-        return cls(str(doc.get("created_at", "")), doc["key"], doc["state"], flat, text, result)
-
-
-def status_lines(rows: list[StatusRow], paint: Painter = plain) -> list[str]:
-    """The listing's human lines, each column as wide as its widest entry (a 10-character
-    `superseded` never runs into the instruction)."""
-    if not rows:
-        return []
-    widths = (max(len(printable(r.key)) for r in rows), max(len(r.label) for r in rows))
-    return [r.text(paint, widths) for r in rows]
-
-
-def archive_row(record: JobRecord) -> str:
-    """The `_rows/<shard>` line of an archived job (the store adds its key and tree id)."""
-    row = StatusRow.of(summarize(record))
-    return f"{row.sort_key}\t{row.state}\t{row.instruction}\t{row.json}"
 
 
 def _no_constant(name: str) -> Any:

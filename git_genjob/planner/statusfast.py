@@ -30,7 +30,7 @@ from git_genjob.storage.layout import ARCHIVE_REF, job_ref, show_memo_path, stat
 if TYPE_CHECKING:
     from typing import Any
 
-    from git_genjob.planner.queue import StatusRow
+    from git_genjob.planner.rows import StatusRow
     from git_genjob.storage.store import Store
 
     # (work tree, git directory, HEAD needed, stamp) as `before` took them
@@ -151,7 +151,7 @@ def remember(store: Store, taken: Taken, rows: list[StatusRow], coloured: bool =
     damaged, skipped or moved, or anything stamped moved while it read."""
     from git_genjob.documents.display import terminal_json
     from git_genjob.documents.errors import plain
-    from git_genjob.planner.queue import status_lines
+    from git_genjob.planner.rows import status_lines
     from git_genjob.planner.trust import worker_trust
 
     workdir, gitdir, with_head, st, t0 = taken

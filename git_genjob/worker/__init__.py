@@ -1,10 +1,11 @@
 """The worker plane: the worker side of a job (SPEC §4, §5).
 
 Owns the claim-run-sign loop (`run`, whose `Gate` checks a job's limits and its planner's
-signature before each claim), the scratch tree a generator sees (`scratch`) and the
-generators themselves (`generators`, which see a scratch directory, the job and a replay
-client, never the repository), and the gateway (`gateway`, SPEC §12.1): the one door from an
-exec generator to the models, its key kept by the worker, each call journaled before the send.
+signature before each claim), the worker's configuration resolved before any claim
+(`options`), the scratch tree a generator sees (`scratch`) and the generators themselves
+(`generators`, which see a scratch directory, the job and a replay client, never the
+repository), and the gateway (`gateway`, SPEC §12.1): the one door from an exec generator to
+the models, its key kept by the worker, each call journaled before the send.
 Its events are written by the planner plane's ledger.
 
 May import: the documents, storage, planner and replay planes and this package. Never the

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from git_genjob.documents.errors import BadInput
-from git_genjob.planner.queue import Head, heads
+from git_genjob.planner.live import Head, heads
 from git_genjob.storage.store import Store
 
 PICK_WINDOW = 16  # without a shard: a random start among this many oldest jobs

@@ -34,13 +34,14 @@ from git_genjob.documents.receipt import build_statement, sign_statement
 from git_genjob.documents.secretscan import find_secret, redact
 from git_genjob.documents.states import LEASE_S, TIMEOUT_S
 from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, stop_attempt, store_receipt
-from git_genjob.planner.queue import archived_leftover
+from git_genjob.planner.live import archived_leftover
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import JobRecord, bundle_inputs, load_live, requeue_problem
 from git_genjob.storage.store import Store
-from git_genjob.worker.generators import GenContext, Generator, GenResult, sandbox_record
+from git_genjob.worker.generators import sandbox_record
+from git_genjob.worker.generators.base import GenContext, Generator, GenResult
 from git_genjob.worker.picker import PICK_WINDOW as PICK_WINDOW
 from git_genjob.worker.picker import Picker as Picker
 from git_genjob.worker.scratch import clean_stale_scratch, read_back, scratch_dir, scratch_entries

@@ -4,7 +4,6 @@ process sandbox of `worker.generators.sandbox` (unless the worker's owner says `
 from __future__ import annotations
 
 import os
-import re
 import select
 import shlex
 import shutil
@@ -15,62 +14,11 @@ import time
 from typing import TYPE_CHECKING
 
 from git_genjob.documents.errors import BadInput, GenjobError
-from git_genjob.worker.generators import LOG_TAIL, GenContext, GenResult
+from git_genjob.worker.generators.base import LOG_TAIL, GenContext, GenResult
+from git_genjob.worker.generators.shell import ASSIGNMENT, SH_WORDS
 
 if TYPE_CHECKING:
-    from git_genjob.worker.generators.sandbox import SandboxOptions
-
-# What `sh -c` runs without a file on PATH: its keywords and special/regular built-ins.
-SH_WORDS = frozenset(
-    [
-        "!",
-        "{",
-        "(",
-        "if",
-        "for",
-        "while",
-        "until",
-        "case",
-        ".",
-        ":",
-        "[",
-        "alias",
-        "bg",
-        "break",
-        "cd",
-        "command",
-        "continue",
-        "echo",
-        "eval",
-        "exec",
-        "exit",
-        "export",
-        "false",
-        "fg",
-        "getopts",
-        "hash",
-        "jobs",
-        "kill",
-        "printf",
-        "pwd",
-        "read",
-        "readonly",
-        "return",
-        "set",
-        "shift",
-        "test",
-        "times",
-        "trap",
-        "true",
-        "type",
-        "ulimit",
-        "umask",
-        "unalias",
-        "unset",
-        "wait",
-    ]
-)
-ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+    from git_genjob.worker.generators.sandbox.options import SandboxOptions
 
 
 class ExecGenerator:
@@ -79,7 +27,9 @@ class ExecGenerator:
     model: str | None = None
 
     def __init__(self, command: str, timeout: float, sandbox: SandboxOptions | None = None):
-        from git_genjob.worker.generators.sandbox import SandboxOptions, check_paths, check_writable, choose
+        from git_genjob.worker.generators.sandbox.choose import choose
+        from git_genjob.worker.generators.sandbox.options import SandboxOptions
+        from git_genjob.worker.generators.sandbox.paths import check_paths, check_writable
 
         self.command: str | None = resolve_command(command)
         self.timeout = timeout
@@ -103,7 +53,8 @@ class ExecGenerator:
         return env
 
     def generate(self, ctx: GenContext) -> GenResult:
-        from git_genjob.worker.generators.sandbox import Attempt, confine
+        from git_genjob.worker.generators.sandbox.confine import confine
+        from git_genjob.worker.generators.sandbox.options import Attempt
 
         assert self.command is not None
         meta = os.path.dirname(ctx.job_file)

@@ -6,7 +6,7 @@ import os
 
 from git_genjob.documents.errors import BadInput
 from git_genjob.documents.paths import check_path
-from git_genjob.worker.generators import GenResult
+from git_genjob.worker.generators.base import GenResult
 
 
 def write_answer(scratch: str, files: dict[str, object]) -> GenResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from git_genjob.worker.gateway.direct import Budget, Direct, http_upstream
-from git_genjob.worker.generators import GenContext, GenResult, build_prompt
+from git_genjob.worker.generators.base import GenContext, GenResult, build_prompt
 from git_genjob.worker.generators.files import write_answer
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from git_genjob.documents.errors import HttpStatusError
 from git_genjob.replay.web import Post, chat_completion
 from git_genjob.worker.gateway.direct import Budget, Direct, openai_upstream
-from git_genjob.worker.generators import GenContext, GenResult, build_prompt
+from git_genjob.worker.generators.base import GenContext, GenResult, build_prompt
 from git_genjob.worker.generators.files import write_answer
 
 SYSTEM = (

@@ -1,0 +1,128 @@
+"""One attempt's launch: the paths shown, the attempt's directories handed over, the limits,
+the --allow-host proxy and the gateway relay, then the mechanism's own launch."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from git_genjob.worker.generators.sandbox.bwrap import bwrap_launch
+from git_genjob.worker.generators.sandbox.identity import hand_over, sandbox_user
+from git_genjob.worker.generators.sandbox.landlock import landlock_launch
+from git_genjob.worker.generators.sandbox.limits import rlimits
+from git_genjob.worker.generators.sandbox.options import Attempt, Launch, SandboxOptions, unconfined
+from git_genjob.worker.generators.sandbox.paths import (
+    check_guarded,
+    check_paths,
+    in_system,
+    installation,
+    program_paths,
+    visible_path,
+    walked_dirs,
+)
+
+if TYPE_CHECKING:
+    from git_genjob.worker.generators.proxy import HostProxy
+
+
+def confine(
+    mechanism: str,
+    opts: SandboxOptions,
+    command: str,
+    attempt: Attempt,
+    path_env: str,
+    gateway: str | None = None,
+) -> Launch:
+    """The launch of `sh -c COMMAND` under `mechanism` for one attempt; `gateway`: the Unix socket
+    of the attempt's model gateway, relayed to 127.0.0.1:GATEWAY_PORT inside."""
+    argv = ["sh", "-c", command]
+    if mechanism == "none":
+        return unconfined(argv)
+    for d in (attempt.home, attempt.tmp):
+        os.makedirs(d, exist_ok=True)
+    ro = check_paths(opts.ro, "--sandbox-ro")
+    rw = check_paths(opts.rw, "--sandbox-rw")
+    auto = [p for p in program_paths(command, path_env) if p not in ro and p not in rw]
+    check_guarded(opts, auto)
+    attempt.walked = walked_dirs(command)
+    user = sandbox_user()
+    hand_over(attempt, user)
+    limits = rlimits(opts.limits, user[0] if user else os.getuid())
+    proxy, hidden, pairs = _relays(opts, attempt, user, gateway)
+    if pairs:
+        from git_genjob.worker.generators.proxy import RELAY
+
+        python = os.path.abspath(sys.executable)
+        auto += [p for p in installation(python, path_env, 0) if not in_system(p) and p not in auto]
+        argv = ["sh", "-c", RELAY_WRAPPER, command, python, RELAY, *pairs]
+    try:
+        if mechanism == "bwrap":
+            launch = bwrap_launch(opts, argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto)
+        else:
+            launch = landlock_launch(
+                opts,
+                argv,
+                attempt,
+                [*ro, *auto, *hidden],
+                list(rw),
+                user,
+                limits,
+                auto,
+                bool(pairs),
+            )
+    except BaseException:
+        if proxy is not None:
+            proxy.close()
+        raise
+    launch.env["PATH"] = visible_path(path_env, [*ro, *auto, *rw, attempt.scratch])
+    if proxy is not None:
+        from git_genjob.worker.generators.proxy import RELAY_PORT
+
+        url = f"http://127.0.0.1:{RELAY_PORT}"
+        launch.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url)
+        launch.finish = proxy.close
+    return launch
+
+
+def _relays(
+    opts: SandboxOptions,
+    attempt: Attempt,
+    user: tuple[int, int] | None,
+    gateway: str | None,
+) -> tuple[HostProxy | None, list[str], list[str]]:
+    """The --allow-host proxy (started here, its socket's directory beside the scratch tree) and
+    the gateway's socket, handed to `user`: the proxy, the directories the view hides, and the
+    (socket, port) pairs the relay inside serves on 127.0.0.1."""
+    proxy = None
+    hidden: list[str] = []
+    pairs: list[str] = []
+    if opts.allow_hosts:
+        from git_genjob.worker.generators.proxy import (
+            RELAY_PORT,
+            HostProxy,
+            parse_hosts,
+        )
+
+        proxy_dir = os.path.join(os.path.dirname(attempt.scratch), "proxy")
+        os.makedirs(proxy_dir, exist_ok=True)
+        os.chmod(proxy_dir, 0o755)
+        proxy = HostProxy(os.path.join(proxy_dir, "sock"), parse_hosts(opts.allow_hosts), user)
+        hidden = [proxy_dir]
+        pairs += [proxy.path, str(RELAY_PORT)]
+    if gateway is not None:
+        from git_genjob.worker.generators.proxy import GATEWAY_PORT
+
+        if user is not None:
+            os.chown(gateway, *user)
+        hidden.append(os.path.dirname(gateway))
+        pairs += [gateway, str(GATEWAY_PORT)]
+    return proxy, hidden, pairs
+
+
+# The --allow-host relay starts first (it listens before it returns), then the generator: `$0`.
+RELAY_WRAPPER = (
+    'p="$1"; r="$2"; shift 2; '
+    '"$p" -I -S -c "$r" "$@" || { echo "genjob: the --allow-host relay did not start" >&2; exit 97; }; '
+    'exec sh -c "$0"'
+)
