@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from git_genjob.documents.display import one_line, printable
+from git_genjob.documents.display import DECEPTIVE, one_line, printable
 from git_genjob.documents.errors import BadInput, format_error
 from tests.conftest import git, repo_with_remote, run_genjob, setup_worker, submit_key, work
 from tests.stubserver import Stub
@@ -20,11 +20,13 @@ HOSTILE = "fix\x1b[2J\x1b]0;pwned\x07 it\x9b1m\x7f \u202ereversed"
 CONTROLS = ("\x1b", "\x07", "\x9b", "\x7f", "\u202e")
 
 
-@given(st.text())
+@given(st.text() | st.sampled_from(sorted(DECEPTIVE)).map(lambda c: "a" + c + "b"))
 def test_printable_text_is_kept_and_anything_else_is_escaped(text: str) -> None:
     shown = printable(text)
-    assert shown.isprintable()
-    assert (shown == text) == text.isprintable()
+    assert shown.isprintable() and DECEPTIVE.isdisjoint(shown)
+    # kept as it is exactly when printable and free of the characters that pass for others
+    # (U+034F and the like are printable to Python, never to a reviewer)
+    assert (shown == text) == (text.isprintable() and DECEPTIVE.isdisjoint(text))
     line = one_line(text)
     assert line.isprintable() and line == line.strip() and "  " not in line
 
