@@ -33,7 +33,7 @@ def _dispatch(args: list[str]) -> int:
     if args[:1] == ["help"] and args[1:2] not in (["-h"], ["--help"]):
         from git_genjob.fasthelp import help_command
 
-        return help_command(args[1:])
+        return help_command(args[1:], _cli)
     if args == ["version"]:
         args = ["--version"]
     if not args or args == ["-h"] or args == ["--help"]:
@@ -70,6 +70,12 @@ def _dispatch(args: list[str]) -> int:
         code = try_verify(args) if args[0] == "verify" else try_log(args)
         if code is not None:
             return code
+    from git_genjob.cli import run
+
+    return run(args)
+
+
+def _cli(args: list[str]) -> int:
     from git_genjob.cli import run
 
     return run(args)

@@ -5,6 +5,11 @@ tests/test_cli.py checks that this list matches the click commands one for one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 GROUPS: list[tuple[str, list[tuple[str, str]]]] = [
     (
         "plan",
@@ -72,7 +77,7 @@ def names() -> list[str]:
     return [name for _, cmds in GROUPS for name, _ in cmds]
 
 
-def help_command(args: list[str]) -> int:
+def help_command(args: list[str], run: Callable[[list[str]], int]) -> int:
     """`git genjob help [COMMAND [SUBCOMMAND]]`: this list, or the command's -h text; an
     unknown COMMAND is exit 2 with the list of commands."""
     import sys
@@ -89,9 +94,7 @@ def help_command(args: list[str]) -> int:
     if args[0] == "help":
         sys.stdout.write(render())
         return 0
-    from git_genjob.cli import run
-
-    return run([*args, "-h"])
+    return run([*args, "-h"])  # the command's own -h, through the CLI its caller holds
 
 
 def render() -> str:

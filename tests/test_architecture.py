@@ -180,3 +180,92 @@ def test_no_module_reaches_into_the_store_s_repository() -> None:
         if isinstance(node, ast.Attribute) and node.attr in ("_repo", "repo")
     ]
     assert bad == []
+
+
+def _arrows() -> dict[str, set[str]]:
+    """Every first-party import as an arrow between modules (`a.b` for a/b.py and a/b/__init__.py):
+    module level, inside functions and under TYPE_CHECKING alike; `from pkg import sub` points at
+    the submodule, `from pkg import name` at the package."""
+    names = {(m[: -len(".__init__")] if m.endswith(".__init__") else m) for m, _ in _modules()}
+    names = {("git_genjob." + m if m != "__init__" else "git_genjob") for m in names}
+
+    def known(name: str) -> str | None:
+        while name and name not in names:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    arrows: dict[str, set[str]] = {}
+    for rel, path in _modules():
+        module = "git_genjob" if rel == "__init__" else "git_genjob." + rel.removesuffix(".__init__")
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        out = arrows.setdefault(module, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in names]
+                targets = subs if len(subs) == len(node.names) else [base, *subs]
+            else:
+                continue
+            for target in targets:
+                found = known(target) if target.startswith("git_genjob") else None
+                if found is not None and found != module:
+                    out.add(found)
+    return arrows
+
+
+def _circles(arrows: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(arrows):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(arrows[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on.add(child)
+                    work.append((child, iter(sorted(arrows.get(child, ())))))
+                elif child in on:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_package_has_no_import_circle() -> None:
+    """Issue 36: no circle of imports, however an import is written (a function-level import
+    that hides a circle counts); a new one names its modules."""
+    assert _circles(_arrows()) == []
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []

@@ -92,7 +92,10 @@ def help_(command: tuple[str, ...]) -> None:
     """This list, or COMMAND's help (the same text as git genjob COMMAND -h)."""
     from git_genjob.fasthelp import help_command
 
-    code = help_command(list(command))  # entry.py serves it before click; this is -h's listing
+    def command_help(argv: list[str]) -> int:
+        return int(main.main(args=argv, prog_name="git genjob", standalone_mode=False) or 0)
+
+    code = help_command(list(command), command_help)  # entry.py serves it before click; this is -h's listing
     if code:
         raise SystemExit(code)
 

@@ -48,8 +48,6 @@ from git_genjob.storage.worktree import (
 )
 from git_genjob.worker.scratch import scratch_dir
 
-TRAILERS = ("Genjob-Key", "Genjob-Job", "Genjob-Receipt", "Genjob-Signer", "Genjob-Worker")
-
 
 @dataclass
 class Applied:

@@ -31,13 +31,13 @@ from git_genjob.documents.receipt import (
     parse_envelope,
     sandbox_problems,
 )
-from git_genjob.landing.apply import TRAILERS
 from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
 from git_genjob.landing.summary import FORGED, Facts, Party, check, generator_label, quoted, renderings
 from git_genjob.landing.verify import TrustStore, note_envelope, note_job, trust_from_tree
 from git_genjob.planner.trust import job_trust
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.gitdir import (
+    TRAILERS,
     attributions,
     canonical_trailer_key,
     clean_env,

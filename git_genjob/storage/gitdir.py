@@ -205,6 +205,9 @@ def live_tips(common: str) -> dict[str, str] | None:
     return tips
 
 
+TRAILERS = ("Genjob-Key", "Genjob-Job", "Genjob-Receipt", "Genjob-Signer", "Genjob-Worker")  # every applied commit's
+
+
 def parse_trailers(message: str) -> dict[str, str]:
     """The trailer block at the end of a commit message ({key: first value})."""
     out: dict[str, str] = {}
