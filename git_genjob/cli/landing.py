@@ -83,7 +83,8 @@ def _commit_named(store: Any, text: str) -> str | None:
 
 def _verify_commit(store: Any, commit: str, as_json: bool) -> None:
     from git_genjob.documents.errors import BadInput
-    from git_genjob.landing.audit import Walk, audit, audit_exit, audit_lines
+    from git_genjob.landing.audit import audit, audit_exit, audit_lines
+    from git_genjob.landing.walk import Walk
 
     results = audit(store, Walk(revs=(commit,), max_count=1))
     if not results:
@@ -229,7 +230,7 @@ def walk_options(f: F) -> F:
 
 def _walk(revs: tuple[str, ...], opts: dict[str, Any]) -> Any:
     from git_genjob.documents.errors import BadInput
-    from git_genjob.landing.audit import Walk
+    from git_genjob.landing.walk import Walk
 
     bad = [r for r in revs if r.startswith("-")]
     if bad:

@@ -19,7 +19,8 @@ import string
 from dataclasses import dataclass
 
 from git_genjob.documents.display import one_line
-from git_genjob.landing.audit import SHALLOW_HINT, CommitAudit
+from git_genjob.landing.audit import CommitAudit
+from git_genjob.landing.walk import SHALLOW_HINT
 
 COLUMNS = ("commit", "job", "instruction", "model", "planner", "signer", "sandbox", "verdict", "merged", "next step")
 # Left alone: they mean nothing to CommonMark or GFM anywhere inside a table cell.
