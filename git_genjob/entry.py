@@ -13,7 +13,10 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return _closed_pipe()
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:  # Ctrl-C before a command took over its own stop (while importing)
+        sys.stderr.write("interrupted\n")
+        return 130
+    except SystemExit:
         raise
     except Exception as exc:  # the one funnel for bugs: every command and hook comes through here
         from git_genjob.documents.errors import report_crash
