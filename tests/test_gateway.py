@@ -720,3 +720,60 @@ def test_a_huge_model_name_is_cut_in_the_receipt_and_the_transcript(
         {"key": "job-1", "source": "receipt", "calls": [{**call, "request": None, "answer": None}]}
     )
     assert max(len(line) for line in lines) < 400
+
+
+def _crash(gw: Gateway) -> None:
+    """The gateway stops as a SIGKILLed worker's does: no fold, its answers left in the journal."""
+    assert gw.server is not None
+    gw.server.shutdown()
+    gw.server.server_close()
+    gw.client.close()
+
+
+def test_a_journal_row_this_worker_did_not_sign_is_never_folded(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leftover is folded into the cache as *this clone's own* event (replay-local: trusted
+    here without a signature), so a row must prove it is what this worker recorded: its event
+    signed by the session's key, a `recorded` event naming the row's fingerprint and answer. A
+    row someone wrote into the journal (an unsigned event of their own and an answer file that
+    hashes to it) never becomes the answer the job's retry replays."""
+    import base64
+    import hashlib
+
+    from git_genjob.documents.canonical import canonical_bytes, sha256_hex
+    from git_genjob.documents.keys import read_signing_key
+    from tests.conftest import setup_worker
+
+    stub = Stub()
+    sign = read_signing_key(str(setup_worker(repo)))
+    store = Store.open(str(repo))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    s1 = Session(store, "job-1", 1, False, sign)
+    gw = Gateway([parse_gateway(f"openai={stub.url}")], s1)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    doc = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    status, honest = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], doc)
+    assert status == 200
+    _crash(gw)
+    rows = [json.loads(line) for line in Path(s1.journal).read_text().splitlines()]
+    (row,) = [r for r in rows if "wal" in r]
+    answers = repo / ".git/genjob/gateway/answers"
+    os.unlink(answers / row["wal"]["event_id"])  # only the forged one is left to fold
+    evil = canonical_bytes({"body": '{"choices":[{"message":{"content":"EVIL"}}]}', "content_type": "application/json",
+                            "input_tokens": None, "output_tokens": None, "status": 200, "stream": False})  # fmt: skip
+    sha = hashlib.sha256(evil).hexdigest()
+    event = canonical_bytes(
+        {"type": "recorded", "answer": sha, "fp": row["fingerprint"], "time": row["time"], "host": "x"}
+    )
+    event_id = sha256_hex(event)
+    (answers / event_id).write_bytes(evil)
+    forged = dict(row, answer_sha256=sha, wal={"event": base64.b64encode(event).decode(), "event_id": event_id})
+    with open(s1.journal, "a") as fh:
+        fh.write(json.dumps(forged) + "\n")
+    s2 = Session(store, "job-1", 2, False, sign)
+    gw = Gateway([parse_gateway(f"openai={stub.url}")], s2)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    status, again = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], doc)
+    gw.close()
+    stub.close()
+    assert status == 200 and b"EVIL" not in again
+    assert s2.model_record()["calls"][0]["replayed"] is False  # nothing this worker recorded: sent afresh

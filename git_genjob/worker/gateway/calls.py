@@ -11,11 +11,14 @@ import json
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
-from git_genjob.documents.canonical import sha256_hex, utc_now
+from git_genjob.documents.canonical import parse_strict, sha256_hex, utc_now
 from git_genjob.documents.errors import GenjobError
+from git_genjob.documents.keys import NS_REPLAY, verify_signature
+from git_genjob.documents.signing import REPLAY_TYPE, pae, signer_of, unseal
 from git_genjob.replay.cache import Cache, Sealed, accept, fingerprint, request_doc
 from git_genjob.replay.prompt import normalize_text
 from git_genjob.storage.layout import gateway_answers_dir, gateway_journal_path
@@ -270,6 +273,8 @@ class Session:
             path = os.path.join(self.answers, event_id)
             if not re.fullmatch(r"[0-9a-f]{64}", event_id) or sha256_hex(event) != event_id:
                 continue
+            if not self._own(event, fp, sha):
+                continue  # folded, it would count as this clone's own: only what this worker sealed
             try:
                 with open(path, "rb") as fh:
                     if hashlib.file_digest(fh, "sha256").hexdigest() != sha:
@@ -278,6 +283,32 @@ class Session:
                 continue  # folded already (its file went once the cache held it)
             out.append((Sealed(fp, event_id, event, request, "recorded"), sha, path))
         return out
+
+    def _own(self, event: bytes, fp: str, sha: str) -> bool:
+        """Whether `event` is what a worker's `record` sealed for `fp` and `sha`: a `recorded`
+        event naming them, signed by this session's key or one the trust store allows for
+        replay events (another worker of this clone that died), unsigned only when this session
+        signs nothing either. A folded event is remembered in replay-local, which this clone
+        trusts without a signature check: a row anyone wrote must not get there."""
+        try:
+            doc = parse_strict(event, "replay event")
+            if isinstance(doc, dict) and "payloadType" in doc:
+                sealed = unseal(event, REPLAY_TYPE, "replay event")
+                message = pae(sealed.payload_type, sealed.payload)
+                mine = self.cache.sign is not None and any(
+                    verify_signature(self.cache.sign.public, message, sig) for _, sig in sealed.signatures
+                )
+                if not mine:
+                    signers, revoked = self.cache.trust()
+                    signer_of(sealed, signers, revoked, time.time(), NS_REPLAY, "replay event")
+                doc = parse_strict(sealed.payload, "replay event")
+            elif self.cache.sign is not None:
+                return False
+        except GenjobError:
+            return False
+        return (
+            isinstance(doc, dict) and doc.get("type") == "recorded" and doc.get("fp") == fp and doc.get("answer") == sha
+        )
 
     def end(self, call: dict[str, Any], status: str) -> None:
         with self.lock:
