@@ -777,3 +777,26 @@ def test_a_journal_row_this_worker_did_not_sign_is_never_folded(repo: Path, monk
     stub.close()
     assert status == 200 and b"EVIL" not in again
     assert s2.model_record()["calls"][0]["replayed"] is False  # nothing this worker recorded: sent afresh
+
+
+def test_a_request_with_a_lone_surrogate_is_refused_and_the_gateway_serves_on(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JSON may escape a lone surrogate (`\\ud800`), which no UTF-8 document can hold: the
+    request's fingerprint cannot be taken, so the agent gets a 400 naming it (not a dropped
+    connection and a traceback on the worker's stderr), nothing is journaled or sent, and the
+    next call goes through."""
+    stub = Stub()
+    store = Store.open(str(repo))
+    gw, base = attempt(store, stub.url, 1, monkeypatch)
+    env = gw.env(base)
+    url = env["OPENAI_BASE_URL"] + "/chat/completions"
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "\\ud800"}]}'
+    req = urllib.request.Request(url, body, {"authorization": f"Bearer {env['OPENAI_API_KEY']}"})
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        urllib.request.urlopen(req, timeout=10)
+    assert bad.value.code == 400 and stub.requests == []
+    assert post(url, env["OPENAI_API_KEY"], {"model": "m", "messages": []})[0] == 200
+    gw.close()
+    stub.close()
+    assert [c["n"] for c in gw.session.model_record()["calls"]] == [1]
