@@ -263,7 +263,7 @@ def test_a_worker_killed_mid_session_is_unknown_and_the_retry_sends_only_the_res
     assert "call 3  openai m  unknown, sent" in human and KEY not in human
     # the two answers are in the journal's write-ahead rows and answers/, not yet in the cache
     assert json.loads(run_genjob("cache", "ls", "--json", cwd=repo).out) == []
-    assert len(os.listdir(repo / ".git/genjob/gateway/answers")) == 2
+    assert len([n for n in os.listdir(repo / ".git/genjob/gateway/answers") if "." not in n]) == 2
     assert run_genjob("retry", job, cwd=repo).code == 0
     r = run_genjob("work", *gen[:-2], "--json", cwd=repo)
     assert r.code == 0, r.err
@@ -800,3 +800,36 @@ def test_a_request_with_a_lone_surrogate_is_refused_and_the_gateway_serves_on(
     gw.close()
     stub.close()
     assert [c["n"] for c in gw.session.model_record()["calls"]] == [1]
+
+
+def test_the_journal_stays_small_whatever_the_agent_sends(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent chooses its requests' size (a whole conversation each call, up to REQUEST_MAX):
+    the journal, kept for good, read whole by every later Session and by `show --calls`, holds
+    each call's identity and its event, never a copy of the request (that waits beside the
+    answer in answers/ until the fold). A crashed attempt's leftovers still fold with their
+    request, and `show --calls` still shows it unfolded."""
+    from git_genjob.replay.cache import Cache
+    from git_genjob.worker.gateway.calls import transcript
+
+    stub = Stub()
+    store = Store.open(str(repo))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    s1 = Session(store, "job-1", 1, False, None)
+    gw = Gateway([parse_gateway(f"openai={stub.url}")], s1)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    big = "y" * (1 << 20)
+    for i in range(3):
+        doc = {"model": "m", "messages": [{"role": "user", "content": f"{big} {i}"}]}
+        assert post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], doc)[0] == 200
+    _crash(gw)
+    assert os.path.getsize(s1.journal) < 64 * 1024
+    shown = transcript(store, "job-1", None)
+    assert shown["source"] == "journal" and all(c["request"] and "yyyy" in c["request"] for c in shown["calls"])
+    s2 = Session(store, "job-1", 2, False, None)  # folds the leftovers, requests and all
+    assert os.listdir(repo / ".git/genjob/gateway/answers") == []
+    cache = Cache(store)
+    for c in s1.calls:
+        entry = cache.entry(c["fingerprint"])
+        assert entry is not None and entry.request is not None and big in entry.request["prompt"]
+    assert s2.model_record()["calls"] == []
+    stub.close()
