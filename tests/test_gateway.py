@@ -263,7 +263,7 @@ def test_a_worker_killed_mid_session_is_unknown_and_the_retry_sends_only_the_res
     assert "call 3  openai m  unknown, sent" in human and KEY not in human
     # the two answers are in the journal's write-ahead rows and answers/, not yet in the cache
     assert json.loads(run_genjob("cache", "ls", "--json", cwd=repo).out) == []
-    assert len(os.listdir(repo / ".git/genjob/gateway/answers")) == 2
+    assert len([n for n in os.listdir(repo / ".git/genjob/gateway/answers") if "." not in n]) == 2
     assert run_genjob("retry", job, cwd=repo).code == 0
     r = run_genjob("work", *gen[:-2], "--json", cwd=repo)
     assert r.code == 0, r.err
@@ -720,3 +720,116 @@ def test_a_huge_model_name_is_cut_in_the_receipt_and_the_transcript(
         {"key": "job-1", "source": "receipt", "calls": [{**call, "request": None, "answer": None}]}
     )
     assert max(len(line) for line in lines) < 400
+
+
+def _crash(gw: Gateway) -> None:
+    """The gateway stops as a SIGKILLed worker's does: no fold, its answers left in the journal."""
+    assert gw.server is not None
+    gw.server.shutdown()
+    gw.server.server_close()
+    gw.client.close()
+
+
+def test_a_journal_row_this_worker_did_not_sign_is_never_folded(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leftover is folded into the cache as *this clone's own* event (replay-local: trusted
+    here without a signature), so a row must prove it is what this worker recorded: its event
+    signed by the session's key, a `recorded` event naming the row's fingerprint and answer. A
+    row someone wrote into the journal (an unsigned event of their own and an answer file that
+    hashes to it) never becomes the answer the job's retry replays."""
+    import base64
+    import hashlib
+
+    from git_genjob.documents.canonical import canonical_bytes, sha256_hex
+    from git_genjob.documents.keys import read_signing_key
+    from tests.conftest import setup_worker
+
+    stub = Stub()
+    sign = read_signing_key(str(setup_worker(repo)))
+    store = Store.open(str(repo))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    s1 = Session(store, "job-1", 1, False, sign)
+    gw = Gateway([parse_gateway(f"openai={stub.url}")], s1)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    doc = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    status, honest = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], doc)
+    assert status == 200
+    _crash(gw)
+    rows = [json.loads(line) for line in Path(s1.journal).read_text().splitlines()]
+    (row,) = [r for r in rows if "wal" in r]
+    answers = repo / ".git/genjob/gateway/answers"
+    os.unlink(answers / row["wal"]["event_id"])  # only the forged one is left to fold
+    evil = canonical_bytes({"body": '{"choices":[{"message":{"content":"EVIL"}}]}', "content_type": "application/json",
+                            "input_tokens": None, "output_tokens": None, "status": 200, "stream": False})  # fmt: skip
+    sha = hashlib.sha256(evil).hexdigest()
+    event = canonical_bytes(
+        {"type": "recorded", "answer": sha, "fp": row["fingerprint"], "time": row["time"], "host": "x"}
+    )
+    event_id = sha256_hex(event)
+    (answers / event_id).write_bytes(evil)
+    forged = dict(row, answer_sha256=sha, wal={"event": base64.b64encode(event).decode(), "event_id": event_id})
+    with open(s1.journal, "a") as fh:
+        fh.write(json.dumps(forged) + "\n")
+    s2 = Session(store, "job-1", 2, False, sign)
+    gw = Gateway([parse_gateway(f"openai={stub.url}")], s2)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    status, again = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], doc)
+    gw.close()
+    stub.close()
+    assert status == 200 and b"EVIL" not in again
+    assert s2.model_record()["calls"][0]["replayed"] is False  # nothing this worker recorded: sent afresh
+
+
+def test_a_request_with_a_lone_surrogate_is_refused_and_the_gateway_serves_on(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JSON may escape a lone surrogate (`\\ud800`), which no UTF-8 document can hold: the
+    request's fingerprint cannot be taken, so the agent gets a 400 naming it (not a dropped
+    connection and a traceback on the worker's stderr), nothing is journaled or sent, and the
+    next call goes through."""
+    stub = Stub()
+    store = Store.open(str(repo))
+    gw, base = attempt(store, stub.url, 1, monkeypatch)
+    env = gw.env(base)
+    url = env["OPENAI_BASE_URL"] + "/chat/completions"
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "\\ud800"}]}'
+    req = urllib.request.Request(url, body, {"authorization": f"Bearer {env['OPENAI_API_KEY']}"})
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        urllib.request.urlopen(req, timeout=10)
+    assert bad.value.code == 400 and stub.requests == []
+    assert post(url, env["OPENAI_API_KEY"], {"model": "m", "messages": []})[0] == 200
+    gw.close()
+    stub.close()
+    assert [c["n"] for c in gw.session.model_record()["calls"]] == [1]
+
+
+def test_the_journal_stays_small_whatever_the_agent_sends(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent chooses its requests' size (a whole conversation each call, up to REQUEST_MAX):
+    the journal, kept for good, read whole by every later Session and by `show --calls`, holds
+    each call's identity and its event, never a copy of the request (that waits beside the
+    answer in answers/ until the fold). A crashed attempt's leftovers still fold with their
+    request, and `show --calls` still shows it unfolded."""
+    from git_genjob.replay.cache import Cache
+    from git_genjob.worker.gateway.calls import transcript
+
+    stub = Stub()
+    store = Store.open(str(repo))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    s1 = Session(store, "job-1", 1, False, None)
+    gw = Gateway([parse_gateway(f"openai={stub.url}")], s1)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    big = "y" * (1 << 20)
+    for i in range(3):
+        doc = {"model": "m", "messages": [{"role": "user", "content": f"{big} {i}"}]}
+        assert post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], doc)[0] == 200
+    _crash(gw)
+    assert os.path.getsize(s1.journal) < 64 * 1024
+    shown = transcript(store, "job-1", None)
+    assert shown["source"] == "journal" and all(c["request"] and "yyyy" in c["request"] for c in shown["calls"])
+    s2 = Session(store, "job-1", 2, False, None)  # folds the leftovers, requests and all
+    assert os.listdir(repo / ".git/genjob/gateway/answers") == []
+    cache = Cache(store)
+    for c in s1.calls:
+        entry = cache.entry(c["fingerprint"])
+        assert entry is not None and entry.request is not None and big in entry.request["prompt"]
+    assert s2.model_record()["calls"] == []
+    stub.close()

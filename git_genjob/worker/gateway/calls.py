@@ -11,11 +11,14 @@ import json
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
-from git_genjob.documents.canonical import sha256_hex, utc_now
+from git_genjob.documents.canonical import parse_strict, sha256_hex, utc_now
 from git_genjob.documents.errors import GenjobError
+from git_genjob.documents.keys import NS_REPLAY, verify_signature
+from git_genjob.documents.signing import REPLAY_TYPE, pae, signer_of, unseal
 from git_genjob.replay.cache import Cache, Sealed, accept, fingerprint, request_doc
 from git_genjob.replay.prompt import normalize_text
 from git_genjob.storage.layout import gateway_answers_dir, gateway_journal_path
@@ -215,14 +218,16 @@ class Session:
             self._record_again(call, spool, sha, served)
             return
         sealed = self.cache.seal(fp, {"type": "recorded", "answer": sha}, request=call["_doc"])
-        kept = spool.keep(self.answers, sealed.event_id)
+        wal = {"event": base64.b64encode(sealed.event).decode("ascii"), "event_id": sealed.event_id}
+        os.makedirs(self.answers, exist_ok=True)
+        if sealed.request is not None:  # as big as the agent's request: beside the answer, never in the journal
+            _write_synced(os.path.join(self.answers, sealed.event_id + REQUEST_SUFFIX), sealed.request)
+            wal["request_sha256"] = sha256_hex(sealed.request)
+        kept = spool.keep(self.answers, sealed.event_id)  # its directory fsynced: both names durable
         with self.lock:
             call.update(answer_sha256=sha, input_tokens=spool.tokens[0], output_tokens=spool.tokens[1], status="ok")
             call["_logged"] = True
             self.pending.append((sealed, sha, kept))
-            wal = {"event": base64.b64encode(sealed.event).decode("ascii"), "event_id": sealed.event_id}
-            if sealed.request is not None:
-                wal["request"] = base64.b64encode(sealed.request).decode("ascii")
             self._journal(call, wal)
 
     def _record_again(self, call: dict[str, Any], spool: Spool, sha: str, served: str) -> None:
@@ -247,8 +252,9 @@ class Session:
         batch = [(sealed, {sha: self.store.blob_from_file(path)}) for sealed, sha, path in items]
         self.cache.add_sealed(batch)
         for _, _, path in items:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            for name in (path, path + REQUEST_SUFFIX):
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
 
     def _leftovers(self) -> list[tuple[Sealed, str, str]]:
         """Answers the journal names whose files are still in `answers/` (a worker that died
@@ -263,13 +269,15 @@ class Session:
                 continue
             try:
                 event, event_id = base64.b64decode(wal["event"], validate=True), str(wal["event_id"])
-                request = base64.b64decode(wal["request"], validate=True) if "request" in wal else None
                 fp, sha = str(row["fingerprint"]), str(row["answer_sha256"])
             except (KeyError, TypeError, ValueError):
                 continue
             path = os.path.join(self.answers, event_id)
             if not re.fullmatch(r"[0-9a-f]{64}", event_id) or sha256_hex(event) != event_id:
                 continue
+            request = _request_of(path, wal)
+            if not self._own(event, fp, sha):
+                continue  # folded, it would count as this clone's own: only what this worker sealed
             try:
                 with open(path, "rb") as fh:
                     if hashlib.file_digest(fh, "sha256").hexdigest() != sha:
@@ -278,6 +286,32 @@ class Session:
                 continue  # folded already (its file went once the cache held it)
             out.append((Sealed(fp, event_id, event, request, "recorded"), sha, path))
         return out
+
+    def _own(self, event: bytes, fp: str, sha: str) -> bool:
+        """Whether `event` is what a worker's `record` sealed for `fp` and `sha`: a `recorded`
+        event naming them, signed by this session's key or one the trust store allows for
+        replay events (another worker of this clone that died), unsigned only when this session
+        signs nothing either. A folded event is remembered in replay-local, which this clone
+        trusts without a signature check: a row anyone wrote must not get there."""
+        try:
+            doc = parse_strict(event, "replay event")
+            if isinstance(doc, dict) and "payloadType" in doc:
+                sealed = unseal(event, REPLAY_TYPE, "replay event")
+                message = pae(sealed.payload_type, sealed.payload)
+                mine = self.cache.sign is not None and any(
+                    verify_signature(self.cache.sign.public, message, sig) for _, sig in sealed.signatures
+                )
+                if not mine:
+                    signers, revoked = self.cache.trust()
+                    signer_of(sealed, signers, revoked, time.time(), NS_REPLAY, "replay event")
+                doc = parse_strict(sealed.payload, "replay event")
+            elif self.cache.sign is not None:
+                return False
+        except GenjobError:
+            return False
+        return (
+            isinstance(doc, dict) and doc.get("type") == "recorded" and doc.get("fp") == fp and doc.get("answer") == sha
+        )
 
     def end(self, call: dict[str, Any], status: str) -> None:
         with self.lock:
@@ -410,14 +444,41 @@ def _unfolded(store: Store, call: dict[str, Any], sha: str) -> tuple[str | None,
     except OSError:
         return None, None
     request = None
+    raw = _request_of(path, wal)
     try:
-        doc = json.loads(base64.b64decode(str(wal.get("request", "")), validate=True))
+        doc = json.loads(raw) if raw is not None else None
         request = redact(str(doc.get("prompt", ""))) if isinstance(doc, dict) else None
     except ValueError:
         pass
     if sha256_hex(data) != sha:
         return request, None
     return request, redact(_body(data.decode("utf-8", "replace")))
+
+
+REQUEST_SUFFIX = ".request"  # answers/<event id>.request: the request document of that row's event
+
+
+def _write_synced(path: str, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _request_of(answer_path: str, wal: dict[str, Any]) -> bytes | None:
+    """The request document a row's `wal` names: its file beside the answer when it hashes to
+    the row's `request_sha256`, else None (the event folds without it)."""
+    want = wal.get("request_sha256")
+    if not isinstance(want, str):
+        return None
+    try:
+        if os.path.getsize(answer_path + REQUEST_SUFFIX) > UNFOLDED_SHOWN_MAX * 8:
+            return None
+        with open(answer_path + REQUEST_SUFFIX, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    return data if sha256_hex(data) == want else None
 
 
 def _rows(path: str) -> list[dict[str, Any]]:

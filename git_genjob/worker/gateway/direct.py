@@ -20,7 +20,8 @@ from typing import Any
 import httpx
 
 from git_genjob.documents.canonical import sha256_hex
-from git_genjob.documents.errors import GeneratorUnavailable, HttpStatusError
+from git_genjob.documents.errors import BadInput, GeneratorUnavailable, HttpStatusError
+from git_genjob.documents.secretscan import redact
 from git_genjob.replay.web import ANSWER_MAX, ERROR_BODY_MAX, Watchdog, timed_out
 from git_genjob.worker.gateway.calls import Budget, Session
 from git_genjob.worker.gateway.dialects import Upstream, usage_of
@@ -64,10 +65,13 @@ class Direct:
         dog.timer.start()
         try:
             return self._send(call, url, path, key, body, dog)
+        except HttpStatusError:  # a GeneratorUnavailable: its call says `error N` already
+            raise
         except GeneratorUnavailable as exc:
             self.session.end(call, "unknown" if exc.sent else "failed")
             raise
-        except HttpStatusError:
+        except BadInput:
+            self.session.end(call, "unknown")  # answered, never recorded
             raise
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             self.session.end(call, "failed")  # never reached the upstream: nothing was sent
@@ -106,7 +110,15 @@ class Direct:
             raw = b"".join(chunks)
             if not ok:
                 self.session.end(call, f"error {resp.status_code}")
-                raise HttpStatusError(resp.status_code, raw[:limit].decode("utf-8", "replace"), url)
+                text = raw[:limit].decode("utf-8", "replace")
+                if len(key) >= 8:  # a server that echoes the key it was sent: the reason goes out with the job
+                    text = text.replace(key, "<the worker's key>")
+                raise HttpStatusError(resp.status_code, redact(text), url)
+        if len(key) >= 8 and key.encode("utf-8") in raw:  # as the gateway's HTTP door refuses it (spool.Spool)
+            raise BadInput(
+                "refusing to store an answer that holds the worker's upstream key",
+                "the replay cache is shared through git; nothing was recorded",
+            )
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:

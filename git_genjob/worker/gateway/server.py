@@ -157,8 +157,8 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
                 call, replay = gw.session.begin(up, path, body, model)
             except Budget as exc:
                 return self._error(429, f"the job's budget {exc.name} = {exc.limit} is spent", "budget_exceeded")
-            except UnicodeDecodeError:
-                return self._error(400, "the request body is not UTF-8")
+            except UnicodeError:  # not UTF-8, or JSON escaping a lone surrogate no UTF-8 document holds
+                return self._error(400, "the request body is not UTF-8 text")
             if replay is not None:
                 return self._answer(replay.status, replay.content_type, [replay.body], replay.stream)
             self._send(up, path, body, call)
