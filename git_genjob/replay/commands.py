@@ -80,7 +80,7 @@ def ask(
 def _trust_span(cache: Cache, started: float) -> dict[str, float | None]:
     """The span around `started` in which no trusted key's validity window opens or closes:
     which events count may change at its edges, so a remembered answer holds only inside it."""
-    from git_genjob.storage.fastrefs import window
+    from git_genjob.storage.memo import window
 
     signers, _ = cache.trust()
     return window([t for k in signers for t in (k.valid_after, k.valid_before) if t is not None], started)

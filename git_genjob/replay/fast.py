@@ -27,8 +27,9 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, within, write_derived
+from git_genjob.storage.fastrefs import Refs, repo_dirs
 from git_genjob.storage.layout import REPLAYS_REF, hits_log_path, replay_local_path, replay_served_path
+from git_genjob.storage.memo import file_stamp, within, write_derived
 
 if TYPE_CHECKING:
     from typing import Any
