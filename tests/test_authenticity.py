@@ -19,7 +19,8 @@ import pytest
 from git_genjob.documents.canonical import canonical_bytes, digest, format_time, sha256_hex
 from git_genjob.documents.job import Job, seal_job
 from git_genjob.documents.keys import generate
-from git_genjob.replay.cache import Cache, fingerprint, request_doc
+from git_genjob.replay.cache import Cache
+from git_genjob.replay.request import fingerprint, request_doc
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.records import bundle_inputs, event_message, load_live
 from git_genjob.storage.store import Store

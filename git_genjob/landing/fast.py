@@ -36,25 +36,35 @@ printable ASCII is not kept (click rewrites some of it on the way out). The stam
 before the slow path opens the repository (`PENDING`), and compared again before the file is
 written, so a decision that raced a change is not kept.
 
-Imports os, sys, hashlib and json only (tests/test_verify_fast.py checks that a served verdict
-loads neither libgit2 nor click).
+The memo, its stamp parts, its window and the handshake are storage/memo.py's. Imports os, sys
+and json only (tests/test_verify_fast.py checks that a served verdict loads neither libgit2 nor
+click).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
 from typing import TYPE_CHECKING
 
-from git_genjob.storage.fastrefs import Refs, file_stamp, key_args, repo_dirs, window, within, write_derived
+from git_genjob.storage.fastrefs import Refs, repo_dirs
 from git_genjob.storage.gitdir import live_tips
 from git_genjob.storage.layout import ARCHIVE_REF, NOTES_REF, RECEIPTS_REF, job_ref, log_memo_path, verify_memo_path
+from git_genjob.storage.memo import (
+    Handshake,
+    Memo,
+    digest,
+    file_stamp,
+    key_args,
+    listing_digest,
+    safe_name,
+    served,
+    sha,
+    window,
+)
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from git_genjob.landing.audit import CommitAudit
     from git_genjob.landing.verify import Verdict
     from git_genjob.storage.store import Store
@@ -80,24 +90,9 @@ _DISCOVERY = (
     "GIT_REPLACE_REF_BASE",
 )
 
-# What the last `try_*` of this process saw when it could not serve: (command, work tree, git
-# directory, stamp, live tips' digest, time). The slow path's `remember_*` takes it.
-PENDING: dict[str, Any] | None = None
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _digest(path: str) -> str | None:
-    """sha256 of a file's bytes, "-" when it is absent, None when it cannot be read."""
-    try:
-        with open(path, "rb") as fh:
-            return _sha(fh.read())
-    except FileNotFoundError:
-        return "-"
-    except OSError:
-        return None
+# What the last `try_*` of this process saw when it could not serve. The slow path's
+# `remember_*` takes it.
+PENDING: Handshake | None = None
 
 
 def _config(path: str) -> str | None:
@@ -109,7 +104,7 @@ def _config(path: str) -> str | None:
         return "-"
     except OSError:
         return None
-    return None if b"include" in data.lower() else _sha(data)
+    return None if b"include" in data.lower() else sha(data)
 
 
 def _env() -> str | None:
@@ -118,7 +113,7 @@ def _env() -> str | None:
     if any(os.environ.get(name) for name in _DISCOVERY) or any(k.startswith("GIT_CONFIG_KEY_") for k in os.environ):
         return None
     names = sorted(k for k in os.environ if k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME", "TZ"))
-    return _sha("\0".join(f"{k}={os.environ[k]}" for k in names).encode("utf-8", "surrogateescape"))
+    return sha("\0".join(f"{k}={os.environ[k]}" for k in names).encode("utf-8", "surrogateescape"))
 
 
 def _global_configs() -> list[str]:
@@ -157,8 +152,8 @@ def stamp(workdir: str, gitdir: str, trust: bool) -> dict[str, str] | None:
     for n, path in enumerate(_global_configs()):
         out[f"config{n}"] = _config(path)
     if trust:
-        out["allowed"] = _digest(os.path.join(workdir, ".genjob", "allowed_signers"))
-        out["revoked"] = _digest(os.path.join(workdir, ".genjob", "revoked_keys"))
+        out["allowed"] = digest(os.path.join(workdir, ".genjob", "allowed_signers"))
+        out["revoked"] = digest(os.path.join(workdir, ".genjob", "revoked_keys"))
         if "-" in (out["allowed"], out["revoked"]):
             out["index"] = file_stamp(os.path.join(gitdir, "index"))
     if any(v is None for v in out.values()):
@@ -166,18 +161,9 @@ def stamp(workdir: str, gitdir: str, trust: bool) -> dict[str, str] | None:
     return {k: str(v) for k, v in out.items()}
 
 
-def _safe_key(text: str) -> bool:
-    """Whether `text` can name a memo file and a ref file (a job key is one safe path segment)."""
-    return (
-        0 < len(text) <= 200 and text[0] not in ".-" and all(c.isascii() and (c.isalnum() or c in "._-") for c in text)
-    )
-
-
 def _tips_digest(gitdir: str) -> str | None:
     tips = live_tips(gitdir)
-    if tips is None:
-        return None
-    return _sha("".join(f"{k} {v}\n" for k, v in sorted(tips.items())).encode("utf-8", "surrogateescape"))
+    return None if tips is None else listing_digest(tips)
 
 
 def _job_refs(gitdir: str, keys: list[str]) -> dict[str, str] | None:
@@ -199,7 +185,7 @@ def _pend(command: str, dirs: tuple[str, str], st: dict[str, str] | None) -> Non
 
     tips = _tips_digest(dirs[1])
     if st is not None and tips is not None:
-        PENDING = {"command": command, "dirs": dirs, "stamp": st, "tips": tips, "t0": time.time()}
+        PENDING = Handshake(command, dirs[0], dirs[1], st, tips, time.time())
 
 
 def _serve(text: str) -> int:
@@ -219,7 +205,7 @@ def try_verify(args: list[str]) -> int | None:
     global PENDING
     PENDING = None
     parsed = key_args(args, "verify")
-    if parsed is None or not _safe_key(parsed[0]):
+    if parsed is None or not safe_name(parsed[0]):
         return None
     key, as_json = parsed
     try:
@@ -239,24 +225,11 @@ def try_verify(args: list[str]) -> int | None:
 
 
 def _verify_memo(gitdir: str, key: str, st: dict[str, str] | None, as_json: bool) -> str | None:
-    if st is None:
+    # the window holds too: an edge passed, or the clock went back over one, and it is decided again
+    memo = Memo(verify_memo_path(gitdir, key)).read(st, key=key) if st is not None else None
+    if memo is None or memo.get("jobs") != _job_refs(gitdir, [key]):
         return None
-    try:
-        with open(verify_memo_path(gitdir, key), "rb") as fh:
-            memo = json.loads(fh.read())
-    except FileNotFoundError:
-        return None
-    if not isinstance(memo, dict) or memo.get("v") != 1 or memo.get("key") != key or memo.get("stamp") != st:
-        return None
-    if memo.get("jobs") != _job_refs(gitdir, [key]):
-        return None
-    if memo.get("until") is not None or memo.get("since") is not None:
-        import time
-
-        if not within(memo, time.time()):
-            return None  # a window's edge passed, or the clock went back over one
-    text = memo["json" if as_json else "text"]
-    return text if isinstance(text, str) else None
+    return served(memo, as_json)
 
 
 def _taken(command: str, store: Store) -> tuple[str, str, dict[str, str], float] | None:
@@ -264,17 +237,13 @@ def _taken(command: str, store: Store) -> tuple[str, str, dict[str, str], float]
     slow path opened and nothing it stamped has moved since (the job refs included)."""
     global PENDING
     pending, PENDING = PENDING, None
-    if pending is None or pending["command"] != command or store.workdir is None:
+    if pending is None or pending.command != command or not pending.opened(store.workdir, store.gitdir):
         return None
-    workdir, gitdir = pending["dirs"]
-    if os.path.realpath(workdir) != os.path.realpath(store.workdir) or os.path.realpath(gitdir) != os.path.realpath(
-        store.gitdir
-    ):
-        return None
+    workdir, gitdir = pending.workdir, pending.gitdir
     st = stamp(workdir, gitdir, trust=command == "verify")
-    if st is None or st != pending["stamp"] or _tips_digest(gitdir) != pending["tips"]:
+    if st is None or st != pending.stamp or _tips_digest(gitdir) != pending.tips:
         return None
-    return workdir, gitdir, st, float(pending["t0"])
+    return workdir, gitdir, st, pending.t0
 
 
 def _printable(text: str) -> bool:
@@ -293,7 +262,7 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
     from git_genjob.storage.archive import Archive  # loads libgit2: only the slow path, which has it
 
     taken = _taken("verify", store)
-    if taken is None or not verdict.ok or not _safe_key(key):
+    if taken is None or not verdict.ok or not safe_name(key):
         return
     _, gitdir, st, t0 = taken
     fresh = [c for c in verdict.checks if c.n == 8]
@@ -314,8 +283,7 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
         return
     if stamp(taken[0], gitdir, trust=True) != st or _job_refs(gitdir, [key]) != jobs:
         return
-    memo = {"v": 1, "key": key, "stamp": st, "jobs": jobs, **window(edges, t0), "text": text, "json": as_json}
-    write_derived(verify_memo_path(gitdir, key), json.dumps(memo).encode("utf-8"))
+    Memo(verify_memo_path(gitdir, key)).write(st, key=key, jobs=jobs, **window(edges, t0), text=text, json=as_json)
 
 
 # -- `log` ----------------------------------------------------------------------------------
@@ -344,20 +312,11 @@ def try_log(args: list[str]) -> int | None:
 
 
 def _log_memo(gitdir: str, st: dict[str, str] | None, as_json: bool) -> str | None:
-    if st is None:
+    memo = Memo(log_memo_path(gitdir)).read(st)
+    jobs = None if memo is None else memo.get("jobs")
+    if memo is None or not isinstance(jobs, dict) or not all(safe_name(k) for k in jobs):
         return None
-    try:
-        with open(log_memo_path(gitdir), "rb") as fh:
-            memo = json.loads(fh.read())
-    except FileNotFoundError:
-        return None
-    if not isinstance(memo, dict) or memo.get("v") != 1 or memo.get("stamp") != st:
-        return None
-    jobs = memo.get("jobs")
-    if not isinstance(jobs, dict) or not all(_safe_key(k) for k in jobs) or _job_refs(gitdir, list(jobs)) != jobs:
-        return None
-    text = memo["json" if as_json else "text"]
-    return text if isinstance(text, str) else None
+    return served(memo, as_json) if _job_refs(gitdir, list(jobs)) == jobs else None
 
 
 def remember_log(store: Store, results: list[CommitAudit], text: str, as_json: str) -> None:
@@ -368,7 +327,7 @@ def remember_log(store: Store, results: list[CommitAudit], text: str, as_json: s
     if taken is None or any(not r.ok or r.merged for r in results):
         return
     keys = sorted({k for r in results for k in r.to_json()["jobs"]})
-    if not all(isinstance(k, str) and _safe_key(k) for k in keys):
+    if not all(isinstance(k, str) and safe_name(k) for k in keys):
         return
     if not (_printable(text) and _printable(as_json)):
         return
@@ -376,5 +335,4 @@ def remember_log(store: Store, results: list[CommitAudit], text: str, as_json: s
     jobs = _job_refs(gitdir, keys)
     if jobs is None or stamp(workdir, gitdir, trust=False) != st:
         return
-    memo = {"v": 1, "stamp": st, "jobs": jobs, "text": text, "json": as_json}
-    write_derived(log_memo_path(gitdir), json.dumps(memo).encode("utf-8"))
+    Memo(log_memo_path(gitdir)).write(st, jobs=jobs, text=text, json=as_json)

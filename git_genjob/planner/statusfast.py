@@ -11,21 +11,21 @@ window opens or closes. `try_status` prints that output while every stamp holds,
 files as git keeps them; anything else (colour on a terminal, another option, a damaged or
 moving job, a ref git must resolve) runs the slow path.
 
-Imports os, sys, hashlib and json only (tests/test_status_fast.py checks that a served listing
-loads neither libgit2 nor click).
+The memo, its stamp parts and its window are storage/memo.py's. Imports os, sys and json only
+(tests/test_status_fast.py checks that a served listing loads neither libgit2 nor click).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
 from typing import TYPE_CHECKING
 
-from git_genjob.storage.fastrefs import Refs, file_stamp, key_args, repo_dirs, window, within, write_derived
+from git_genjob.storage.fastrefs import Refs, repo_dirs
 from git_genjob.storage.gitdir import live_tips
 from git_genjob.storage.layout import ARCHIVE_REF, job_ref, show_memo_path, status_memo_path
+from git_genjob.storage.memo import Memo, digest, file_stamp, key_args, listing_digest, safe_name, served, window
 
 if TYPE_CHECKING:
     from typing import Any
@@ -37,17 +37,6 @@ if TYPE_CHECKING:
     Taken = tuple[str, str, bool, dict[str, str], float]
 
 
-def _digest(path: str) -> str | None:
-    """sha256 of a file's bytes, "-" when it is absent, None when it cannot be read."""
-    try:
-        with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
-    except FileNotFoundError:
-        return "-"
-    except OSError:
-        return None
-
-
 def stamp(workdir: str, gitdir: str, with_head: bool) -> dict[str, str] | None:
     """What plain `status` reads besides the objects (which never change): None when it cannot
     be read from files."""
@@ -55,12 +44,11 @@ def stamp(workdir: str, gitdir: str, with_head: bool) -> dict[str, str] | None:
     if tips is None:
         return None
     refs = Refs(gitdir)
-    listing = "".join(f"{k} {v}\n" for k, v in sorted(tips.items()))
     out: dict[str, str | None] = {
-        "tips": hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest(),
+        "tips": listing_digest(tips),
         "archive": refs.get(ARCHIVE_REF),
-        "allowed": _digest(os.path.join(workdir, ".genjob", "allowed_signers")),
-        "revoked": _digest(os.path.join(workdir, ".genjob", "revoked_keys")),
+        "allowed": digest(os.path.join(workdir, ".genjob", "allowed_signers")),
+        "revoked": digest(os.path.join(workdir, ".genjob", "revoked_keys")),
         "config": _config_stamp(gitdir),  # color.ui: the memo's text was painted, or not, by it
     }
     if "-" in (out["allowed"], out["revoked"]):
@@ -97,22 +85,13 @@ def try_status(args: list[str]) -> int | None:
         if dirs is None:
             return None
         workdir, gitdir = dirs
-        with open(status_memo_path(gitdir), "rb") as fh:
-            memo = json.loads(fh.read())
-        if not isinstance(memo, dict) or memo.get("v") != 1:
+        memo = Memo(status_memo_path(gitdir)).load()
+        if memo is None or not Memo.holds(memo, stamp(workdir, gitdir, bool(memo.get("with_head")))):
             return None
-        st = stamp(workdir, gitdir, bool(memo.get("with_head")))
-        if st is None or memo.get("stamp") != st:
-            return None
-        if memo.get("until") is not None or memo.get("since") is not None:
-            import time
-
-            if not within(memo, time.time()):
-                return None
         if not as_json and memo.get("coloured"):
             return None  # color.ui = always: the slow path paints
-        text = memo["json" if as_json else "text"]
-        if not isinstance(text, str):
+        text = served(memo, as_json)
+        if text is None:
             return None
     except Exception:  # noqa: BLE001 - a missing or damaged memo, an unreadable file: the slow path decides
         return None
@@ -162,26 +141,17 @@ def remember(store: Store, taken: Taken, rows: list[StatusRow], coloured: bool =
         return
     signers = worker_trust(store).signers
     edges = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None]
-    memo: dict[str, Any] = {
-        "v": 1,
-        "stamp": st,
-        "with_head": with_head,
+    Memo(status_memo_path(gitdir)).write(
+        st,
+        with_head=with_head,
         **window(edges, t0),  # from when the listing started: an edge passed since is not in it
-        "text": "".join(status_lines(rows, plain)) if rows else "no jobs\n",
-        "coloured": coloured and not sys.stdout.isatty(),  # painted into a pipe (color.ui = always)
-        "json": "[\n" + terminal_json(",\n".join(r.json for r in rows)) + "\n]\n" if rows else "[]\n",
-    }
-    write_derived(status_memo_path(gitdir), json.dumps(memo).encode("utf-8"))
-
-
-# -- `show KEY`: one job, named by its full key ----------------------------------------------
-def _show_name(text: str) -> bool:
-    """Whether `text` can name a memo file (a job key is one safe path segment)."""
-    return (
-        0 < len(text) <= 200 and text[0] not in ".-" and all(c.isascii() and (c.isalnum() or c in "._-") for c in text)
+        text="".join(status_lines(rows, plain)) if rows else "no jobs\n",
+        coloured=coloured and not sys.stdout.isatty(),  # painted into a pipe (color.ui = always)
+        json="[\n" + terminal_json(",\n".join(r.json for r in rows)) + "\n]\n" if rows else "[]\n",
     )
 
 
+# -- `show KEY`: one job, named by its full key ----------------------------------------------
 def show_stamp(gitdir: str) -> dict[str, str] | None:
     """What `show KEY` reads besides the objects: which jobs exist (every live ref, the archive).
     An exact key resolves to itself, so the same stamp decides what a key names."""
@@ -189,29 +159,24 @@ def show_stamp(gitdir: str) -> dict[str, str] | None:
     archive = Refs(gitdir).get(ARCHIVE_REF)
     if tips is None or archive is None:
         return None
-    listing = "".join(f"{k} {v}\n" for k, v in sorted(tips.items()))
-    return {"tips": hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest(), "archive": archive}
+    return {"tips": listing_digest(tips), "archive": archive}
 
 
 def try_show(args: list[str]) -> int | None:
     """Print `show KEY` (or with --json) from its memo: exit 0, or None for the slow path."""
     parsed = key_args(args, "show")
-    if parsed is None or not _show_name(parsed[0]):
+    if parsed is None or not safe_name(parsed[0]):
         return None
     name, as_json = parsed
     try:
         dirs = repo_dirs()
         if dirs is None:
             return None
-        with open(show_memo_path(dirs[1], name), "rb") as fh:
-            memo = json.loads(fh.read())
-        if not isinstance(memo, dict) or memo.get("v") != 1 or memo.get("key") != name:
+        memo = Memo(show_memo_path(dirs[1], name)).load()
+        if memo is None or memo.get("key") != name or not Memo.holds(memo, show_stamp(dirs[1])):
             return None
-        st = show_stamp(dirs[1])
-        if st is None or memo.get("stamp") != st:
-            return None
-        text = memo["json" if as_json else "text"]
-        if not isinstance(text, str):
+        text = served(memo, as_json)
+        if text is None:
             return None
     except Exception:  # noqa: BLE001 - no memo, a damaged one, an unreadable file: the slow path decides
         return None
@@ -241,15 +206,13 @@ def remember_show(
     from git_genjob.storage.archive import Archive  # loads libgit2: only the slow path, which has it
 
     gitdir, st = taken
-    if not _show_name(key) or show_stamp(gitdir) != st:
+    if not safe_name(key) or show_stamp(gitdir) != st:
         return
     if store.ref_target(job_ref(key)) is not None and Archive(store).entry(key) is not None:
         return
-    memo = {
-        "v": 1,
-        "key": key,
-        "stamp": st,
-        "text": "".join(f"{line}\n" for line in lines),
-        "json": terminal_json(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)) + "\n",
-    }
-    write_derived(show_memo_path(gitdir, key), json.dumps(memo).encode("utf-8"))
+    Memo(show_memo_path(gitdir, key)).write(
+        st,
+        key=key,
+        text="".join(f"{line}\n" for line in lines),
+        json=terminal_json(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)) + "\n",
+    )

@@ -21,27 +21,14 @@ from git_genjob.documents.keys import NS_REPLAY, NS_REVIEW, TrustedKey
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.signing import REPLAY_TYPE, seal, signer_of, unseal
 from git_genjob.replay.prompt import normalize_text
+from git_genjob.replay.request import fingerprint, log_hit, request_doc
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.layout import REPLAYS_REF, asking_path, hits_log_path, replay_local_path
+from git_genjob.storage.layout import REPLAYS_REF, asking_path, replay_local_path
 from git_genjob.storage.store import CONTENT_MAX, TREE_MODE, RefUpdate, Store, lookup, retry_cas
 from git_genjob.storage.truststore import trust_at_head
 
 SENTINEL = "model_unavailable"
 MODES = ("replay", "offline", "refresh")
-_CREDENTIAL_PARAMS = {
-    "api_key",
-    "apikey",
-    "authorization",
-    "headers",
-    "timeout",
-    "base_url",
-    "organization",
-    "extra_headers",
-    "proxy",
-    "proxies",
-    "verify",
-    "stream",
-}
 
 
 @dataclass
@@ -53,28 +40,6 @@ class Normalized:
 def normalize(prompt: str, cfg: Config | None = None) -> Normalized:
     """Strip what varies between machines and runs but not in meaning; record every rewrite."""
     return Normalized(*normalize_text(prompt, cfg.normalize_rules if cfg else ()))
-
-
-def clean_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Every request parameter except credentials and transport settings (a deny-list)."""
-    return {k: v for k, v in params.items() if k.lower() not in _CREDENTIAL_PARAMS}
-
-
-def request_doc(endpoint: str, model: str, params: dict[str, Any], prompt: str, key: str | None) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "v": 1,
-        "endpoint": endpoint,
-        "model": model,
-        "params": clean_params(params),
-        "prompt": prompt,
-    }
-    if key:
-        doc["key"] = key
-    return doc
-
-
-def fingerprint(doc: dict[str, Any]) -> str:
-    return sha256_hex(canonical_bytes(doc))
 
 
 _FP = re.compile(r"[0-9a-f]{64}")
@@ -375,10 +340,7 @@ class Cache:
         return self.store.tree_with(tree, _base(fp), self.store.build_tree(existing), TREE_MODE)
 
     def log_hit(self, fp: str, request_hash: str) -> None:
-        path = hits_log_path(self.store.gitdir)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(f"{fp} {request_hash} {utc_now()}\n")
+        log_hit(self.store.gitdir, fp, request_hash)
 
 
 @dataclass(frozen=True)

@@ -9,29 +9,11 @@ from typing import Any
 from git_genjob.documents.config import parse_config, read_config
 from git_genjob.documents.errors import BadInput, GeneratorUnavailable, GenjobError, Unavailable
 from git_genjob.planner.userfiles import read_text, write_atomic
-from git_genjob.replay.cache import SENTINEL, Cache, call, fingerprint, normalize, request_doc
+from git_genjob.replay.cache import SENTINEL, Cache, call, normalize
+from git_genjob.replay.request import ask_request, fingerprint, parse_endpoint
 from git_genjob.storage.store import Store
 
 CONFIG_PATH = ".genjob/config.toml"
-
-
-def parse_endpoint(endpoint: str, model: str | None) -> tuple[str, str, str]:
-    """(dialect, url, model) of `ask --endpoint`, named as the generators name them.
-
-    `openai:BASE_URL` speaks chat completions (`--model` required); `http:URL` and a bare URL
-    speak the plain dialect of the `http:` generator: POST {"prompt","format":"text"}, the
-    body is the answer.
-    """
-    kind, sep, rest = endpoint.partition(":")
-    if sep and kind in ("openai", "http") and not rest.startswith("//"):
-        dialect, url = kind, rest
-    else:
-        dialect, url = "http", endpoint
-    if not url.startswith(("http://", "https://")):
-        raise BadInput(f"--endpoint {endpoint!r} is not a URL", "give http:URL, openai:BASE_URL or a bare http(s) URL")
-    if dialect == "openai" and not model:
-        raise BadInput("--endpoint openai:… needs --model", "e.g. --endpoint openai:http://127.0.0.1:8080/v1 --model m")
-    return dialect, url.rstrip("/"), model or ""
 
 
 def ask(
@@ -56,7 +38,7 @@ def ask(
     config = store.worktree_file(CONFIG_PATH)
     cfg = parse_config(config)
     norm = normalize(read_text(prompt_file, "prompt file"), cfg)
-    doc = _request(dialect, base, model, norm.text, key)
+    doc = ask_request(dialect, base, model, norm.text, key)
     send: Callable[[str], str]
     if dialect == "http":
         send = lambda prompt: post_json(base, {"prompt": prompt, "format": "text"}, timeout)  # noqa: E731
@@ -80,15 +62,10 @@ def ask(
 def _trust_span(cache: Cache, started: float) -> dict[str, float | None]:
     """The span around `started` in which no trusted key's validity window opens or closes:
     which events count may change at its edges, so a remembered answer holds only inside it."""
-    from git_genjob.storage.fastrefs import window
+    from git_genjob.storage.memo import window
 
     signers, _ = cache.trust()
     return window([t for k in signers for t in (k.valid_after, k.valid_before) if t is not None], started)
-
-
-def _request(dialect: str, base: str, model: str, prompt: str, key: str | None) -> dict[str, Any]:
-    """The fingerprinted request: the plain dialect's is the same as the http: generator's."""
-    return request_doc(base, model, {"format": "text"} if dialect == "http" else {}, prompt, key)
 
 
 def _chat_sender(base: str, model: str, timeout: float) -> Callable[[str], str]:
@@ -147,5 +124,5 @@ def show(store: Store, fp: str) -> dict[str, Any]:
 def explain(store: Store, prompt_file: str, endpoint: str, model: str | None, key: str | None) -> dict[str, Any]:
     dialect, base, model = parse_endpoint(endpoint, model)
     norm = normalize(read_text(prompt_file, "prompt file"), read_config(store))
-    doc = _request(dialect, base, model, norm.text, key)
+    doc = ask_request(dialect, base, model, norm.text, key)
     return {"fingerprint": fingerprint(doc), "request": doc, "rewrites": norm.rewrites}

@@ -15,8 +15,10 @@ refuse: it serves only what the slow path served from the same inputs.
 read are kept in `replay-served/config`, stamped with the file's sha256 (or, when there is no
 such file, with the index's identity, since a sparse checkout reads it from there).
 
-This module imports os, sys, hashlib, json and re only (tests/test_ask_fast.py checks that a hit
-loads neither libgit2 nor click).
+The request, its fingerprint, the parse of `--endpoint` and the hits log line are the slow
+path's own (replay/request.py), and the answer is written by planner/userfiles.py's
+write_atomic; with the memo's parts (storage/memo.py) they import os, sys, hashlib, json and re
+only (tests/test_ask_fast.py checks that a hit loads neither libgit2 nor click).
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from git_genjob.storage.fastrefs import Refs, file_stamp, repo_dirs, within, write_derived
-from git_genjob.storage.layout import REPLAYS_REF, hits_log_path, replay_local_path, replay_served_path
+from git_genjob.documents.errors import BadInput
+from git_genjob.planner.userfiles import write_atomic
+from git_genjob.replay.request import ask_request, fingerprint, log_hit, parse_endpoint
+from git_genjob.storage.fastrefs import Refs, repo_dirs
+from git_genjob.storage.layout import REPLAYS_REF, replay_local_path, replay_served_path
+from git_genjob.storage.memo import file_stamp, within, write_derived
 
 if TYPE_CHECKING:
-    from typing import Any
-
     # (work tree, git directory, stamp, config key) as `before` took them
     Taken = tuple[str, str, dict[str, str], dict[str, str | None] | None]
 
@@ -53,33 +57,6 @@ def stamp(gitdir: str) -> dict[str, str] | None:
     if any(v is None for v in out.values()):
         return None
     return {k: str(v) for k, v in out.items()}
-
-
-# -- the fingerprint, as replay/cache.py computes it ----------------------------------------
-def _fingerprint(dialect: str, base: str, model: str, prompt: str, key: str | None) -> str:
-    doc: dict[str, Any] = {
-        "v": 1,
-        "endpoint": base,
-        "model": model,
-        "params": {"format": "text"} if dialect == "http" else {},
-        "prompt": prompt,
-    }
-    if key:
-        doc["key"] = key
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _endpoint(endpoint: str, model: str | None) -> tuple[str, str, str] | None:
-    """replay/commands.py's parse_endpoint, None where it would refuse."""
-    kind, sep, rest = endpoint.partition(":")
-    if sep and kind in ("openai", "http") and not rest.startswith("//"):
-        dialect, url = kind, rest
-    else:
-        dialect, url = "http", endpoint
-    if not url.startswith(("http://", "https://")) or (dialect == "openai" and not model):
-        return None
-    return dialect, url.rstrip("/"), model or ""
 
 
 def _duration_ok(text: str) -> bool:
@@ -151,7 +128,10 @@ def _plan(args: list[str]) -> tuple[str, str, str, bool, str, str] | None:
     if parsed is None:
         return None
     opts, as_json = parsed
-    ep = _endpoint(opts["--endpoint"], opts.get("--model"))
+    try:
+        ep: tuple[str, str, str] | None = parse_endpoint(opts["--endpoint"], opts.get("--model"))
+    except BadInput:
+        ep = None
     prompt_file, out_file = opts["--prompt-file"], opts["--out-file"]
     if ep is None or prompt_file == "-" or os.path.isdir(prompt_file) or os.path.isdir(out_file):
         return None
@@ -171,7 +151,7 @@ def _plan(args: list[str]) -> tuple[str, str, str, bool, str, str] | None:
 
     with open(prompt_file, encoding="utf-8") as fh:
         prompt = normalize_text(fh.read(), rules)[0]
-    fp = _fingerprint(ep[0], ep[1], ep[2], prompt, opts.get("--key"))
+    fp = fingerprint(ask_request(ep[0], ep[1], ep[2], prompt, opts.get("--key")))
     try:
         with open(replay_served_path(gitdir, fp), "rb") as fh:
             data = fh.read(ANSWER_MAX + 4096)
@@ -209,36 +189,13 @@ def try_ask(args: list[str]) -> int | None:
     else:
         text = f"replay {fp}"
     try:
-        _write_atomic(out_file, answer)
-        _log_hit(gitdir, fp)
+        write_atomic(out_file, answer)
+        log_hit(gitdir, fp, fp)  # the request's hash is its fingerprint
     except OSError:
         return None  # the slow path writes both again, or says why it cannot
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
     return 0
-
-
-def _write_atomic(path: str, text: str) -> None:
-    """planner/userfiles.py's write_atomic (not imported: it loads more than this path needs)."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(text.encode("utf-8"))
-    os.replace(tmp, path)
-
-
-def _log_hit(gitdir: str, fp: str) -> None:
-    """One line of `.git/genjob/hits.log`, as Cache.log_hit writes it (the request's hash is its
-    fingerprint)."""
-    import time
-
-    ms = int(round(time.time() * 1000))
-    secs, millis = divmod(ms, 1000)
-    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{millis:03d}Z"
-    path = hits_log_path(gitdir)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(f"{fp} {fp} {when}\n")
 
 
 # -- written by the slow path ---------------------------------------------------------------

@@ -5,7 +5,8 @@ git), where genjob keeps things: every ref name and `.git/genjob/` file (`layout
 the archive of finished jobs and its rows (`archive`), blobs read and hashed in bounded memory
 (`blobs`), the job records read back from the refs (`records`), notes by path and their union
 merge (`notes`), the repository's directories, a child git's environment and trailers read
-without libgit2 (`gitdir`), ref locks and writer records (`locks`), the named crash points
+without libgit2 (`gitdir`), the fast paths' ref reads and their one memo, stamped with what
+the slow path read (`fastrefs`, `memo`), ref locks and writer records (`locks`), the named crash points
 (`faults`), leased pushes and fetches (`remote`), the one ref-writer interface events are
 published through, local or leased-remote (`publish`), the trust store read from a tree
 (`truststore`), the work tree for output paths (`worktree`), and the commit `apply` lands,

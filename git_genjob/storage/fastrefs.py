@@ -1,6 +1,6 @@
 """The repository read from its files, for the fast paths that answer without libgit2 (issue
-24: `ask`'s replay hit, `status`): where the work tree and git directory are, ref values as git
-keeps them, a file's identity, and derived files under `.git/genjob/`. Imports only os.
+24: `ask`'s replay hit, `status`): where the work tree and git directory are and ref values as git
+keeps them (the memo itself, its stamp parts and window: storage/memo.py). Imports only os.
 
 Each reader returns None where git's own rules would need more than a file read (a gitfile, an
 `[extensions]` or `core.worktree` config, a symbolic ref, another owner): the caller then takes
@@ -91,57 +91,3 @@ class Refs:
             name = text[len("ref: ") :]
             return None if ".." in name else self.get(name)
         return self._oid(text)
-
-
-def file_stamp(path: str) -> str | None:
-    """A file's identity (inode, mtime, size; "-" when absent): git and genjob replace or
-    append, so a change moves it."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return "-"
-    except OSError:
-        return None
-    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
-
-
-def write_derived(path: str, data: bytes) -> None:
-    """A derived file: atomic, never fsynced; failing to write it costs only time."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
-def window(edges: list[float], t0: float) -> dict[str, float | None]:
-    """The span around `t0` (when the slow path started deciding) in which no trusted key's
-    validity window opens or closes: {"until": the first edge after t0, "since": the last edge
-    at or before it}. A kept answer holds only inside it (`within`)."""
-    after, passed = [t for t in edges if t > t0], [t for t in edges if t <= t0]
-    return {"until": min(after, default=None), "since": max(passed, default=None)}
-
-
-def within(memo: dict[str, object], now: float) -> bool:
-    """Whether `now` lies in a kept answer's span (a clock set back past "since" leaves it)."""
-    until, since = memo.get("until"), memo.get("since")
-    if until is not None and (not isinstance(until, (int, float)) or now >= until):
-        return False
-    return since is None or (isinstance(since, (int, float)) and now >= since)
-
-
-def key_args(args: list[str], command: str) -> tuple[str, bool] | None:
-    """(KEY, --json given) for `COMMAND KEY [--json]` in any order, else None (the slow path)."""
-    if len(args) not in (2, 3) or args[0] != command:
-        return None
-    rest = args[1:]
-    as_json = "--json" in rest
-    if as_json:
-        rest.remove("--json")
-    return (rest[0], as_json) if len(rest) == 1 else None

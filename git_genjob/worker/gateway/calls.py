@@ -19,8 +19,9 @@ from git_genjob.documents.canonical import parse_strict, sha256_hex, utc_now
 from git_genjob.documents.errors import GenjobError
 from git_genjob.documents.keys import NS_REPLAY, verify_signature
 from git_genjob.documents.signing import REPLAY_TYPE, pae, signer_of, unseal
-from git_genjob.replay.cache import Cache, Sealed, accept, fingerprint, request_doc
+from git_genjob.replay.cache import Cache, Sealed, accept
 from git_genjob.replay.prompt import normalize_text
+from git_genjob.replay.request import fingerprint, request_doc
 from git_genjob.storage.layout import gateway_answers_dir, gateway_journal_path
 from git_genjob.storage.store import Store
 from git_genjob.worker.gateway.dialects import Upstream
