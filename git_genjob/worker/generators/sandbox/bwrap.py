@@ -9,7 +9,7 @@ import shutil
 import stat
 
 from git_genjob.worker.generators.sandbox.limits import prlimit_args, prlimit_exe, set_rlimits
-from git_genjob.worker.generators.sandbox.options import Attempt, Launch, SandboxOptions, record
+from git_genjob.worker.generators.sandbox.options import Attempt, Launch, SandboxOptions, View, record
 from git_genjob.worker.generators.sandbox.paths import SYSTEM_DIRS, ancestors, etc_paths, in_system, inside
 from git_genjob.worker.generators.sandbox.seccomp import seccomp_fd
 
@@ -23,18 +23,10 @@ def unshare_args(allow_net: bool) -> list[str]:
     return args
 
 
-def bwrap_launch(
-    opts: SandboxOptions,
-    argv: list[str],
-    attempt: Attempt,
-    ro: list[str],
-    rw: list[str],
-    user: tuple[int, int] | None,
-    limits: list[tuple[int, int]],
-    auto: list[str],
-) -> Launch:
+def bwrap_launch(opts: SandboxOptions, view: View) -> Launch:
     """The launch of `argv` in bubblewrap's view: the system, /etc, the attempt's directories
     and the owner's paths, the seccomp filter, then `nobody` for a root worker."""
+    argv, attempt, ro, rw, user = view.argv, view.attempt, view.ro, view.rw, view.user
     exe = shutil.which("bwrap") or "bwrap"
     # A read-write path inside /etc would turn read-only with it: then every file is bound, as before.
     copy_etc = not any(inside(p, "/etc") for p in rw)
@@ -58,7 +50,7 @@ def bwrap_launch(
         args += ["--remount-ro", "/etc"]
     args += ["--chdir", attempt.scratch, *_as_user(user)]
     network = "all" if opts.allow_net else "hosts" if opts.allow_hosts else "none"
-    return _limited([*args, *argv], fds, limits, record("bwrap", network, opts, auto, opts.limits))
+    return _limited([*args, *argv], fds, view.limits, record("bwrap", network, opts, view.auto, opts.limits))
 
 
 def _system_binds() -> list[str]:

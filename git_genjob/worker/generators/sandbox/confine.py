@@ -11,7 +11,7 @@ from git_genjob.worker.generators.sandbox.bwrap import bwrap_launch
 from git_genjob.worker.generators.sandbox.identity import hand_over, sandbox_user
 from git_genjob.worker.generators.sandbox.landlock import landlock_launch
 from git_genjob.worker.generators.sandbox.limits import rlimits
-from git_genjob.worker.generators.sandbox.options import Attempt, Launch, SandboxOptions, unconfined
+from git_genjob.worker.generators.sandbox.options import Attempt, Launch, SandboxOptions, View, unconfined
 from git_genjob.worker.generators.sandbox.paths import (
     check_guarded,
     check_paths,
@@ -57,20 +57,8 @@ def confine(
         auto += [p for p in installation(python, path_env, 0) if not in_system(p) and p not in auto]
         argv = ["sh", "-c", RELAY_WRAPPER, command, python, RELAY, *pairs]
     try:
-        if mechanism == "bwrap":
-            launch = bwrap_launch(opts, argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto)
-        else:
-            launch = landlock_launch(
-                opts,
-                argv,
-                attempt,
-                [*ro, *auto, *hidden],
-                list(rw),
-                user,
-                limits,
-                auto,
-                bool(pairs),
-            )
+        view = View(argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto, bool(pairs))
+        launch = (bwrap_launch if mechanism == "bwrap" else landlock_launch)(opts, view)
     except BaseException:
         if proxy is not None:
             proxy.close()

@@ -19,7 +19,7 @@ from typing import cast
 from git_genjob.worker.generators.sandbox.identity import become, become_pid_one, read_last_cap
 from git_genjob.worker.generators.sandbox.kernel import PR_SET_NO_NEW_PRIVS, load_libc, syscall
 from git_genjob.worker.generators.sandbox.limits import prlimit_args, prlimit_exe, set_rlimits
-from git_genjob.worker.generators.sandbox.options import Attempt, Launch, SandboxOptions, record
+from git_genjob.worker.generators.sandbox.options import Attempt, Launch, SandboxOptions, View, record
 from git_genjob.worker.generators.sandbox.paths import DEVICES, SYSTEM_DIRS, etc_paths
 from git_genjob.worker.generators.sandbox.seccomp import seccomp_applier
 
@@ -167,26 +167,17 @@ def landlock_ruleset(rules: list[tuple[str, int]], deny_tcp: bool) -> int:
     return fd
 
 
-def landlock_launch(
-    opts: SandboxOptions,
-    argv: list[str],
-    attempt: Attempt,
-    ro: list[str],
-    rw: list[str],
-    user: tuple[int, int] | None,
-    limits: list[tuple[int, int]],
-    auto: list[str],
-    relay: bool = False,  # the relay runs (--allow-host, the gateway): it needs the namespace's loopback
-) -> Launch:
+def landlock_launch(opts: SandboxOptions, view: View) -> Launch:
     """The launch of `argv` under a Landlock ruleset allowing what the view shows, in the
     namespaces this worker may make: from a confined thread of a root worker, else from the
     confined forked child."""
-    rules = _rules(opts, attempt, ro, rw)
+    argv, attempt, user, limits, relay = view.argv, view.attempt, view.user, view.limits, view.relay
+    rules = _rules(opts, attempt, view.ro, view.rw)
     flags = _namespaces(opts.allow_net)
     # With a network namespace of its own (--allow-host needs one) the relay binds and connects on
     # its loopback: Landlock's TCP rule would only stop it; the namespace already holds nothing else.
     ruleset = landlock_ruleset(rules, deny_tcp=not opts.allow_net and not (relay and flags & CLONE_NEWNET))
-    rec = record("landlock", _network(opts, flags), opts, auto, opts.limits)
+    rec = record("landlock", _network(opts, flags), opts, view.auto, opts.limits)
     prlimit = prlimit_exe()
     setid = SETID_SYSCALLS.get(platform.machine())
     restrict = _restrictor(ruleset, seccomp_applier())

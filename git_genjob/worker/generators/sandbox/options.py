@@ -87,3 +87,21 @@ def record(
         "rw": list(opts.rw),
         "limits": limits.to_dict() if limits is not None else None,
     }
+
+
+@dataclass(frozen=True)
+class View:
+    """What one launch shows and runs, for either mechanism: `argv`, the attempt's directories,
+    the paths shown read-only (`ro`: the owner's, the programs' found on PATH (`auto`, also
+    named in the receipt) and the relays' hidden ones) and read-write (`rw`), the generator's
+    user (None: this worker's own), its resource limits, and whether a relay runs inside
+    (--allow-host, the gateway: it needs the namespace's loopback)."""
+
+    argv: list[str]
+    attempt: Attempt
+    ro: list[str]
+    rw: list[str]
+    user: tuple[int, int] | None
+    limits: list[tuple[int, int]]
+    auto: list[str]
+    relay: bool = False
