@@ -24,7 +24,9 @@ from git_genjob.documents.errors import (
     plain,
 )
 from git_genjob.documents.job import Job, check_key
+from git_genjob.documents.keys import TrustedKey
 from git_genjob.documents.receipt import (
+    Envelope,
     Predicate,
     check_output_paths,
     check_signature,
@@ -33,9 +35,9 @@ from git_genjob.documents.receipt import (
 )
 from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
 from git_genjob.landing.summary import FORGED, Facts, Party, check, generator_label, quoted, renderings
-from git_genjob.landing.verify import TrustStore, note_envelope, note_job, trust_from_tree
+from git_genjob.landing.verify import TrustStore, check_fresh, note_envelope, note_job, trust_from_tree
 from git_genjob.landing.walk import BASE_HINT, Walk, commits_in, range_base, range_commit
-from git_genjob.planner.trust import job_trust
+from git_genjob.planner.trust import JobTrust, job_trust
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.gitdir import (
     TRAILERS,
@@ -164,24 +166,16 @@ def audit_commit(
     t = genjob_trailers(commit, store.gitdir)
     result = CommitAudit(str(commit.id), commit.message.splitlines()[0] if commit.message else "", t)
     p = result.problems
-    missing = [name for name in TRAILERS if name not in t]
-    if missing:
-        p.append("missing trailers: " + ", ".join(missing))
-    p += [
-        f"unbacked attribution: Assisted-by names genjob receipt {printable(r)}, Genjob-Receipt is "
-        f"{t.get('Genjob-Receipt')}"
-        for r in attributions(commit.message)
-        if r != t.get("Genjob-Receipt")
-    ]
+    p += _trailer_problems(commit, t)
     if notes is None:
         found = receipt_note(store, commit.id)  # refs/notes/genjob-receipts, or a note from before the split
         summary = read_note(store, commit.id)
     else:
         found, summary = _given_notes(*notes)
     parsed = note_envelope(found[1], t.get("Genjob-Receipt")) if found else None
-    if found is not None:
-        result.envelope_ref = found[0]
-    if parsed is None:
+    if found is None or parsed is None:
+        if found is not None:
+            result.envelope_ref = found[0]
         if summary is not None:
             result.forged_note = quoted(summary)
             p.append(f"{FORGED}: no receipt on this commit backs it")
@@ -190,8 +184,8 @@ def audit_commit(
             f"{NOTES_REF}; git genjob fetch brings notes)" + _copy_hint(store, commit, t)
         )
         return result
-    raw, ref_and_note = parsed[1], found
-    assert ref_and_note is not None
+    result.envelope_ref = found[0]
+    raw = parsed[1]
     if digest(raw) != t.get("Genjob-Receipt"):
         p.append(f"note envelope hashes to {digest(raw)}, trailer says {t.get('Genjob-Receipt')}")
     try:
@@ -203,59 +197,139 @@ def audit_commit(
     result.model, result.sandbox = generator_label(pred.generator), pred.confinement.summary()
     here = trust_from if trust_from is not None else trust_from_tree(store, commit.tree)
     trust = TrustStore(here.signers, here.revoked | tip_trust.revoked)
-    signer = None
-    try:
-        signer = check_signature(env, trust.signers, trust.revoked, _when(commit, now))
-        result.signer_name = signer.principal
-        if signer.keyid != t.get("Genjob-Signer"):
-            p.append(f"signer is {signer.keyid}, trailer says {t.get('Genjob-Signer')}")
-    except GenjobError as exc:
-        p.append(f"check 2: {exc.message}" + ("" if trust_from is not None else TRUST_HINT))
+    signer = _check_signer(result, env, trust, _when(commit, now), trust_from is not None)
     if pred.status != "ok":
         p.append(f"check 4: status is {pred.status}")
     p += [f"check 4: {x}" for x in sandbox_problems(pred, _require_sandbox(store, commit))]
     record = None
-    if notes is None or note_job(ref_and_note[1], t.get("Genjob-Receipt")) is None:  # fetch reads no archive
-        try:
-            record = load_live(store, pred.key)
-        except GenjobError as exc:  # a live ref a remote rewrote (SPEC §11): named, and the archive is read
-            p.append(f"the live job ref is damaged: {exc.message}")
-        record = record or load_archived(store, pred.key)
-    job = _job_of(record, ref_and_note[1], t.get("Genjob-Receipt"))
+    if notes is None or note_job(found[1], t.get("Genjob-Receipt")) is None:  # fetch reads no archive
+        record = _stored_record(store, pred.key, p)
+    job = _job_of(record, found[1], t.get("Genjob-Receipt"))
     allowed = job[2].allowed_paths if job is not None else list(pred.outputs)
     p += [f"check 5: {x}" for x in check_output_paths(pred, allowed)]
-    for field_name, trailer in (("key", "Genjob-Key"), ("job_digest", "Genjob-Job"), ("worker_id", "Genjob-Worker")):
-        value = getattr(pred, field_name)
-        if value != t.get(trailer):
-            p.append(f"receipt {field_name} is {value}, trailer {trailer} says {t.get(trailer)}")
+    p += _binding_problems(pred, t)
     absent = store.missing_parents(commit)
-    merged_onto = result.merged_onto = t.get(MERGED_TRAILER)
-    if notes is not None:
-        pass  # the notes' own checks: the diff is the commit's, judged by audit when it is audited
-    elif absent:
-        result.unchecked.append(
-            f"cannot check: parent {absent[0][:12]} not fetched (fetch-depth: 0 or git fetch --deepen); "
-            "the commit's diff and the job's freshness are read against it"
-        )
-    elif merged_onto is not None:  # SPEC §11: the merge is recomputed in place of the diff and parent rules
-        result.merged = True
-        problems, facts = audit_merged(store, commit, record, pred, merged_onto)
-        p += problems
-        result.facts += facts
-    else:
-        p += _diff_problems(store, commit, pred)
+    _check_tree(store, result, commit, record, pred, judged_notes=notes is not None, absent=absent)
     if job is None:
         p.append(
             "check 9: the job this receipt answers is neither stored here nor carried by its receipts note, so "
             "its planner's signature cannot be checked (git genjob fetch brings the archive)"
         )
         return result
+    planned = _check_job(result, commit, job, pred, trust, _when(commit, now))
+    if notes is None and record is not None and commit.parents and not absent and result.merged_onto is None:
+        p += [f"parent: {x}" for x in check_fresh(store, record, commit.parents[0].tree)]
+    if signer is not None:  # what follows is read from the receipt whose signature verified
+        totals = (pred.model or {}).get("usage")
+        if isinstance(totals, dict):
+            result.facts.append(f"model: {usage_text(totals)}")
+        rendered = Facts(
+            pred.key,
+            digest(raw),
+            pred,
+            Party(signer.principal, signer.keyid),
+            Party(planned.signer.principal, planned.signer.keyid) if planned.signer is not None else None,
+            job[2].message_text,
+        )
+        _judge_summary(result, summary, found, rendered, [here, trust_from_tree(store, commit.tree)])
+    return result
+
+
+def _stored_record(store: Store, key: str, problems: list[str]) -> JobRecord | None:
+    """The job as stored here: the live ref, else the archive (a live ref a remote rewrote is
+    named in `problems`, SPEC §11, and the archive is read)."""
+    record = None
+    try:
+        record = load_live(store, key)
+    except GenjobError as exc:
+        problems.append(f"the live job ref is damaged: {exc.message}")
+    return record or load_archived(store, key)
+
+
+def _trailer_problems(commit: pygit2.Commit, t: dict[str, str]) -> list[str]:
+    """The trailers apply writes, all present, and no `Assisted-by` naming another receipt."""
+    missing = [name for name in TRAILERS if name not in t]
+    problems = ["missing trailers: " + ", ".join(missing)] if missing else []
+    return problems + [
+        f"unbacked attribution: Assisted-by names genjob receipt {printable(r)}, Genjob-Receipt is "
+        f"{t.get('Genjob-Receipt')}"
+        for r in attributions(commit.message)
+        if r != t.get("Genjob-Receipt")
+    ]
+
+
+def _check_signer(
+    result: CommitAudit, env: Envelope, trust: TrustStore, when: float, trust_given: bool
+) -> TrustedKey | None:
+    """Check 2: the receipt's signer, trusted at `when` and the one `Genjob-Signer` names; None
+    when no trusted key signed it (its problem added to `result`)."""
+    try:
+        signer = check_signature(env, trust.signers, trust.revoked, when)
+    except GenjobError as exc:
+        result.problems.append(f"check 2: {exc.message}" + ("" if trust_given else TRUST_HINT))
+        return None
+    result.signer_name = signer.principal
+    if signer.keyid != result.trailers.get("Genjob-Signer"):
+        result.problems.append(f"signer is {signer.keyid}, trailer says {result.trailers.get('Genjob-Signer')}")
+    return signer
+
+
+def _binding_problems(pred: Predicate, t: dict[str, str]) -> list[str]:
+    """The receipt's key, job digest and worker against the commit's trailers."""
+    problems = []
+    for field_name, trailer in (("key", "Genjob-Key"), ("job_digest", "Genjob-Job"), ("worker_id", "Genjob-Worker")):
+        value = getattr(pred, field_name)
+        if value != t.get(trailer):
+            problems.append(f"receipt {field_name} is {value}, trailer {trailer} says {t.get(trailer)}")
+    return problems
+
+
+def _check_tree(
+    store: Store,
+    result: CommitAudit,
+    commit: pygit2.Commit,
+    record: JobRecord | None,
+    pred: Predicate,
+    judged_notes: bool,
+    absent: list[str],
+) -> None:
+    """The commit's change against the receipt: its diff, or for a merged apply the merge
+    recomputed in place of the diff and parent rules (SPEC §11); unchecked where a parent was
+    not fetched; not judged here for notes checked before fetch takes them."""
+    merged_onto = result.merged_onto = result.trailers.get(MERGED_TRAILER)
+    if judged_notes:
+        return  # the notes' own checks: the diff is the commit's, judged by audit when it is audited
+    if absent:
+        result.unchecked.append(
+            f"cannot check: parent {absent[0][:12]} not fetched (fetch-depth: 0 or git fetch --deepen); "
+            "the commit's diff and the job's freshness are read against it"
+        )
+    elif merged_onto is not None:
+        result.merged = True
+        problems, facts = audit_merged(store, commit, record, pred, merged_onto)
+        result.problems += problems
+        result.facts += facts
+    else:
+        result.problems += _diff_problems(store, commit, pred)
+
+
+def _check_job(
+    result: CommitAudit,
+    commit: pygit2.Commit,
+    job: tuple[bytes, bytes | None, Job],
+    pred: Predicate,
+    trust: TrustStore,
+    when: float,
+) -> JobTrust:
+    """Checks 3 and 9 and the commit's message against the job the receipt answers: its digest,
+    a trusted planner's signature (SPEC §11: a job no trusted planner signed fails, whatever
+    signed its receipt), and the subject and body apply wrote from the signed instruction."""
     job_bytes, job_envelope, job_doc = job
+    p, t = result.problems, result.trailers
     result.instruction = job_doc.instruction
     if digest(job_doc.canonical()) != pred.job_digest:
         p.append(f"check 3: the job hashes to {digest(job_doc.canonical())}, the receipt says {pred.job_digest}")
-    # Check 9 (SPEC §11): a job no trusted planner signed fails, whatever signed its receipt.
-    planned = job_trust(job_bytes, job_envelope, trust, _when(commit, now))
+    planned = job_trust(job_bytes, job_envelope, trust, when)
     result.planner = planned.detail if planned.ok else f"{planned.label}: {planned.detail}"
     if not planned.ok:
         p.append(f"check 9: the job is {planned.label}: {planned.detail}")
@@ -265,24 +339,7 @@ def audit_commit(
         p.append(f"stored job digest is {job_doc.digest}, trailer says {t.get('Genjob-Job')}")
     if not commit.message.startswith(message_head_of(job_doc, pred.key)):
         p.append("the commit message is not the one apply wrote: its subject or body is not the signed instruction")
-    if notes is None and record is not None and commit.parents and not absent and merged_onto is None:
-        from git_genjob.landing.verify import check_fresh
-
-        p += [f"parent: {x}" for x in check_fresh(store, record, commit.parents[0].tree)]
-    totals = (pred.model or {}).get("usage")
-    if signer is not None and isinstance(totals, dict):  # from the receipt whose signature verified
-        result.facts.append(f"model: {usage_text(totals)}")
-    if signer is not None:
-        rendered = Facts(
-            pred.key,
-            digest(raw),
-            pred,
-            Party(signer.principal, signer.keyid),
-            Party(planned.signer.principal, planned.signer.keyid) if planned.signer is not None else None,
-            job_doc.message_text,
-        )
-        _judge_summary(result, summary, ref_and_note, rendered, [here, trust_from_tree(store, commit.tree)])
-    return result
+    return planned
 
 
 def _when(commit: pygit2.Commit, now: float | None) -> float:
