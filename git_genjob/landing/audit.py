@@ -34,7 +34,7 @@ from git_genjob.documents.receipt import (
     sandbox_problems,
 )
 from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
-from git_genjob.landing.summary import FORGED, Facts, Party, check, generator_label, quoted, renderings
+from git_genjob.landing.summary import FORGED, Facts, Party, check, expected_renderings, generator_label, quoted
 from git_genjob.landing.verify import TrustStore, check_fresh, note_envelope, note_job, trust_from_tree
 from git_genjob.landing.walk import BASE_HINT, Walk, commits_in, range_base, range_commit
 from git_genjob.planner.trust import JobTrust, job_trust
@@ -384,11 +384,7 @@ def _judge_summary(
 ) -> None:
     """The summary note counts only as a rendering of what verified (landing.summary): under the
     trust that verified it or the commit's own, in today's form or the one before it."""
-    expected: list[bytes] = []
-    for named in _named(facts, stores):
-        for want in renderings(named):
-            if want not in expected:
-                expected.append(want)
+    expected = expected_renderings(facts, [k for ts in stores for k in ts.signers])
     if summary is None:
         result.note = []
     elif check(summary, expected, combined=found[0] == NOTES_REF):
@@ -402,23 +398,6 @@ def _judge_summary(
         line = carried[0] if carried else ""
         if line and line not in {want.decode("utf-8").splitlines()[0] for want in expected}:
             result.problems.append(f"{FORGED}: the receipts note's summary is not what the verified receipt renders")
-
-
-def _named(facts: Facts, stores: list[TrustStore]) -> list[Facts]:
-    """`facts` with signer and planner named each way one of `stores` names their keys."""
-
-    def names(party: Party | None) -> list[Party | None]:
-        if party is None:
-            return [None]
-        found = [Party(k.principal, k.keyid) for ts in stores for k in ts.signers if k.keyid == party.keyid]
-        return list(dict.fromkeys([party, *found]))
-
-    out = []
-    for signer in names(facts.signer):
-        assert signer is not None
-        for planner in names(facts.planner):
-            out.append(Facts(facts.key, facts.receipt, facts.pred, signer, planner, facts.instruction))
-    return out
 
 
 def _copy_hint(store: Store, commit: pygit2.Commit, t: dict[str, str]) -> str:

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 
 from git_genjob.documents.display import printable, usage_text
+from git_genjob.documents.keys import TrustedKey
 from git_genjob.documents.receipt import GeneratorInfo, Predicate
 
 FORGED = "forged summary note"
@@ -115,3 +116,25 @@ def quoted(note: bytes) -> str:
     text = head.decode("utf-8", "backslashreplace")
     shown = printable(text.replace("\n", "\\n"))
     return shown + (f"… ({len(note)} bytes)" if len(note) > QUOTE_LIMIT else "")
+
+
+def expected_renderings(facts: Facts, keys: list[TrustedKey]) -> list[bytes]:
+    """Every summary `facts` may render as, today's form first: signer and planner named as the
+    facts name them or as any of `keys` (the trust that verified it, the commit's own) names
+    their key, in today's form or the one before it."""
+
+    def names(party: Party | None) -> list[Party | None]:
+        if party is None:
+            return [None]
+        found = [Party(k.principal, k.keyid) for k in keys if k.keyid == party.keyid]
+        return list(dict.fromkeys([party, *found]))
+
+    expected: list[bytes] = []
+    for signer in names(facts.signer):
+        assert signer is not None
+        for planner in names(facts.planner):
+            named = Facts(facts.key, facts.receipt, facts.pred, signer, planner, facts.instruction)
+            for want in renderings(named):
+                if want not in expected:
+                    expected.append(want)
+    return expected
