@@ -332,22 +332,7 @@ def _apply_lock(store: Store, timeout: float = 300.0) -> Iterator[None]:
 def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     record = find_job(store, key)
     if record.archived:
-        Archive(store).finish_move(key, vouch=vouch_problem)
-        clear_intent(store, key)
-        final = record.meta.final
-        if final is not None and final.state == "applied":
-            # SPEC §11: the archive may come from a remote; its `applied` counts only where
-            # this clone sees the commit on the branch it names.
-            problem = vouch_problem(store, key, record.tree)
-            if problem is not None:
-                raise Refused(
-                    f"job {key}: the archive says it was {problem}",
-                    f"fetch that branch to see it, or ask who applied it to push it; git genjob show {key}",
-                )
-            return Applied(key, str(final.commit), str(final.branch), already=True)
-        raise Refused(
-            f"job {key} was {record.state}: {final.why if final else ''}", "submit a new job (with a new --key)"
-        )
+        return _archived(store, record)
     side = side_branch_base(store, record, branch)  # SPEC §11: `--branch genjob/KEY` starts at the job's base
     ref_name, checked_out = _branch(store, branch) if side is None else (f"refs/heads/genjob/{key}", False)
     head = store.ref_target(ref_name) if side is None else side
@@ -364,17 +349,9 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
         return Applied(key, str(done), ref_name, already=True, reconciled=True, kept=kept)
     # 2. applied once, everywhere (SPEC §11): a commit on the branch since the job's base that
     #    carries this job's key is its landing, whatever the refs under refs/genjob now say.
-    before = applied_before(store, head, record)
+    before = _applied_elsewhere(store, record, verdict, head, ref_name)
     if before is not None:
-        commit_id, receipt = before
-        if receipt != verdict.envelope.digest:
-            raise Refused(
-                f"job {key} was already applied as {str(commit_id)[:12]} on {ref_name} with another receipt "
-                f"({receipt}); this one ({verdict.envelope.digest}) is a second answer to the same job",
-                "a job lands once: submit a new job (with a new --key) for another change",
-            )
-        _finish(store, record, verdict, commit_id, ref_name)
-        return Applied(key, str(commit_id), ref_name, already=True)
+        return before
     # 3. check 8 against the target branch: inputs that moved are merged (SPEC §11); a conflict refuses here
     outputs = _outputs(store, record, verdict)
     merge = merge_onto(store, record, outputs, tree, ref_name) if check_fresh(store, record, tree) else None
@@ -382,12 +359,7 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
         outputs = merge.changes  # what lands: the merged content of each allowed path the merge changes
     # 4. a dirty allowed path, or a work tree that cannot take an output, refuses the apply
     if checked_out:
-        dirty = dirty_paths(store, record.job.allowed_paths)
-        if dirty:
-            raise Refused("local changes at " + ", ".join(dirty), "commit or stash them, then apply again")
-        blocked = blocked_paths(store, [p for p, oid in outputs.items() if oid is not None])
-        if blocked:
-            raise Refused("the work tree cannot take the outputs", "move these away, then apply again", details=blocked)
+        _check_worktree(store, record, outputs)
     # 5. the pre-apply hook (policy)
     run_pre_apply(store, record, outputs)
     # 6. the commit from the verified blob ids, branch moved by CAS
@@ -434,6 +406,55 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
             details=exc.details,
         ) from None
     return Applied(key, str(commit), ref_name, already=False, merged_onto=merged_onto)
+
+
+def _archived(store: Store, record: JobRecord) -> Applied:
+    """An archived job: finish a move a crash interrupted; `applied` is done (where this clone
+    sees it, SPEC §11: the archive may come from a remote), any other end refuses."""
+    key = record.key
+    Archive(store).finish_move(key, vouch=vouch_problem)
+    clear_intent(store, key)
+    final = record.meta.final
+    if final is not None and final.state == "applied":
+        problem = vouch_problem(store, key, record.tree)
+        if problem is not None:
+            raise Refused(
+                f"job {key}: the archive says it was {problem}",
+                f"fetch that branch to see it, or ask who applied it to push it; git genjob show {key}",
+            )
+        return Applied(key, str(final.commit), str(final.branch), already=True)
+    raise Refused(f"job {key} was {record.state}: {final.why if final else ''}", "submit a new job (with a new --key)")
+
+
+def _applied_elsewhere(
+    store: Store, record: JobRecord, verdict: Verdict, head: pygit2.Oid | None, ref_name: str
+) -> Applied | None:
+    """Applied once, everywhere (SPEC §11): a commit on the branch since the job's base that
+    carries this job's key is its landing, whatever the refs under refs/genjob now say; one
+    with another receipt is a second answer to the job, refused."""
+    assert verdict.envelope is not None
+    before = applied_before(store, head, record)
+    if before is None:
+        return None
+    commit_id, receipt = before
+    if receipt != verdict.envelope.digest:
+        raise Refused(
+            f"job {record.key} was already applied as {str(commit_id)[:12]} on {ref_name} with another receipt "
+            f"({receipt}); this one ({verdict.envelope.digest}) is a second answer to the same job",
+            "a job lands once: submit a new job (with a new --key) for another change",
+        )
+    _finish(store, record, verdict, commit_id, ref_name)
+    return Applied(record.key, str(commit_id), ref_name, already=True)
+
+
+def _check_worktree(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid | None]) -> None:
+    """A dirty allowed path, or a work tree that cannot take an output, refuses the apply."""
+    dirty = dirty_paths(store, record.job.allowed_paths)
+    if dirty:
+        raise Refused("local changes at " + ", ".join(dirty), "commit or stash them, then apply again")
+    blocked = blocked_paths(store, [p for p, oid in outputs.items() if oid is not None])
+    if blocked:
+        raise Refused("the work tree cannot take the outputs", "move these away, then apply again", details=blocked)
 
 
 def _unland(store: Store, ref_name: str, head: pygit2.Oid | None, commit: pygit2.Oid, key: str) -> None:
