@@ -191,20 +191,8 @@ class LeasedRemote(Publisher):
         for u in updates:
             if u.expected != self.remote_values.get(u.name):
                 raise Conflict(f"{u.name} has local events the remote lacks", "run git genjob push first")
-        riding, self.riding = self.riding, []
-        if riding and (len(updates) > 1 or any(r.update.name == u.name for r in riding for u in updates)):
-            self.riding = riding  # refs that move together (--atomic) go out on their own, after these
-            self.flush()
-            riding = []
-        if riding:  # one push, not atomic: each ref decided by its own lease
-            try:
-                refused = push_each(self.store, self.remote, [r.update for r in riding] + updates)
-            except BaseException:
-                self.riding = riding + self.riding  # not decided: flush() tries them again
-                raise
-        else:
-            push_leases(self.store, self.remote, updates)
-            refused = set()
+        riding = self._riders_for(updates)
+        refused = self._push(riding, updates)
         lost = [u for u in updates if u.name in refused]
         published = [r.update for r in riding if r.update.name not in refused] + [u for u in updates if not lost]
         for u in published:
@@ -226,6 +214,28 @@ class LeasedRemote(Publisher):
             )
         for u in updates:
             self._set_local(u, message)
+
+    def _riders_for(self, updates: list[RefUpdate]) -> list[_Riding]:
+        """The held events that go out in the same push as `updates`: none when these move
+        together (--atomic) or touch a held ref; those are flushed first, on their own."""
+        riding, self.riding = self.riding, []
+        if riding and (len(updates) > 1 or any(r.update.name == u.name for r in riding for u in updates)):
+            self.riding = riding
+            self.flush()
+            return []
+        return riding
+
+    def _push(self, riding: list[_Riding], updates: list[RefUpdate]) -> set[str]:
+        """Push `updates` with the held events riding along (one push, not atomic: each ref
+        decided by its own lease), else `updates` alone, leased; the names the remote refused."""
+        if not riding:
+            push_leases(self.store, self.remote, updates)
+            return set()
+        try:
+            return push_each(self.store, self.remote, [r.update for r in riding] + updates)
+        except BaseException:
+            self.riding = riding + self.riding  # not decided: flush() tries them again
+            raise
 
     def _set_local(self, u: RefUpdate, message: str) -> None:
         self.store.update_refs([RefUpdate(u.name, self.store.ref_target(u.name), u.new)], message=message)
