@@ -9,7 +9,6 @@ never crashes). Streamed answers pass through chunk by chunk as they arrive.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -85,13 +84,13 @@ class Gateway:
 
     def close(self) -> None:
         """Stop serving, then fold the attempt's recorded answers into the replay cache (one
-        commit); one that cannot be written now stays in the journal for the next attempt."""
+        commit); answers that cannot be written now stay in the journal for the next attempt,
+        and stderr says so (Session.fold_or_say)."""
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
         self.client.close()
-        with contextlib.suppress(GenjobError):
-            self.session.fold()
+        self.session.fold_or_say()
 
 
 def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
