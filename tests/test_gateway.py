@@ -1039,3 +1039,87 @@ def test_orphaned_answer_files_are_swept_and_no_live_one(repo: Path, monkeypatch
     assert len(before) == 7  # job-live's answer and request, job-gone's two, the orphan's two, a fresh one
     Session(store, "job-other", 1, False, None)
     assert set(os.listdir(answers)) == {live_id, live_id + ".request", fresh}
+
+
+class RefusingProxy:
+    """An HTTPS proxy on 127.0.0.1 that refuses every tunnel (403 to CONNECT): the request never
+    leaves the worker's side."""
+
+    def __init__(self) -> None:
+        self.connects: list[str] = []
+        proxy = self
+
+        class Handler(Quiet):
+            def do_CONNECT(self) -> None:
+                proxy.connects.append(self.path)
+                self.send_response(403)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+        self.server, self.url = serve(Handler)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _proxied(monkeypatch: pytest.MonkeyPatch, how: str) -> RefusingProxy | None:
+    """HTTPS_PROXY set to a proxy that refuses the tunnel, or to a closed port."""
+    proxy = RefusingProxy() if how == "refusing" else None
+    if proxy is not None:
+        url = proxy.url
+    else:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    return proxy
+
+
+@pytest.mark.parametrize("how", ["refusing", "closed"])
+def test_a_proxy_that_never_carries_the_call_is_not_sent(repo: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Red team (gateway leftovers 6): a proxy that refuses the tunnel (httpx.ProxyError) was a
+    call `unknown`, answered 504 "stalled or broke mid-answer", as if the upstream may have
+    acted on it. The request never left: 502 naming the failure, the call `failed` (safe to
+    send again), nothing cached; a closed proxy port is the same."""
+    from tests.conftest import refs
+
+    proxy = _proxied(monkeypatch, how)
+    store = Store.open(str(repo))
+    session = Session(store, "job-1", 1, False, None)
+    gw = Gateway([parse_gateway("openai=https://api.openai.invalid/v1")], session)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    before = refs(repo)
+    status, body = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], CALL)
+    gw.close()
+    if proxy is not None:
+        proxy.close()
+        assert proxy.connects == ["api.openai.invalid:443"]
+    assert status == 502 and b"nothing was sent" in body, body
+    assert session.model_record()["calls"][0]["status"] == "failed"
+    assert session.model_record()["usage"]["sent"] == 1 and refs(repo) == before
+
+
+@pytest.mark.parametrize("how", ["refusing", "closed"])
+def test_the_direct_door_through_a_proxy_that_never_carries_the_call(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """The same for the `openai:` generator's direct door: GeneratorUnavailable with sent=False
+    (the worker's `failed_before_send`), the call `failed`."""
+    from git_genjob.documents.errors import GeneratorUnavailable
+    from git_genjob.worker.gateway.direct import Direct, openai_upstream
+
+    proxy = _proxied(monkeypatch, how)
+    session = Session(Store.open(str(repo)), "job-1", 1, False, None)
+    door = Direct(session, openai_upstream("https://api.openai.invalid/v1"), 10.0)
+    with pytest.raises(GeneratorUnavailable) as failed:
+        door.post("/chat/completions", CALL, "f" * 64, 10.0)
+    door.close()
+    if proxy is not None:
+        proxy.close()
+    assert failed.value.sent is False and "nothing was sent" in failed.value.message
+    assert session.model_record()["calls"][0]["status"] == "failed"

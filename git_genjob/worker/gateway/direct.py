@@ -25,7 +25,7 @@ from git_genjob.documents.secretscan import redact
 from git_genjob.replay.web import ANSWER_MAX, ERROR_BODY_MAX, Watchdog, timed_out
 from git_genjob.worker.gateway.calls import Budget, Session
 from git_genjob.worker.gateway.dialects import Upstream, usage_of
-from git_genjob.worker.gateway.upstream import Client
+from git_genjob.worker.gateway.upstream import NOT_SENT, Client
 
 # The openai: generator's key, as `ask` sends it (replay.web.KEY_VARIABLES): the first one set.
 OPENAI_KEYS = ("GENJOB_API_KEY", "OPENAI_API_KEY")
@@ -73,12 +73,12 @@ class Direct:
         except BadInput:
             self.session.end(call, "unknown")  # answered, never recorded
             raise
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        except NOT_SENT as exc:
             self.session.end(call, "failed")  # never reached the upstream: nothing was sent
             if dog.fired:
-                raise GeneratorUnavailable(f"{url}: timed out connecting", sent=False) from None
-            hint = "start the model server or fix the URL"
-            raise GeneratorUnavailable(f"{url}: {exc}", sent=False, hint=hint) from None
+                raise GeneratorUnavailable(f"{url}: timed out connecting; nothing was sent", sent=False) from None
+            hint = "start the model server, or fix the URL or the proxy (HTTPS_PROXY, NO_PROXY)"
+            raise GeneratorUnavailable(f"{url}: {exc}; nothing was sent", sent=False, hint=hint) from None
         except (httpx.HTTPError, OSError) as exc:
             self.session.end(call, "unknown")
             if dog.fired:

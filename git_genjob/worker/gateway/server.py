@@ -26,7 +26,7 @@ from git_genjob.storage.store import CONTENT_MAX
 from git_genjob.worker.gateway.calls import Budget, Session
 from git_genjob.worker.gateway.dialects import KEY_ENV, Upstream, offered
 from git_genjob.worker.gateway.spool import TooBig
-from git_genjob.worker.gateway.upstream import Client
+from git_genjob.worker.gateway.upstream import NOT_SENT, Client
 
 MAX_CONNECTIONS = 32
 REQUEST_MAX = 64 * 1024 * 1024
@@ -220,9 +220,9 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
                         self.send_header("content-length", str(spool.size))
                         self.end_headers()
                         spool.replay_to(self.wfile.write)
-            except httpx.ConnectError as exc:
+            except NOT_SENT as exc:
                 gw.session.end(call, "failed")  # never reached the upstream: nothing was sent
-                self._error(502, f"the upstream {up.name} refused the connection: {exc}")
+                self._error(502, f"the upstream {up.name} could not be reached ({exc}); nothing was sent")
             except TooBig:
                 gw.session.end(call, "unknown")
                 self._fail(started, 502, "the upstream's answer is over the size limit; nothing recorded")
