@@ -22,7 +22,7 @@ import httpx
 from git_genjob.documents.canonical import sha256_hex
 from git_genjob.documents.errors import BadInput, GeneratorUnavailable, HttpStatusError
 from git_genjob.documents.secretscan import redact
-from git_genjob.replay.web import ANSWER_MAX, ERROR_BODY_MAX, Watchdog, timed_out
+from git_genjob.replay.web import ANSWER_MAX, ERROR_BODY_MAX, Watchdog, redirect_refused, timed_out
 from git_genjob.worker.gateway.calls import Budget, Session
 from git_genjob.worker.gateway.dialects import Upstream, usage_of
 from git_genjob.worker.gateway.upstream import NOT_SENT, Client
@@ -111,9 +111,9 @@ class Direct:
             if not ok:
                 self.session.end(call, f"error {resp.status_code}")
                 text = raw[:limit].decode("utf-8", "replace")
-                if len(key) >= 8:  # a server that echoes the key it was sent: the reason goes out with the job
-                    text = text.replace(key, "<the worker's key>")
-                raise HttpStatusError(resp.status_code, redact(text), url)
+                if 300 <= resp.status_code < 400:  # never followed: the key goes only where the job says
+                    raise redirect_refused(resp.status_code, _scrubbed(resp.headers.get("location", ""), key), url)
+                raise HttpStatusError(resp.status_code, _scrubbed(text, key), url)
         if len(key) >= 8 and key.encode("utf-8") in raw:  # as the gateway's HTTP door refuses it (spool.Spool)
             raise BadInput(
                 "refusing to store an answer that holds the worker's upstream key",
@@ -140,6 +140,14 @@ class Direct:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _scrubbed(text: str, key: str) -> str:
+    """An upstream's error text as the attempt's reason (pushed with the job): a key it echoes
+    (the worker's, or one that looks like a credential) replaced."""
+    if len(key) >= 8:
+        text = text.replace(key, "<the worker's key>")
+    return redact(text)
 
 
 def _register(dog: Watchdog) -> Any:
