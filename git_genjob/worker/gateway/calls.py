@@ -202,11 +202,15 @@ class Session:
             self._journal(call)
             return call
 
-    def replayed_call(self, upstream: str, model: str, fp: str, answer_sha: str) -> None:
-        """A call §7's cache answered: counted in the receipt, never sent."""
+    def replayed_call(
+        self, upstream: str, model: str, fp: str, answer_sha: str, tokens: tuple[int | None, int | None] = (None, None)
+    ) -> None:
+        """A call §7's cache answered: counted in the receipt with the tokens recorded with its
+        answer, never sent."""
         with self.lock:
             call = self._new(upstream, model, fp)
             call.update(replayed=True, status="ok", answer_sha256=answer_sha)
+            call.update(input_tokens=tokens[0], output_tokens=tokens[1])
             self._journal(call)
 
     def answered(self, call: dict[str, Any], answer_sha: str | None, tokens: tuple[int | None, int | None]) -> None:

@@ -127,12 +127,21 @@ class Direct:
         self.last = call
         return text
 
-    def settled(self, fp: str, model: str, source: str, answer: str) -> None:
-        """After §7's cache answered: a replay is counted as a call never sent; a fresh answer
-        gets its §7 hash (the text handed to the generator) on the call that fetched it."""
+    def usage(self) -> dict[str, int]:
+        """The token counts of the call that fetched the answer: recorded in §7's event with it,
+        so a replay of it carries them (SPEC §12.1)."""
+        last = self.last or {}
+        return {k: last[k] for k in ("input_tokens", "output_tokens") if isinstance(last.get(k), int)}
+
+    def settled(
+        self, fp: str, model: str, source: str, answer: str, tokens: tuple[int | None, int | None] = (None, None)
+    ) -> None:
+        """After §7's cache answered: a replay is counted as a call never sent, with `tokens`,
+        the counts recorded with its answer; a fresh answer gets its §7 hash (the text handed to
+        the generator) on the call that fetched it."""
         sha = sha256_hex(answer.encode("utf-8"))
         if source == "replay":
-            self.session.replayed_call(self.upstream.name, model, fp, sha)
+            self.session.replayed_call(self.upstream.name, model, fp, sha, tokens)
             return
         last = self.last
         if last is not None and last["fingerprint"] == fp:
