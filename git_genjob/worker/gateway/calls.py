@@ -318,9 +318,7 @@ class Session:
             f"warning: job {self.job_key}: {what} could not be folded into the replay cache ({REPLAYS_REF}): {reason}",
             f"  nothing is lost: they are kept in the gateway's journal ({self.journal}) and in {self.answers}, "
             "and the job's next attempt in this clone folds them",
-            "hint: "
-            + (hint or "fix what is named above (a stale lock of a process that died can be removed)")
-            + f"; then git genjob retry {self.job_key} replays them",
+            "hint: " + (hint or "fix what is named above; a lock a process that died left can be removed"),
         ]
         sys.stderr.write("\n".join(printable(line) for line in lines) + "\n")
         sys.stderr.flush()
