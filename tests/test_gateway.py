@@ -833,3 +833,293 @@ def test_the_journal_stays_small_whatever_the_agent_sends(repo: Path, monkeypatc
         assert entry is not None and entry.request is not None and big in entry.request["prompt"]
     assert s2.model_record()["calls"] == []
     stub.close()
+
+
+class Counting:
+    """An upstream whose n-th answer says n: two sends of one call answer differently."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        counting = self
+
+        class Handler(Quiet):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                counting.count += 1
+                data = json.dumps({"choices": [{"message": {"content": f"answer {counting.count}"}}]}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server, self.url = serve(Handler)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+CALL = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+
+
+def _one_call(store: Store, job: str, n: int, url: str, crash: bool = False) -> Session:
+    """Attempt `n` of `job`: one call through the gateway's HTTP door, then its close (or a
+    SIGKILLed worker's stop, `crash`)."""
+    session = Session(store, job, n, False, None)
+    gw = Gateway([parse_gateway(f"openai={url}")], session)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    assert post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], CALL)[0] == 200
+    _crash(gw) if crash else gw.close()
+    return session
+
+
+def _served(store: Store, fp: str) -> tuple[str | None, list[str]]:
+    from git_genjob.replay.cache import Cache
+
+    entry = Cache(store).entry(fp)
+    return (entry.served(), entry.pending()) if entry is not None else (None, [])
+
+
+def test_a_fold_that_fails_at_close_says_so_and_loses_nothing(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Red team (gateway leftovers 1): a stale lock on refs/genjob/replays made the fold at the
+    gateway's close fail with no word; the answers waited for the next Session unannounced. Now
+    stderr says what failed, that the answers are kept and folded by the next attempt, and what
+    to do; the next Session folds them once the lock is gone."""
+    stub = Stub()
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    store = Store.open(str(repo))
+    lock = repo / ".git/refs/genjob/replays.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("")  # a writer that died holding it
+    s1 = _one_call(store, "job-1", 1, stub.url)
+    err = capfd.readouterr().err
+    assert "warning: job job-1: 1 recorded model answer(s) could not be folded into the replay cache" in err
+    assert "nothing is lost: they are kept in the gateway's journal" in err
+    assert "the job's next attempt in this clone folds them" in err and "hint: " in err
+    fp, sha = s1.calls[0]["fingerprint"], s1.calls[0]["answer_sha256"]
+    assert _served(store, fp) == (None, [])
+    assert len(os.listdir(repo / ".git/genjob/gateway/answers")) == 2  # the answer and its request
+    lock.unlink()
+    Session(store, "job-1", 2, False, None)
+    stub.close()
+    assert _served(store, fp) == (sha, [])
+    assert os.listdir(repo / ".git/genjob/gateway/answers") == []
+
+
+def test_an_oserror_in_the_leftover_fold_is_said_and_the_worker_goes_on(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Red team (gateway leftovers 3): an OSError inside the leftover fold (here replay-local,
+    which the fold appends to, is a directory) crashed the next Session's init, so the worker
+    died before its generator ran. Now it is a warning, the journal and the answer stay, the
+    attempt goes on, and a later Session folds them."""
+    stub = Stub()
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    store = Store.open(str(repo))
+    s1 = _one_call(store, "job-1", 1, stub.url, crash=True)
+    local = repo / ".git/genjob/replay-local"
+    local.mkdir(parents=True)
+    journal = Path(s1.journal).read_bytes()
+    s2 = _one_call(store, "job-1", 2, stub.url)  # init's fold and close's fold both fail
+    err = capfd.readouterr().err
+    assert "warning: job job-1: 1 recorded model answer(s) could not be folded" in err
+    assert "Is a directory" in err and "nothing is lost" in err
+    assert Path(s1.journal).read_bytes().startswith(journal)
+    assert s2.calls[0]["status"] == "ok"
+    local.rmdir()
+    Session(store, "job-1", 3, False, None)
+    stub.close()
+    assert _served(store, s1.calls[0]["fingerprint"]) == (s2.calls[0]["answer_sha256"], [])
+    assert os.listdir(repo / ".git/genjob/gateway/answers") == []
+
+
+def test_a_late_leftover_never_competes_with_the_answer_a_later_attempt_sent(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Red team (gateway leftovers 4): attempt 1 recorded answer 1 and died; attempt 2 could not
+    fold it (a lock), sent the call afresh and got answer 2. Folding both made two `recorded`
+    heads for one fingerprint (a drift nobody asked for); and a leftover the cache no longer
+    needs (a later attempt's answer already folded) did the same when it turned up. The last
+    answer is the one folded; the superseded leftover's files go."""
+    up = Counting()
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    store = Store.open(str(repo))
+    answers = repo / ".git/genjob/gateway/answers"
+    s1 = _one_call(store, "job-1", 1, up.url, crash=True)
+    lock = repo / ".git/refs/genjob/replays.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("")
+    s2 = Session(store, "job-1", 2, False, None)
+    lock.unlink()
+    gw = Gateway([parse_gateway(f"openai={up.url}")], s2)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    assert b"answer 2" in post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], CALL)[1]
+    gw.close()
+    fp = s1.calls[0]["fingerprint"]
+    assert fp == s2.calls[0]["fingerprint"] and s1.calls[0]["answer_sha256"] != s2.calls[0]["answer_sha256"]
+    assert _served(store, fp) == (s2.calls[0]["answer_sha256"], [])
+    assert os.listdir(answers) == []
+    # a leftover turning up after a later attempt's answer was folded: superseded, never a head
+    s3 = _one_call(store, "job-2", 1, up.url, crash=True)
+    aside = repo / "aside"
+    os.rename(answers, aside)  # not there when attempt 2 opens: it sends afresh
+    s4 = _one_call(store, "job-2", 2, up.url)
+    os.rmdir(answers)
+    os.rename(aside, answers)
+    Session(store, "job-2", 3, False, None)
+    up.close()
+    assert _served(store, s3.calls[0]["fingerprint"]) == (s4.calls[0]["answer_sha256"], [])
+    assert os.listdir(answers) == []
+    capfd.readouterr()
+
+
+def test_two_sessions_folding_at_once_keep_one_line_of_history(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red team (gateway leftovers 4): two workers' Sessions folding leftovers at the same moment
+    (each its own repository handle) both land, on one line of refs/genjob/replays: the fold is a
+    compare-and-swap re-read and retried, never a second head."""
+    from tests.conftest import git
+
+    stub = Stub()
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    store = Store.open(str(repo))
+    first = [_one_call(store, f"job-{i}", 1, stub.url, crash=True) for i in range(4)]
+    stub.close()
+    go = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def fold(i: int) -> None:
+        try:
+            go.wait()
+            Session(Store.open(str(repo)), f"job-{i}", 2, False, None)
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=fold, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for s in first:
+        assert _served(store, s.calls[0]["fingerprint"]) == (s.calls[0]["answer_sha256"], [])
+    lines = git(repo, "rev-list", "--parents", "refs/genjob/replays").splitlines()
+    assert all(len(line.split()) <= 2 for line in lines) and len(lines) <= 4
+
+
+def test_orphaned_answer_files_are_swept_and_no_live_one(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red team (gateway leftovers 2): an answer file no journal row names (a worker killed
+    between the file's move and its row), or named only by a job no longer live here (dropped
+    or finished elsewhere), stayed in answers/ for good. A Session sweeps those once they are
+    older than a day; a fresh file (a live session may be about to name it) and a live job's
+    leftover stay."""
+    import time
+
+    from tests.conftest import git
+
+    stub = Stub()
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    store = Store.open(str(repo))
+    answers = repo / ".git/genjob/gateway/answers"
+    live = _one_call(store, "job-live", 1, stub.url, crash=True)
+    git(repo, "update-ref", "refs/genjob/jobs/job-live", "HEAD")
+    _one_call(store, "job-gone", 1, stub.url, crash=True)
+    stub.close()
+    live_id = next(json.loads(x)["wal"]["event_id"] for x in Path(live.journal).read_text().splitlines() if "wal" in x)
+    orphan, fresh = "a" * 64, "b" * 64
+    for name in (orphan, orphan + ".request", fresh):
+        (answers / name).write_text("x")
+    old = time.time() - 2 * 24 * 3600
+    for name in os.listdir(answers):
+        if name != fresh:
+            os.utime(answers / name, (old, old))
+    before = set(os.listdir(answers))
+    assert len(before) == 7  # job-live's answer and request, job-gone's two, the orphan's two, a fresh one
+    Session(store, "job-other", 1, False, None)
+    assert set(os.listdir(answers)) == {live_id, live_id + ".request", fresh}
+
+
+class RefusingProxy:
+    """An HTTPS proxy on 127.0.0.1 that refuses every tunnel (403 to CONNECT): the request never
+    leaves the worker's side."""
+
+    def __init__(self) -> None:
+        self.connects: list[str] = []
+        proxy = self
+
+        class Handler(Quiet):
+            def do_CONNECT(self) -> None:
+                proxy.connects.append(self.path)
+                self.send_response(403)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+        self.server, self.url = serve(Handler)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _proxied(monkeypatch: pytest.MonkeyPatch, how: str) -> RefusingProxy | None:
+    """HTTPS_PROXY set to a proxy that refuses the tunnel, or to a closed port."""
+    proxy = RefusingProxy() if how == "refusing" else None
+    if proxy is not None:
+        url = proxy.url
+    else:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    return proxy
+
+
+@pytest.mark.parametrize("how", ["refusing", "closed"])
+def test_a_proxy_that_never_carries_the_call_is_not_sent(repo: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Red team (gateway leftovers 6): a proxy that refuses the tunnel (httpx.ProxyError) was a
+    call `unknown`, answered 504 "stalled or broke mid-answer", as if the upstream may have
+    acted on it. The request never left: 502 naming the failure, the call `failed` (safe to
+    send again), nothing cached; a closed proxy port is the same."""
+    from tests.conftest import refs
+
+    proxy = _proxied(monkeypatch, how)
+    store = Store.open(str(repo))
+    session = Session(store, "job-1", 1, False, None)
+    gw = Gateway([parse_gateway("openai=https://api.openai.invalid/v1")], session)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    before = refs(repo)
+    status, body = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], CALL)
+    gw.close()
+    if proxy is not None:
+        proxy.close()
+        assert proxy.connects == ["api.openai.invalid:443"]
+    assert status == 502 and b"nothing was sent" in body, body
+    assert session.model_record()["calls"][0]["status"] == "failed"
+    assert session.model_record()["usage"]["sent"] == 1 and refs(repo) == before
+
+
+@pytest.mark.parametrize("how", ["refusing", "closed"])
+def test_the_direct_door_through_a_proxy_that_never_carries_the_call(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """The same for the `openai:` generator's direct door: GeneratorUnavailable with sent=False
+    (the worker's `failed_before_send`), the call `failed`."""
+    from git_genjob.documents.errors import GeneratorUnavailable
+    from git_genjob.worker.gateway.direct import Direct, openai_upstream
+
+    proxy = _proxied(monkeypatch, how)
+    session = Session(Store.open(str(repo)), "job-1", 1, False, None)
+    door = Direct(session, openai_upstream("https://api.openai.invalid/v1"), 10.0)
+    with pytest.raises(GeneratorUnavailable) as failed:
+        door.post("/chat/completions", CALL, "f" * 64, 10.0)
+    door.close()
+    if proxy is not None:
+        proxy.close()
+    assert failed.value.sent is False and "nothing was sent" in failed.value.message
+    assert session.model_record()["calls"][0]["status"] == "failed"

@@ -195,7 +195,9 @@ def _journal(repo: Path, k: str) -> list[dict]:  # type: ignore[type-arg]
 def test_openai_calls_go_through_the_gateway_journaled_metered_and_replayed(repo: Path, stub: Stub) -> None:
     """SPEC §12.1: the openai: generator's calls take the gateway's one path: identity journaled
     before the send, the worker's key added there, usage as the provider reported it in the
-    signed receipt, and a retry answered by §7's cache counted as replayed, never sent."""
+    signed receipt, and a retry answered by §7's cache counted as replayed, never sent, with the
+    tokens recorded with its answer (the red team found replayed calls with none: §7's event now
+    carries the fresh call's counts)."""
     key = setup_worker(repo)
     k = submit_key(repo, "-m", "two files", "src/user.py", "--create", "src/b.py")
     stub.usage = {"prompt_tokens": 31, "completion_tokens": 9, "total_tokens": 40}
@@ -219,6 +221,8 @@ def test_openai_calls_go_through_the_gateway_journaled_metered_and_replayed(repo
     assert again["attempt"] == 2 and stub.count == 1  # nothing sent
     assert again["model"]["usage"]["sent"] == 0 and again["model"]["usage"]["replayed"] == 1
     assert again["model"]["calls"][0]["answer_sha256"] == call["answer_sha256"]
+    assert again["model"]["calls"][0]["input_tokens"] == 31 and again["model"]["calls"][0]["output_tokens"] == 9
+    assert again["model"]["usage"]["input_tokens"] == 31 and again["model"]["usage"]["output_tokens"] == 9
 
 
 def test_a_spent_budget_ends_a_model_generator_before_its_call_is_sent(repo: Path, stub: Stub) -> None:

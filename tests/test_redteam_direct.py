@@ -77,3 +77,83 @@ def test_the_json_object_fallbacks_first_call_says_its_error_status(repo: Path, 
     _work(repo, key, f"openai:{stub.url}/v1#tiny")
     calls = _predicate(repo, k)["model"]["calls"]
     assert [c["status"] for c in calls] == ["error 500", "ok"], calls
+
+
+class _Redirecting:
+    """A server on 127.0.0.1 answering every POST `status` with a Location on another origin
+    (`target`, a second server on another port), which records whatever reaches it."""
+
+    def __init__(self, status: int) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from threading import Thread
+
+        self.reached: list[tuple[str, str, str]] = []  # (method, path, authorization) at the target
+        box = self
+
+        class Target(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _any(self) -> None:
+                box.reached.append((self.command, self.path, self.headers.get("authorization", "")))
+                body = json.dumps({"choices": [{"message": {"content": "STOLEN"}, "finish_reason": "stop"}]})
+                self.send_response(200)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            do_GET = do_POST = _any
+
+        class Redirect(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                self.send_response(status)
+                self.send_header("location", f"{box.target}/steal")
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+        self.servers = [ThreadingHTTPServer(("127.0.0.1", 0), h) for h in (Target, Redirect)]
+        for s in self.servers:
+            Thread(target=s.serve_forever, daemon=True).start()
+        self.target, self.url = (f"http://127.0.0.1:{s.server_address[1]}" for s in self.servers)
+
+    def close(self) -> None:
+        for s in self.servers:
+            s.shutdown()
+            s.server_close()
+
+
+@pytest.mark.parametrize("status", [307, 302, 303, 308])
+def test_a_redirect_is_never_followed_by_the_direct_door_or_ask(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, status: int
+) -> None:
+    """Red team (gateway leftovers 5): SPEC §12.1 sends a model call, key and all, to the
+    upstream the job names. A redirect to another origin is refused with its reason (the
+    Location, not followed), the call journaled `error N`, nothing recorded, and the target
+    never reached: by the openai: generator's direct door, and by `ask`'s POST (urllib followed
+    a 302 or 303 as a GET to wherever it pointed, the Authorization header with it)."""
+    from git_genjob.documents.errors import HttpStatusError
+    from git_genjob.replay.web import api_headers, post_json
+    from git_genjob.storage.store import Store
+    from git_genjob.worker.gateway.calls import Session
+    from git_genjob.worker.gateway.direct import Direct, openai_upstream
+
+    monkeypatch.setenv("GENJOB_API_KEY", KEY)
+    server = _Redirecting(status)
+    session = Session(Store.open(str(repo)), "job-1", 1, False, None)
+    door = Direct(session, openai_upstream(server.url + "/v1"), 10.0)
+    doc = {"model": "m", "messages": []}
+    with pytest.raises(HttpStatusError) as direct:
+        door.post("/chat/completions", doc, "f" * 64, 10.0)
+    door.close()
+    with pytest.raises(HttpStatusError) as asked:
+        post_json(server.url + "/v1/chat/completions", doc, 10.0, api_headers())
+    server.close()
+    assert server.reached == []
+    for err in (direct.value, asked.value):
+        assert err.status == status and f"a redirect to {server.target}/steal, not followed" in err.message
+        assert err.hint is not None and "never follows" in err.hint
+    assert session.model_record()["calls"][0]["status"] == f"error {status}"

@@ -369,13 +369,37 @@ class CallResult:
     fp: str
     source: str  # replay | fresh | drift
     candidate: str | None = None  # drift: the fresh answer, recorded for review, not served
+    tokens: tuple[int | None, int | None] = (None, None)  # replay: the usage recorded with the answer
 
 
 Sender = Callable[[str], str]
+Usage = Callable[[], dict[str, int]]  # after a send: the provider's token counts, recorded in its event
+USAGE_FIELDS = ("input_tokens", "output_tokens")
 
 
-def call(cache: Cache, doc: dict[str, Any], send: Sender, mode: str = "replay") -> CallResult:
-    """Serve from the cache or call `send(prompt)` and record; see SPEC §7 for the modes."""
+def recorded_tokens(entry: Entry, sha: str) -> tuple[int | None, int | None]:
+    """The token counts an event of `entry` that counts here recorded with answer `sha` (the
+    gateway's direct door records them; older events and `ask`'s have none)."""
+    for e in entry.events:
+        if e.get("answer") == sha and e["type"] in ("recorded", "refresh", "drift"):
+            found = tuple(e.get(k) if type(e.get(k)) is int and e[k] >= 0 else None for k in USAGE_FIELDS)
+            if found != (None, None):
+                return found[0], found[1]
+    return None, None
+
+
+def _with_usage(event: dict[str, Any], usage: Usage | None) -> dict[str, Any]:
+    if usage is None:
+        return event
+    counts = usage()
+    return dict(event, **{k: counts[k] for k in USAGE_FIELDS if type(counts.get(k)) is int})
+
+
+def call(
+    cache: Cache, doc: dict[str, Any], send: Sender, mode: str = "replay", usage: Usage | None = None
+) -> CallResult:
+    """Serve from the cache or call `send(prompt)` and record (with `usage()`'s token counts in
+    the event, when given); see SPEC §7 for the modes."""
     if mode not in MODES:
         raise BadInput(f"mode {mode!r} is not one of {', '.join(MODES)}")
     fp = fingerprint(doc)
@@ -392,8 +416,8 @@ def call(cache: Cache, doc: dict[str, Any], send: Sender, mode: str = "replay") 
             entry = cache.entry(fp)
             if entry is not None and entry.served() is not None:
                 return _replay(cache, doc, fp, entry)
-            return _record(cache, doc, fp, send, entry, None)
-    return _record(cache, doc, fp, send, entry, served)
+            return _record(cache, doc, fp, send, entry, None, usage)
+    return _record(cache, doc, fp, send, entry, served, usage)
 
 
 def _replay(cache: Cache, doc: dict[str, Any], fp: str, entry: Entry | None) -> CallResult:
@@ -401,7 +425,7 @@ def _replay(cache: Cache, doc: dict[str, Any], fp: str, entry: Entry | None) -> 
     served = entry.served()
     assert served is not None
     cache.log_hit(fp, sha256_hex(canonical_bytes(doc)))
-    return CallResult(cache.answer(entry, served), fp, "replay")
+    return CallResult(cache.answer(entry, served), fp, "replay", tokens=recorded_tokens(entry, served))
 
 
 @contextlib.contextmanager
@@ -435,18 +459,24 @@ def _asking(store: Store, fp: str) -> Iterator[None]:
 
 
 def _record(
-    cache: Cache, doc: dict[str, Any], fp: str, send: Sender, entry: Entry | None, served: str | None
+    cache: Cache,
+    doc: dict[str, Any],
+    fp: str,
+    send: Sender,
+    entry: Entry | None,
+    served: str | None,
+    usage: Usage | None = None,
 ) -> CallResult:
     answer = send(doc["prompt"])
     sha = sha256_hex(answer.encode("utf-8"))
     if served is None:
-        cache.add(fp, {"type": "recorded", "answer": sha}, answer, doc)
+        cache.add(fp, _with_usage({"type": "recorded", "answer": sha}, usage), answer, doc)
         return CallResult(answer, fp, "fresh")
     assert entry is not None
     if sha == served:
-        cache.add(fp, {"type": "refresh", "answer": sha})
+        cache.add(fp, _with_usage({"type": "refresh", "answer": sha}, usage))
         return CallResult(answer, fp, "fresh")
-    cache.add(fp, {"type": "drift", "answer": sha, "against": served}, answer)
+    cache.add(fp, _with_usage({"type": "drift", "answer": sha, "against": served}, usage), answer)
     return CallResult(cache.answer(entry, served), fp, "drift", answer)
 
 
@@ -494,12 +524,14 @@ class CacheClient:
         """The fingerprint `call` files these under (what the gateway journals before a send)."""
         return fingerprint(request_doc(endpoint, model, params, prompt, self.scope_key))
 
-    def call(self, endpoint: str, model: str, params: dict[str, Any], prompt: str, send: Sender) -> CallResult:
+    def call(
+        self, endpoint: str, model: str, params: dict[str, Any], prompt: str, send: Sender, usage: Usage | None = None
+    ) -> CallResult:
         """One model call of a job's attempt. A job's `retry --refresh` is the owner asking for a
         new answer, so this attempt gets it even when it drifts; replays keep serving the
         accepted answer until `cache accept` (SPEC §7)."""
         doc = request_doc(endpoint, model, params, prompt, self.scope_key)
-        result = call(self.cache, doc, send, self.mode)
+        result = call(self.cache, doc, send, self.mode, usage)
         self.sources.append((result.fp, result.source))
         if result.source == "drift" and result.candidate is not None:
             return CallResult(result.candidate, result.fp, "drift", result.candidate)

@@ -90,7 +90,24 @@ def _handlers(dog: Watchdog) -> list[urllib.request.BaseHandler]:
         def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
             return self.do_open(TLSConn, req, context=self._context)  # type: ignore[attr-defined]
 
-    return [Plain(), Secure()]
+    return [Plain(), Secure(), _NoRedirect()]
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """urllib followed a 301/302/303 to a POST as a GET to wherever it pointed, the API key's
+    header and all (another host, or https to plain http): no redirect is followed."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def redirect_refused(status: int, location: str, url: str) -> HttpStatusError:
+    """A 3xx answer to a model call, never followed (`ask` and the worker's gateway alike): the
+    request and its key go to the URL the user gave, never to one an answer names."""
+    where = location[:120] or "(no Location)"
+    err = HttpStatusError(status, f"a redirect to {where}, not followed (nothing was recorded)", url)
+    err.hint = "if you trust where it points, give that URL instead; genjob never follows a model's redirect"
+    return err
 
 
 def timed_out(url: str, timeout: float) -> GeneratorUnavailable:
@@ -144,6 +161,8 @@ def post_json(
     except urllib.error.HTTPError as exc:
         if dog.fired:
             raise timed_out(url, timeout) from None
+        if 300 <= exc.code < 400:
+            raise redirect_refused(exc.code, exc.headers.get("Location") or "", url) from None
         try:
             text = _read_capped(exc, ERROR_BODY_MAX, url).decode("utf-8", "replace")
         except (GeneratorUnavailable, OSError, http.client.HTTPException):

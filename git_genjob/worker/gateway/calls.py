@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from git_genjob.documents.signing import REPLAY_TYPE, pae, signer_of, unseal
 from git_genjob.replay.cache import Cache, Sealed, accept
 from git_genjob.replay.prompt import normalize_text
 from git_genjob.replay.request import fingerprint, request_doc
-from git_genjob.storage.layout import gateway_answers_dir, gateway_journal_path
+from git_genjob.storage.layout import REPLAYS_REF, gateway_answers_dir, gateway_journal_path, job_ref
 from git_genjob.storage.store import Store
 from git_genjob.worker.gateway.dialects import Upstream
 from git_genjob.worker.gateway.spool import Spool
@@ -77,8 +78,26 @@ class Session:
         self.volatile: list[str] = []  # the scratch path, the attempt's token: placeholders in fingerprints
         self.answers = gateway_answers_dir(store.common_dir)  # answer documents the journal names, not yet folded
         self.pending: list[tuple[Sealed, str, str]] = []  # (event, answer sha256, its file) to fold
-        with contextlib.suppress(GenjobError):  # a held lock: they wait for the next Session
-            self.fold(self._leftovers())  # answers an attempt that died left in the journal
+        self._fold_leftovers()  # answers an attempt that died (or whose fold failed) left in the journal
+        with contextlib.suppress(OSError):
+            sweep_answers(store, time.time())
+
+    def _fold_leftovers(self) -> None:
+        """The leftovers folded now; when that fails (a stale lock, a file it cannot write), they
+        wait in `pending` for this attempt's own fold, still in the journal, and stderr says so:
+        a worker never stops for it."""
+        try:
+            items = self._leftovers()
+        except OSError as exc:
+            self._say_unfolded(None, exc)
+            return
+        if not items:
+            return
+        try:
+            self.fold(items)
+        except (GenjobError, OSError) as exc:
+            self.pending.extend(items)
+            self._say_unfolded(len(items), exc)
 
     def normalized(self, body: bytes) -> str:
         text = body.decode("utf-8")
@@ -183,11 +202,15 @@ class Session:
             self._journal(call)
             return call
 
-    def replayed_call(self, upstream: str, model: str, fp: str, answer_sha: str) -> None:
-        """A call §7's cache answered: counted in the receipt, never sent."""
+    def replayed_call(
+        self, upstream: str, model: str, fp: str, answer_sha: str, tokens: tuple[int | None, int | None] = (None, None)
+    ) -> None:
+        """A call §7's cache answered: counted in the receipt with the tokens recorded with its
+        answer, never sent."""
         with self.lock:
             call = self._new(upstream, model, fp)
             call.update(replayed=True, status="ok", answer_sha256=answer_sha)
+            call.update(input_tokens=tokens[0], output_tokens=tokens[1])
             self._journal(call)
 
     def answered(self, call: dict[str, Any], answer_sha: str | None, tokens: tuple[int | None, int | None]) -> None:
@@ -243,19 +266,62 @@ class Session:
             call.update(answer_sha256=sha, input_tokens=spool.tokens[0], output_tokens=spool.tokens[1])
 
     def fold(self, items: list[tuple[Sealed, str, str]] | None = None) -> None:
-        """The answers recorded in the journal into the replay cache, in one commit; their files
-        go once the cache holds them. A failure leaves them for the next Session of the job."""
+        """The answers recorded in the journal into the replay cache, in one commit (a CAS on
+        refs/genjob/replays, re-read and retried while another writer moves it); their files go
+        once the cache holds them. Of several answers for one fingerprint (an earlier attempt's
+        leftover and this attempt's record) the last is folded: two `recorded` events would be
+        competing heads, a drift (SPEC §7). GenjobError or OSError when it cannot be written:
+        `pending` keeps them, the journal and answers/ too, for the next Session of the job."""
         if items is None:
             with self.lock:
                 items, self.pending = self.pending, []
+            try:
+                self.fold(items)
+            except (GenjobError, OSError):
+                with self.lock:
+                    self.pending[:0] = items
+                raise
+            return
         if not items:
             return
-        batch = [(sealed, {sha: self.store.blob_from_file(path)}) for sealed, sha, path in items]
+        last = {sealed.fp: sealed.event_id for sealed, _, _ in items}
+        current = [item for item in items if last[item[0].fp] == item[0].event_id]
+        batch = [(sealed, {sha: self.store.blob_from_file(path)}) for sealed, sha, path in current]
         self.cache.add_sealed(batch)
         for _, _, path in items:
-            for name in (path, path + REQUEST_SUFFIX):
-                with contextlib.suppress(OSError):
-                    os.unlink(name)
+            _drop_answer(path)
+
+    def fold_or_say(self) -> bool:
+        """`fold` of this attempt's answers at the gateway's close; a failure is said on stderr
+        (what failed, where the answers wait, what to do), never raised: the worker goes on to
+        sign its receipt, and the job's next attempt in this clone folds them."""
+        count = len(self.pending)
+        try:
+            self.fold()
+        except (GenjobError, OSError) as exc:
+            self._say_unfolded(count, exc)
+            return False
+        return True
+
+    def _say_unfolded(self, count: int | None, exc: Exception) -> None:
+        from git_genjob.documents.display import printable
+
+        if isinstance(exc, GenjobError):
+            reason, hint = exc.message, exc.hint
+        else:
+            reason = f"{getattr(exc, 'strerror', None) or exc}" + (
+                f": {getattr(exc, 'filename', None)}" if getattr(exc, "filename", None) else ""
+            )
+            hint = None
+        what = f"{count} recorded model answer(s)" if count is not None else "the recorded model answers"
+        lines = [
+            f"warning: job {self.job_key}: {what} could not be folded into the replay cache ({REPLAYS_REF}): {reason}",
+            f"  nothing is lost: they are kept in the gateway's journal ({self.journal}) and in {self.answers}, "
+            "and the job's next attempt in this clone folds them",
+            "hint: " + (hint or "fix what is named above; a lock a process that died left can be removed"),
+        ]
+        sys.stderr.write("\n".join(printable(line) for line in lines) + "\n")
+        sys.stderr.flush()
 
     def _leftovers(self) -> list[tuple[Sealed, str, str]]:
         """Answers the journal names whose files are still in `answers/` (a worker that died
@@ -286,6 +352,24 @@ class Session:
             except OSError:
                 continue  # folded already (its file went once the cache held it)
             out.append((Sealed(fp, event_id, event, request, "recorded"), sha, path))
+        return self._unanswered(out)
+
+    def _unanswered(self, items: list[tuple[Sealed, str, str]]) -> list[tuple[Sealed, str, str]]:
+        """The leftovers whose fingerprint the cache answers no other way yet. One it already
+        serves (a later attempt sent the call afresh while these waited, and folded its answer)
+        is superseded: folded, it would be a competing head (SPEC §7's drift) for a call that
+        replays fine. Its files go; its row stays, as history."""
+        out = []
+        for item in items:
+            try:
+                entry = self.cache.entry(item[0].fp)
+            except GenjobError:
+                entry = None
+            served = entry.served() if entry is not None else None
+            if served is None:
+                out.append(item)
+            else:
+                _drop_answer(item[2])
         return out
 
     def _own(self, event: bytes, fp: str, sha: str) -> bool:
@@ -457,6 +541,60 @@ def _unfolded(store: Store, call: dict[str, Any], sha: str) -> tuple[str | None,
 
 
 REQUEST_SUFFIX = ".request"  # answers/<event id>.request: the request document of that row's event
+SWEEP_AGE_S = 24 * 3600  # an answer file this old is no live session's: a row names it within the call
+
+
+def _drop_answer(path: str) -> None:
+    for name in (path, path + REQUEST_SUFFIX):
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def sweep_answers(store: Store, now: float) -> int:
+    """Remove the answer files in answers/ that no Session will ever fold: older than
+    SWEEP_AGE_S (no live session still writes or names them) and named by no journal row of a
+    job still live here (a worker killed between the file's move and its row; the leftovers of
+    a job dropped or finished since, whose live ref is gone). The journals are read only when
+    such an old file exists. How many went."""
+    folder = gateway_answers_dir(store.common_dir)
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return 0
+    old = {}
+    for name in names:
+        event_id = name.removesuffix(REQUEST_SUFFIX)
+        path = os.path.join(folder, name)
+        try:
+            if re.fullmatch(r"[0-9a-f]{64}", event_id) and now - os.lstat(path).st_mtime > SWEEP_AGE_S:
+                old[name] = event_id
+        except OSError:
+            continue
+    if not old:
+        return 0
+    named = _named_by_live_jobs(store)
+    gone = 0
+    for name, event_id in old.items():
+        if event_id not in named:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, name))
+                gone += 1
+    return gone
+
+
+def _named_by_live_jobs(store: Store) -> set[str]:
+    """The event ids journal rows name, of every job whose live ref this clone still holds."""
+    journals = os.path.dirname(gateway_answers_dir(store.common_dir))
+    named: set[str] = set()
+    for name in os.listdir(journals):
+        key = name.removesuffix(".jsonl")
+        if not name.endswith(".jsonl") or store.ref_target(job_ref(key)) is None:
+            continue
+        for row in _rows(os.path.join(journals, name)):
+            wal = row.get("wal")
+            if isinstance(wal, dict) and isinstance(wal.get("event_id"), str):
+                named.add(wal["event_id"])
+    return named
 
 
 def _write_synced(path: str, data: bytes) -> None:

@@ -22,10 +22,10 @@ import httpx
 from git_genjob.documents.canonical import sha256_hex
 from git_genjob.documents.errors import BadInput, GeneratorUnavailable, HttpStatusError
 from git_genjob.documents.secretscan import redact
-from git_genjob.replay.web import ANSWER_MAX, ERROR_BODY_MAX, Watchdog, timed_out
+from git_genjob.replay.web import ANSWER_MAX, ERROR_BODY_MAX, Watchdog, redirect_refused, timed_out
 from git_genjob.worker.gateway.calls import Budget, Session
 from git_genjob.worker.gateway.dialects import Upstream, usage_of
-from git_genjob.worker.gateway.upstream import Client
+from git_genjob.worker.gateway.upstream import NOT_SENT, Client
 
 # The openai: generator's key, as `ask` sends it (replay.web.KEY_VARIABLES): the first one set.
 OPENAI_KEYS = ("GENJOB_API_KEY", "OPENAI_API_KEY")
@@ -73,12 +73,12 @@ class Direct:
         except BadInput:
             self.session.end(call, "unknown")  # answered, never recorded
             raise
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        except NOT_SENT as exc:
             self.session.end(call, "failed")  # never reached the upstream: nothing was sent
             if dog.fired:
-                raise GeneratorUnavailable(f"{url}: timed out connecting", sent=False) from None
-            hint = "start the model server or fix the URL"
-            raise GeneratorUnavailable(f"{url}: {exc}", sent=False, hint=hint) from None
+                raise GeneratorUnavailable(f"{url}: timed out connecting; nothing was sent", sent=False) from None
+            hint = "start the model server, or fix the URL or the proxy (HTTPS_PROXY, NO_PROXY)"
+            raise GeneratorUnavailable(f"{url}: {exc}; nothing was sent", sent=False, hint=hint) from None
         except (httpx.HTTPError, OSError) as exc:
             self.session.end(call, "unknown")
             if dog.fired:
@@ -111,9 +111,9 @@ class Direct:
             if not ok:
                 self.session.end(call, f"error {resp.status_code}")
                 text = raw[:limit].decode("utf-8", "replace")
-                if len(key) >= 8:  # a server that echoes the key it was sent: the reason goes out with the job
-                    text = text.replace(key, "<the worker's key>")
-                raise HttpStatusError(resp.status_code, redact(text), url)
+                if 300 <= resp.status_code < 400:  # never followed: the key goes only where the job says
+                    raise redirect_refused(resp.status_code, _scrubbed(resp.headers.get("location", ""), key), url)
+                raise HttpStatusError(resp.status_code, _scrubbed(text, key), url)
         if len(key) >= 8 and key.encode("utf-8") in raw:  # as the gateway's HTTP door refuses it (spool.Spool)
             raise BadInput(
                 "refusing to store an answer that holds the worker's upstream key",
@@ -127,12 +127,21 @@ class Direct:
         self.last = call
         return text
 
-    def settled(self, fp: str, model: str, source: str, answer: str) -> None:
-        """After §7's cache answered: a replay is counted as a call never sent; a fresh answer
-        gets its §7 hash (the text handed to the generator) on the call that fetched it."""
+    def usage(self) -> dict[str, int]:
+        """The token counts of the call that fetched the answer: recorded in §7's event with it,
+        so a replay of it carries them (SPEC §12.1)."""
+        last = self.last or {}
+        return {k: last[k] for k in ("input_tokens", "output_tokens") if isinstance(last.get(k), int)}
+
+    def settled(
+        self, fp: str, model: str, source: str, answer: str, tokens: tuple[int | None, int | None] = (None, None)
+    ) -> None:
+        """After §7's cache answered: a replay is counted as a call never sent, with `tokens`,
+        the counts recorded with its answer; a fresh answer gets its §7 hash (the text handed to
+        the generator) on the call that fetched it."""
         sha = sha256_hex(answer.encode("utf-8"))
         if source == "replay":
-            self.session.replayed_call(self.upstream.name, model, fp, sha)
+            self.session.replayed_call(self.upstream.name, model, fp, sha, tokens)
             return
         last = self.last
         if last is not None and last["fingerprint"] == fp:
@@ -140,6 +149,14 @@ class Direct:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _scrubbed(text: str, key: str) -> str:
+    """An upstream's error text as the attempt's reason (pushed with the job): a key it echoes
+    (the worker's, or one that looks like a credential) replaced."""
+    if len(key) >= 8:
+        text = text.replace(key, "<the worker's key>")
+    return redact(text)
 
 
 def _register(dog: Watchdog) -> Any:

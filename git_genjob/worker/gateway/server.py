@@ -9,7 +9,6 @@ never crashes). Streamed answers pass through chunk by chunk as they arrive.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -27,7 +26,7 @@ from git_genjob.storage.store import CONTENT_MAX
 from git_genjob.worker.gateway.calls import Budget, Session
 from git_genjob.worker.gateway.dialects import KEY_ENV, Upstream, offered
 from git_genjob.worker.gateway.spool import TooBig
-from git_genjob.worker.gateway.upstream import Client
+from git_genjob.worker.gateway.upstream import NOT_SENT, Client
 
 MAX_CONNECTIONS = 32
 REQUEST_MAX = 64 * 1024 * 1024
@@ -85,13 +84,13 @@ class Gateway:
 
     def close(self) -> None:
         """Stop serving, then fold the attempt's recorded answers into the replay cache (one
-        commit); one that cannot be written now stays in the journal for the next attempt."""
+        commit); answers that cannot be written now stay in the journal for the next attempt,
+        and stderr says so (Session.fold_or_say)."""
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
         self.client.close()
-        with contextlib.suppress(GenjobError):
-            self.session.fold()
+        self.session.fold_or_say()
 
 
 def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
@@ -221,9 +220,9 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
                         self.send_header("content-length", str(spool.size))
                         self.end_headers()
                         spool.replay_to(self.wfile.write)
-            except httpx.ConnectError as exc:
+            except NOT_SENT as exc:
                 gw.session.end(call, "failed")  # never reached the upstream: nothing was sent
-                self._error(502, f"the upstream {up.name} refused the connection: {exc}")
+                self._error(502, f"the upstream {up.name} could not be reached ({exc}); nothing was sent")
             except TooBig:
                 gw.session.end(call, "unknown")
                 self._fail(started, 502, "the upstream's answer is over the size limit; nothing recorded")

@@ -13,6 +13,12 @@ import httpx
 
 from git_genjob.worker.gateway.dialects import Upstream
 
+# Failures before the request could leave the worker's side: the upstream's (or the proxy's) TCP
+# connect or TLS handshake, a proxy refusing the tunnel (CONNECT answered non-2xx). Such a call
+# was never sent (SPEC §12.1: 502, nothing cached, safe to send again); any other transport
+# error may come after the request's bytes left, and its call is `unknown`.
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.ProxyError)
+
 # What the gateway forwards of the generator's headers; its auth and hop-by-hop ones never.
 FORWARDED = ("content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta", "user-agent")
 

@@ -38,12 +38,12 @@ class HttpGenerator:
             return door.post("", {"prompt": text, **params}, fp, timeout)
 
         try:
-            result = ctx.cache.call(url, "", params, prompt, send)
+            result = ctx.cache.call(url, "", params, prompt, send, door.usage)
         except Budget as exc:
             return GenResult("aborted", f"the job's budget {exc.name} = {exc.limit} is spent; the call was never sent")
         finally:
             door.close()
-        door.settled(result.fp, "", result.source, result.answer)
+        door.settled(result.fp, "", result.source, result.answer, result.tokens)
         ctx.replays.append(result.fp)
         paths = ctx.job.allowed_paths
         if len(paths) == 1:

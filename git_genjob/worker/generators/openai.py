@@ -98,13 +98,18 @@ class OpenAIGenerator:
 
         try:
             result = ctx.cache.call(
-                self.endpoint, self.model, params, prompt, lambda text: self.complete(text, schema, timeout, post)
+                self.endpoint,
+                self.model,
+                params,
+                prompt,
+                lambda text: self.complete(text, schema, timeout, post),
+                door.usage,
             )
         except Budget as exc:
             return GenResult("aborted", f"the job's budget {exc.name} = {exc.limit} is spent; the call was never sent")
         finally:
             door.close()
-        door.settled(result.fp, self.model, result.source, result.answer)
+        door.settled(result.fp, self.model, result.source, result.answer, result.tokens)
         ctx.replays.append(result.fp)
         if schema is None:
             return write_answer(ctx.scratch, {paths[0]: strip_fence(result.answer)})
