@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, git, make_repo, refs, run_genjob
+from tests.helpers.common import REPO_ROOT, git, make_repo, refs, run_genjob
 
 
 def test_trust_add_of_a_missing_file_says_no_such_file(repo: Path, tmp_path: Path) -> None:
@@ -62,7 +62,7 @@ def test_git_dir_set_outside_a_repository_is_named(repo: Path, tmp_path: Path, m
 
 
 def test_receipts_md_verification_snippet_runs_after_apply(repo: Path, tmp_path: Path) -> None:
-    from tests.conftest import setup_worker, submit_key, work
+    from tests.helpers.common import setup_worker, submit_key, work
 
     key = setup_worker(repo)
     k = submit_key(repo, "-m", "Fix", "src/user.py")
@@ -101,7 +101,7 @@ def test_the_demo_transcript_replays_word_for_word(tmp_path: Path) -> None:
 
 
 def test_fetch_of_many_jobs_prints_a_short_report(tmp_path: Path) -> None:
-    from tests.conftest import repo_with_remote, submit_key
+    from tests.helpers.common import repo_with_remote, submit_key
 
     bare, a = repo_with_remote(tmp_path)
     keys = [submit_key(a, "-m", f"job {i}", "README.md") for i in range(14)]

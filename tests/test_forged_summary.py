@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, refs, repo_with_remote, run_genjob, setup_worker, submit_key, work
+from tests.helpers.common import git, refs, repo_with_remote, run_genjob, setup_worker, submit_key, work
 
 GOOD = "echo 'def fetch_user(uid, timeout=1):\n    return uid' > src/user.py"
 LIE = "instruction: Bump version (reviewed, no code change)"

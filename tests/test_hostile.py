@@ -21,8 +21,18 @@ from git_genjob.documents.receipt import sign_statement, subjects_for
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.layout import ARCHIVE_REF, job_ref
 from git_genjob.storage.store import RefUpdate, Store
-from tests.conftest import git, live, raw_repo, refs, run_genjob, run_genjob_process, setup_worker, submit_key, work
-from tests.test_apply import GOOD, _replace_tip, _statement, snapshot
+from tests.helpers.common import (
+    git,
+    live,
+    raw_repo,
+    refs,
+    run_genjob,
+    run_genjob_process,
+    setup_worker,
+    submit_key,
+    work,
+)
+from tests.landing.test_apply import GOOD, _replace_tip, _statement, snapshot
 
 
 def _raw_tree(store: Store, entries: list[tuple[str, bytes, pygit2.Oid]]) -> pygit2.Oid:
@@ -357,7 +367,7 @@ def test_a_document_bomb_from_a_remote_is_one_damaged_row_and_never_claimed(tmp_
     """A pushed job whose attempts.json is 17 MiB of zeros (a few KiB packed) is refused by its
     size before it is inflated: `status` shows it damaged, naming the limit; no worker claims it."""
     from git_genjob.storage.store import DOCUMENT_MAX
-    from tests.conftest import repo_with_remote
+    from tests.helpers.common import repo_with_remote
 
     bare, a = repo_with_remote(tmp_path, "a")
     assert run_genjob("init", cwd=a).code == 0  # the planner's key, which b trusts below (one HOME)

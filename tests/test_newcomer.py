@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, refs, run_genjob, submit_key, work
+from tests.helpers.common import git, refs, run_genjob, submit_key, work
 
 
 def _uncommitted_worker(repo: Path, name: str = "w1") -> Path:
@@ -78,7 +78,7 @@ def test_an_unknown_signer_gets_the_exact_trust_add_command(repo: Path, monkeypa
 
 
 def test_key_prefixes_work_everywhere_a_key_is_typed(repo: Path) -> None:
-    from tests.conftest import setup_worker
+    from tests.helpers.common import setup_worker
 
     key = setup_worker(repo)
     a = submit_key(repo, "-m", "a", "src/user.py")
@@ -100,7 +100,7 @@ def test_key_prefixes_work_everywhere_a_key_is_typed(repo: Path) -> None:
 
 
 def test_ambiguous_prefix_is_refused(repo: Path) -> None:
-    from tests.conftest import setup_worker
+    from tests.helpers.common import setup_worker
 
     setup_worker(repo)
     a = submit_key(repo, "-m", "a", "src/user.py", "--key", "fix-timeout-1")
@@ -136,7 +136,7 @@ def test_the_first_hour_end_to_end_with_a_team_and_doctor_all_ok(tmp_path: Path)
     HOME's author (no planner key yet), init, keygen, submit, work under the default sandbox,
     apply, push, a teammate's commit, resubmit --remote, a teammate's clone that fetches, logs,
     audits, and doctor with no failure; no traceback and no exit 0 on a failure anywhere."""
-    from tests.conftest import drop_planner_key, repo_with_remote
+    from tests.helpers.common import drop_planner_key, repo_with_remote
 
     drop_planner_key()  # a fresh HOME
     bare, repo = repo_with_remote(tmp_path, "author")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, repo_with_remote, run_genjob, setup_worker, submit_key, work
-from tests.test_status_fast import probe
-from tests.test_verify_fast import GOOD, done, slow_then_fast
+from tests.helpers.common import git, repo_with_remote, run_genjob, setup_worker, submit_key, work
+from tests.landing.test_verify_fast import GOOD, done, slow_then_fast
+from tests.planner.test_status_fast import probe
 
 BIG = "head -c 5000000 /dev/zero | tr '\\0' a > src/user.py"  # above blobs.STREAM_ABOVE: read through git
 

@@ -17,8 +17,8 @@ import pytest
 
 from git_genjob.storage.store import Store
 from git_genjob.worker.run import work
-from tests.conftest import git, run_genjob
-from tests.test_remote_view import _fleet, _Meanwhile, _worker
+from tests.helpers.common import git, run_genjob
+from tests.storage.test_remote_view import _fleet, _Meanwhile, _worker
 
 # `git genjob` as its own process (RT_OLD=DIR runs the code in DIR instead: how a finding was
 # checked against the code before the change)
