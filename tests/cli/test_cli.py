@@ -9,10 +9,21 @@ import sys
 from pathlib import Path
 
 import click
+import pytest
 
 from git_genjob.cli import main
 from git_genjob.fasthelp import GROUPS
-from tests.helpers.common import run_genjob
+from git_genjob.storage.store import Store
+from tests.helpers.common import (
+    git,
+    live,
+    run_genjob,
+    run_genjob_process,
+    setup_worker,
+    submit_key,
+    work,
+)
+from tests.landing.test_apply import GOOD
 
 
 def _click_commands() -> dict[str, str]:
@@ -155,7 +166,7 @@ def test_reports_print_their_own_lines(tmp_path: Path) -> None:
 
     from git_genjob.planner.ledger import claim
     from git_genjob.storage.publish import publisher
-    from tests.helpers.common import live, repo_with_remote, setup_worker, submit_key
+    from tests.helpers.common import repo_with_remote, setup_worker, submit_key
 
     _, repo = repo_with_remote(tmp_path)
     setup_worker(repo)  # runs init
@@ -177,7 +188,6 @@ def test_coloured_reports_render_through_the_painter_they_are_given(tmp_path: Pa
     """verify, audit and work build their own lines; colour comes only from the cli's painter."""
     from git_genjob.landing.audit import audit, audit_lines
     from git_genjob.landing.verify import verify
-    from git_genjob.storage.store import Store
     from git_genjob.worker.run import JobOutcome, WorkReport
     from tests.helpers.common import make_repo, setup_worker, submit_key, work
 
@@ -212,7 +222,6 @@ def test_status_and_show_render_their_own_lines(repo: Path) -> None:
     from git_genjob.planner.queue import show, show_lines
     from git_genjob.planner.rows import StatusRow, status_lines, summarize
     from git_genjob.storage.records import find_job
-    from git_genjob.storage.store import Store
     from tests.helpers.common import submit_key
 
     assert run_genjob("init", cwd=repo).code == 0
@@ -281,3 +290,84 @@ def test_bash_completion_lists_commands_through_gits_completion(tmp_path: Path) 
             ["bash", "-c", via_git], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
         )
         assert proc.stdout.split() == ["status"], proc.stderr
+
+
+@pytest.fixture
+def ready(repo: Path) -> tuple[Path, Path]:
+    return repo, setup_worker(repo)
+
+
+def _queued_job(repo: Path) -> str:
+    return submit_key(repo, "-m", "Add a timeout", "src/user.py")
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_show_of_applied_and_dropped_jobs(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = _queued_job(repo)
+    assert work(repo, key, GOOD, "--once").code == 0
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    res = run_genjob("show", k, cwd=repo)
+    assert res.code == 0 and "receipt" in res.out and "(applied, archived)" in res.out, res.err
+    shown = json.loads(run_genjob("show", k, "--json", cwd=repo).out)
+    assert [e["event"] for e in shown["events"]] == ["submitted", "claimed", "sending", "receipt"]
+    d = submit_key(repo, "-m", "Other", "tests/test_user.py")
+    assert run_genjob("drop", d, "--why", "not needed", cwd=repo).code == 0
+    res = run_genjob("show", d, cwd=repo)
+    assert res.code == 0 and "dropped" in res.out, res.err
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_unexpected_exception_goes_through_one_funnel(repo: Path, hermetic_seal: Path) -> None:
+    """A bug exits 70 with one line naming the traceback file (pre-commit's error_handler)."""
+    git(repo, "config", "genjob.workerId", "w1")
+    broken = hermetic_seal / "sitecustomize_dir"
+    broken.mkdir()
+    # A real bug path: a generator module that raises an unexpected error when imported.
+    (broken / "sitecustomize.py").write_text(
+        "import git_genjob.planner.queue as q\n"
+        "def boom(*a, **k):\n    raise ZeroDivisionError('simulated bug')\n"
+        "q.status = boom\n"
+    )
+    env = {"PYTHONPATH": f"{broken}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    res = run_genjob_process("status", cwd=repo, env=env)
+    assert res.code == 70, (res.code, res.err)
+    lines = [line for line in res.err.splitlines() if line.strip()]
+    assert len(lines) == 2 and "ZeroDivisionError" in lines[0] and "crash.log" in lines[0]
+    log = hermetic_seal / ".cache/git-genjob/crash.log"
+    assert "Traceback" in log.read_text() and "simulated bug" in log.read_text()
+
+
+# From tests/test_newcomer.py: a newcomer's first day (issue 11).
+def test_key_prefixes_work_everywhere_a_key_is_typed(repo: Path) -> None:
+    from tests.helpers.common import setup_worker
+
+    key = setup_worker(repo)
+    a = submit_key(repo, "-m", "a", "src/user.py")
+    b = submit_key(repo, "-m", "b", "README.md")
+    short = a[:8]
+    assert json.loads(run_genjob("status", short, "--json", cwd=repo).out)["key"] == a
+    assert json.loads(run_genjob("show", short, "--json", cwd=repo).out)["key"] == a
+    common = next(
+        (a[:n] for n in range(4, 32) if b.startswith(a[:n]) and not b.startswith(a[: n + 1])), None
+    )  # the two keys share no 4-character prefix almost always; an exact key always wins
+    if common is not None:
+        assert run_genjob("show", common, cwd=repo).code == 2
+    assert work(repo, key, "echo y > src/user.py", "--once").code == 0
+    assert run_genjob("verify", short, cwd=repo).code == 0
+    assert run_genjob("apply", short, cwd=repo).code == 0
+    assert json.loads(run_genjob("show", short, "--json", cwd=repo).out)["state"] == "applied"  # archived
+    assert run_genjob("drop", b[:6], "--why", "not needed", cwd=repo).code == 0
+    assert run_genjob("show", "abc", cwd=repo).code == 2  # under 4 characters: never a prefix
+
+
+# From tests/test_newcomer.py: a newcomer's first day (issue 11).
+def test_ambiguous_prefix_is_refused(repo: Path) -> None:
+    from tests.helpers.common import setup_worker
+
+    setup_worker(repo)
+    a = submit_key(repo, "-m", "a", "src/user.py", "--key", "fix-timeout-1")
+    b = submit_key(repo, "-m", "b", "README.md", "--key", "fix-timeout-2")
+    res = run_genjob("show", "fix-timeout", cwd=repo)
+    assert res.code == 2 and "is the prefix of 2 jobs' keys" in res.err and a in res.err and b in res.err
+    assert json.loads(run_genjob("show", "fix-timeout-2", "--json", cwd=repo).out)["key"] == b

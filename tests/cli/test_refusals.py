@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.common import ask, refs, run_genjob, setup_worker, submit_key, work
 from tests.helpers.stubserver import Stub
 
@@ -81,3 +83,50 @@ def test_cache_refusals_write_nothing(repo: Path, stub: Stub) -> None:
         res = run_genjob(*args, cwd=repo)
         assert res.code == code and message in res.err, (args, res.err)
         assert refs(repo) == before
+
+
+# From tests/test_newcomer.py: a newcomer's first day (issue 11).
+def test_commands_before_init_say_to_run_it(repo: Path) -> None:
+    key = repo.parent / "k"
+    assert run_genjob("keygen", "--name", "w1", "--out", str(key), cwd=repo).code == 0
+    assert "run git genjob init" in run_genjob("trust", "list", cwd=repo).out
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    before = refs(repo)
+    res = work(repo, key, "echo y > src/user.py", "--once")  # no store to judge a planner by: refused
+    assert res.code == 2 and "is missing from this checkout" in res.err and "git genjob init" in res.err
+    assert refs(repo) == before
+    import os
+
+    pub = (Path(os.environ["XDG_CONFIG_HOME"]) / "git-genjob/keys/planner.pub").read_text().split()
+    planners = repo.parent / "planners"  # a worker handed the planners it trusts
+    planners.write_text(f'ada namespaces="genjob-job" {pub[0]} {pub[1]}\n')
+    assert work(repo, key, "echo y > src/user.py", "--once", "--allowed-signers", str(planners)).code == 0
+    for command in ("verify", "apply"):
+        res = run_genjob(command, k, cwd=repo)
+        assert res.code == 1 and "run git genjob init, then git genjob trust add NAME KEY.pub" in res.err, command
+    assert not (repo / ".genjob").exists()
+
+
+# From tests/test_first_messages.py: a first-time mistake gets a message naming its real cause (issue 22 item 15).
+def test_trust_add_of_a_missing_file_says_no_such_file(repo: Path, tmp_path: Path) -> None:
+    assert run_genjob("init", cwd=repo).code == 0
+    before = (repo / ".genjob" / "allowed_signers").read_text()
+    for arg in (str(tmp_path / "missing.pub"), "keys/w1.pub", "w1.pub"):
+        res = run_genjob("trust", "add", "w1", arg, cwd=repo)
+        assert res.code == 2 and f"no such file: {arg}" in res.err, res.err
+        assert "not an ssh-ed25519 public key line" not in res.err
+    res = run_genjob("trust", "add", "w1", str(tmp_path), cwd=repo)
+    assert res.code == 2 and "is a directory" in res.err
+    res = run_genjob("trust", "add", "w1", "ssh-ed25519 AAAAnotakey", cwd=repo)
+    assert res.code == 2 and "no such file" not in res.err  # a key line: its own message
+    assert (repo / ".genjob" / "allowed_signers").read_text() == before
+
+
+# From tests/test_first_messages.py: a first-time mistake gets a message naming its real cause (issue 22 item 15).
+def test_git_dir_set_outside_a_repository_is_named(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
+    res = run_genjob("status", cwd=elsewhere)
+    assert res.code == 2
+    assert f"ignores GIT_DIR={repo / '.git'}" in res.err and "unset GIT_DIR" in res.err

@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from git_genjob.documents.keys import (
     read_signing_key,
 )
 from git_genjob.documents.receipt import build_statement, check_signature, parse_envelope, sign_statement
+from tests.helpers.common import REPO_ROOT, refs, run_genjob
 
 PRED = {
     "job_digest": "sha256:" + "a" * 64,
@@ -146,3 +149,24 @@ def test_readable_key_file_is_refused(tmp_path: Path) -> None:
     os.chmod(path, 0o644)
     with pytest.raises(BadInput, match="readable by others"):
         read_signing_key(str(path))
+
+
+# From tests/test_first_messages.py: a first-time mistake gets a message naming its real cause (issue 22 item 15).
+def test_receipts_md_verification_snippet_runs_after_apply(repo: Path, tmp_path: Path) -> None:
+    from tests.helpers.common import setup_worker, submit_key, work
+
+    key = setup_worker(repo)
+    k = submit_key(repo, "-m", "Fix", "src/user.py")
+    assert work(repo, key, "echo '# x' >> src/user.py", "--once").code == 0
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    assert "refs/genjob/jobs/" + k not in refs(repo)  # archived: the snippet must not read the live ref
+    text = (REPO_ROOT / "docs" / "receipts.md").read_text()
+    m = re.search(r"<!-- receipt-verify -->\s*\n```python\n(.*?)```", text, re.S)
+    assert m is not None
+    (tmp_path / "verify_receipt.py").write_text(m.group(1))
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "verify_receipt.py"), k, str(key) + ".pub"],
+        cwd=repo, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "receipt verifies" in proc.stdout, proc.stderr

@@ -1,6 +1,6 @@
 """One soak process: random submit / work / recover / apply / ask against a repository until a deadline.
 
-Run by tests/test_soak.py as `python -m tests.helpers.soak REPO KEY GEN SECONDS SEED LOG STUB_URL MODE`
+Run by tests/contract/test_soak.py as `python -m tests.helpers.soak REPO KEY GEN SECONDS SEED LOG STUB_URL MODE`
 (MODE `local`, or `remote` for a clone that publishes through `origin`). Every command is the
 real CLI in its own process; each line of LOG is `op exit-code key`, and stderr that holds a
 traceback is logged as `crash`.

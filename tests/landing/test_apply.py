@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +23,17 @@ from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import load_live, write_event
 from git_genjob.storage.store import RefUpdate, Store
-from tests.helpers.common import git, live, raw_repo, refs, run_genjob, setup_worker, submit_key, work
+from tests.helpers.common import (
+    git,
+    live,
+    raw_repo,
+    refs,
+    run_genjob,
+    run_genjob_process,
+    setup_worker,
+    submit_key,
+    work,
+)
 
 GOOD = "echo 'def fetch_user(uid, timeout=1):\n    return uid' > src/user.py"
 
@@ -380,7 +392,6 @@ def test_apply_uses_verified_blob_ids(done: tuple[Path, Path, str]) -> None:
 
 @pytest.mark.slow
 def test_sigkill_between_commit_and_archive_then_apply_again(done: tuple[Path, Path, str]) -> None:
-    import os
     import subprocess
     import sys
 
@@ -485,3 +496,308 @@ def test_apply_without_an_identity_or_with_a_bad_date_changes_nothing(
     res = run_genjob("apply", k, cwd=repo)
     assert res.code == 2 and "no git identity" in res.err and "git config user.name" in res.err
     assert snapshot(repo) == before
+
+
+def _raw_tree(store: Store, entries: list[tuple[str, bytes, pygit2.Oid]]) -> pygit2.Oid:
+    """A tree object written byte by byte, so names libgit2's builder refuses ('..', '.git') can exist."""
+    body = b"".join(mode + b" " + name.encode() + b"\0" + oid.raw for name, mode, oid in sorted(entries))
+    return raw_repo(store).odb.write(pygit2.enums.ObjectType.TREE, body)
+
+
+@pytest.fixture
+def ready(repo: Path) -> tuple[Path, Path]:
+    return repo, setup_worker(repo)
+
+
+def _queued_job(repo: Path) -> str:
+    return submit_key(repo, "-m", "Add a timeout", "src/user.py")
+
+
+def _done_job(repo: Path, key: Path) -> str:
+    k = _queued_job(repo)
+    assert work(repo, key, GOOD, "--once").code == 0
+    return k
+
+
+def _apply_killed_at(repo: Path, point: str, k: str) -> None:
+    res = run_genjob_process("apply", k, cwd=repo, env={"GENJOB_FAULT": point})
+    assert res.code == -9, (point, res.code, res.err)
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_check8_ignores_a_swapped_inputs_blob(ready: tuple[Path, Path]) -> None:
+    """Swapping inputs/ (no key needed) must not let a stale receipt revert a newer human commit."""
+    repo, key = ready
+    k = _queued_job(repo)
+    assert work(repo, key, GOOD, "--once").code == 0
+    (repo / "src/user.py").write_text("def fetch_user(uid):\n    return 'newer human work'\n")
+    git(repo, "commit", "-qam", "human moves on")
+    newer = (repo / "src/user.py").read_bytes()
+    _replace_tip(repo, k, {"inputs/src/user.py": newer})  # the forger points inputs/ at the new blob
+    before, refs_before = snapshot(repo), refs(repo)
+    # SPEC §11: a job is its submit commit; an event that changes inputs/ makes it damaged, so the
+    # swapped blob never reaches check 8 (which reads only job.json's digests anyway).
+    res = run_genjob("verify", k, "--json", cwd=repo)
+    assert res.code == 2 and "changed inputs since the submit commit" in res.err, res.out + res.err
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 2 and "changed inputs" in res.err
+    assert snapshot(repo) == before and refs(repo) == refs_before
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_aliased_output_path_fails_check5(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = _queued_job(repo)
+    assert work(repo, key, GOOD, "--once").code == 0
+    st = _statement(repo, k)
+    st["predicate"]["outputs"] = {".git./hooks/post-checkout": digest(b"x\n")}
+    st["subject"] = subjects_for(st["predicate"])
+    _replace_tip(repo, k, {"receipt.json": sign_statement(st, read_signing_key(str(key)))})
+    res = run_genjob("verify", k, "--json", cwd=repo)
+    failed = [c["check"] for c in json.loads(res.out)["checks"] if not c["ok"]]
+    assert res.code == 1 and failed == [5, 6], failed  # 6: the stored output blob is not in the receipt
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_an_output_entry_naming_a_tree_fails_check6(ready: tuple[Path, Path]) -> None:
+    """A hostile remote's job tree may give outputs/<path> a blob mode over a tree object (git
+    fsck would object; a push with fsck off takes it): check 6 fails, naming the path; no crash."""
+    repo, key = ready
+    k = _queued_job(repo)
+    assert work(repo, key, GOOD, "--once").code == 0
+    store = Store.open(str(repo))
+    tip = store.ref_target(job_ref(k))
+    assert tip is not None
+    commit = store.get_commit(tip)
+    empty = raw_repo(store).odb.write(pygit2.enums.ObjectType.TREE, b"")
+    src = _raw_tree(store, [("user.py", b"100644", empty)])
+    outputs = _raw_tree(store, [("src", b"40000", src)])
+    top = [(str(e.name), b"40000" if e.type_str == "tree" else b"100644", e.id) for e in commit.tree]
+    top = [t for t in top if t[0] != "outputs"] + [("outputs", b"40000", outputs)]
+    new = raw_repo(store).create_commit(
+        None, commit.author, commit.committer, commit.message, _raw_tree(store, top), list(commit.parent_ids)
+    )
+    store.update_refs([RefUpdate(job_ref(k), tip, new)])
+    before = snapshot(repo), refs(repo)
+    res = run_genjob("verify", k, "--json", cwd=repo)
+    checks = json.loads(res.out)["checks"]
+    assert res.code == 1 and [c["check"] for c in checks if not c["ok"]] == [6], res.out
+    assert "src/user.py: the stored output cannot be read as a blob" in checks[5]["detail"]
+    assert run_genjob("apply", k, cwd=repo).code == 1
+    assert (snapshot(repo), refs(repo)) == before
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("worker_id", "w1\nGenjob-Signer: SHA256:forged"),
+        ("worker_id", ["x"]),
+        ("claim", 5),
+        ("attempt", "1"),
+        ("generator", "exec"),
+        ("generator", {"kind": "exec", "endpoint": None, "model": "m\nSigned-off-by: x", "command": None}),
+        ("reason", "\x1b[31mred"),
+        ("replays", ["not-a-fingerprint"]),
+        ("started_at", "yesterday"),
+    ],
+)
+def test_trusted_receipt_with_malformed_fields_fails_check1(
+    ready: tuple[Path, Path], field: str, value: object
+) -> None:
+    """Even signed by a trusted key, a predicate field of the wrong type or shape is check 1, never a crash."""
+    repo, key = ready
+    k = _queued_job(repo)
+    assert work(repo, key, GOOD, "--once").code == 0
+    st = _statement(repo, k)
+    st["predicate"][field] = value
+    payload = canonical_bytes(st)
+    from git_genjob.documents.receipt import PAYLOAD_TYPE
+    from git_genjob.documents.signing import pae
+
+    signer = read_signing_key(str(key))
+    env = {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": base64.b64encode(payload).decode(),
+        "signatures": [
+            {"keyid": signer.keyid, "sig": base64.b64encode(signer.sign(pae(PAYLOAD_TYPE, payload))).decode()}
+        ],
+    }
+    _replace_tip(repo, k, {"receipt.json": canonical_bytes(env)})
+    before, refs_before = snapshot(repo), refs(repo)
+    res = run_genjob("verify", k, "--json", cwd=repo)
+    assert res.code == 1, res.err
+    checks = json.loads(res.out)["checks"]
+    assert [c["check"] for c in checks if not c["ok"]] == [1]
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "check 1" in res.err, res.err
+    assert snapshot(repo) == before and refs(repo) == refs_before
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_kill_between_archive_and_live_ref_deletion_loses_nothing(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = _done_job(repo, key)
+    _apply_killed_at(repo, "archive-written", k)
+    assert f"refs/genjob/jobs/{k}" in refs(repo) and "refs/genjob/archive" in refs(repo)
+    rows = json.loads(run_genjob("status", "--all", "--json", cwd=repo).out)
+    assert [(r["key"], r["state"]) for r in rows] == [(k, "applied")]  # one row, the archive's
+    assert json.loads(run_genjob("show", k, "--json", cwd=repo).out)["state"] == "applied"
+    rec = run_genjob("recover", "--json", cwd=repo)
+    assert json.loads(rec.out)["archived"] == [k]
+    assert f"refs/genjob/jobs/{k}" not in refs(repo)
+    again = run_genjob("apply", k, "--json", cwd=repo)
+    assert again.code == 0 and json.loads(again.out)["already"]
+    assert git(repo, "rev-list", "--count", "HEAD").strip() == "3"
+    git(repo, "fsck", "--strict")
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_reapply_finishes_an_interrupted_archive_move(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = _done_job(repo, key)
+    _apply_killed_at(repo, "archive-written", k)
+    res = run_genjob("apply", k, "--json", cwd=repo)
+    assert res.code == 0 and json.loads(res.out)["already"]
+    assert f"refs/genjob/jobs/{k}" not in refs(repo)
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_file_directory_conflict_refuses_before_any_write(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "Create a module", "--create", "src/new/x.py")
+    assert work(repo, key, "echo 'x = 1' > src/new/x.py", "--once").code == 0
+    (repo / "src/new").write_text("a human's file\n")
+    git(repo, "add", "src/new")
+    git(repo, "commit", "-qm", "human adds a file src/new")
+    before, refs_before = snapshot(repo), refs(repo)
+    res = run_genjob("verify", k, "--json", cwd=repo)
+    check8 = [c for c in json.loads(res.out)["checks"] if c["check"] == 8][0]
+    assert res.code == 1 and "file/directory conflict" in check8["detail"]
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "file/directory conflict" in res.err, res.err
+    assert snapshot(repo) == before and refs(repo) == refs_before
+    assert (repo / "src/new").read_text() == "a human's file\n"
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_untracked_file_in_the_way_refuses_before_any_write(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "Create a module", "--create", "src/new/x.py")
+    assert work(repo, key, "echo 'x = 1' > src/new/x.py", "--once").code == 0
+    (repo / "src/new").write_text("untracked, not committed\n")
+    before, refs_before = snapshot(repo), refs(repo)
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 1 and "src/new is a file in the work tree" in res.err, res.err
+    assert snapshot(repo) == before and refs(repo) == refs_before
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+@pytest.mark.parametrize("point", ["after-commit", "mid-checkout", "after-worktree", "after-note"])
+def test_reapply_after_a_kill_leaves_no_staged_revert(ready: tuple[Path, Path], point: str) -> None:
+    repo, key = ready
+    k = _done_job(repo, key)
+    _apply_killed_at(repo, point, k)
+    res = run_genjob("apply", k, "--json", cwd=repo)
+    assert res.code == 0 and json.loads(res.out)["already"], res.err
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    git(repo, "commit", "-qam", "next commit", "--allow-empty")
+    assert "timeout=1" in git(repo, "show", "HEAD:src/user.py")  # the next commit keeps the job's work
+    assert git(repo, "notes", "--ref=genjob", "list", "HEAD~1").strip()
+    git(repo, "fsck", "--strict")
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_reconcile_keeps_a_users_edit_made_after_the_crash(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = _done_job(repo, key)
+    _apply_killed_at(repo, "after-commit", k)
+    (repo / "src/user.py").write_text("my edit after the crash\n")
+    res = run_genjob("apply", k, "--json", cwd=repo)
+    assert res.code == 0 and json.loads(res.out)["kept"] == ["src/user.py"]
+    assert (repo / "src/user.py").read_text() == "my edit after the crash\n"
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_apply_checks_out_through_smudge_filters(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    rot13 = "tr 'A-Za-z' 'N-ZA-Mn-za-m'"
+    git(repo, "config", "filter.rot13.clean", rot13)
+    git(repo, "config", "filter.rot13.smudge", rot13)
+    (repo / ".gitattributes").write_text("*.txt filter=rot13\n")
+    (repo / "notes.txt").write_text("Hello\n")
+    git(repo, "add", ".gitattributes", "notes.txt")
+    git(repo, "commit", "-qm", "rot13 notes")
+    k = submit_key(repo, "-m", "Greet", "notes.txt")
+    assert work(repo, key, "echo 'Hello world' > notes.txt", "--once").code == 0
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    committed = git(repo, "cat-file", "-p", "HEAD:notes.txt")
+    assert committed == "Hello world\n"  # the verified blob, as the generator wrote it
+    assert git(repo, "status", "--porcelain") == ""
+    git(repo, "commit", "-qam", "nothing to commit", "--allow-empty")
+    assert git(repo, "cat-file", "-p", "HEAD:notes.txt") == "Hello world\n"  # no bytes nobody wrote
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_apply_in_a_sparse_checkout_outside_the_cone(ready: tuple[Path, Path]) -> None:
+    repo, key = ready
+    k = submit_key(repo, "-m", "Touch tests", "tests/test_user.py")
+    assert work(repo, key, "echo 'def test_more(): pass' >> tests/test_user.py", "--once").code == 0
+    git(repo, "sparse-checkout", "set", "src", ".genjob")
+    assert not (repo / "tests/test_user.py").exists()
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 0, res.err
+    assert not (repo / "tests/test_user.py").exists()  # still outside the cone
+    assert "test_more" in git(repo, "show", "HEAD:tests/test_user.py")
+    assert git(repo, "status", "--porcelain") == ""
+    assert "S tests/test_user.py" in git(repo, "ls-files", "-t", "tests/test_user.py")
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+@pytest.mark.parametrize(
+    "setup",
+    [[], ["--index-version", "4"], ["--split-index"]],
+    ids=["plain", "index-v4", "split-index"],
+)
+def test_a_skip_worktree_bit_set_by_hand_is_kept_by_apply(ready: tuple[Path, Path], setup: list[str]) -> None:
+    """No sparse checkout configured, only `git update-index --skip-worktree` (what some tools do):
+    apply must still see the bit, whatever the index version or a split index, and keep it."""
+    repo, key = ready
+    k = submit_key(repo, "-m", "Touch tests", "tests/test_user.py")
+    assert work(repo, key, "echo 'def test_more(): pass' >> tests/test_user.py", "--once").code == 0
+    if setup:
+        git(repo, "update-index", *setup)
+    git(repo, "update-index", "--skip-worktree", "tests/test_user.py")
+    res = run_genjob("apply", k, cwd=repo)
+    assert res.code == 0, res.err
+    assert "test_more" in git(repo, "show", "HEAD:tests/test_user.py")
+    assert "test_more" not in (repo / "tests/test_user.py").read_text()  # skip-worktree: not written
+    assert "S tests/test_user.py" in git(repo, "ls-files", "-t", "tests/test_user.py")
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_concurrent_applies_of_one_job_both_succeed_once(ready: tuple[Path, Path]) -> None:
+    """No "no job" during the archive window, no lost race reported for the job's own apply."""
+    import sys
+
+    repo, key = ready
+    for n in range(3):
+        k = submit_key(repo, "-m", f"Create module {n}", "--create", f"src/m{n}.py")
+        assert work(repo, key, f"echo 'x = {n}' > src/m{n}.py", "--once").code == 0  # src/ is there
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "git_genjob", "apply", k, "--json"],
+                cwd=repo,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+            for _ in range(3)
+        ]
+        results = [(p.wait(timeout=60), p.communicate()) for p in procs]
+        assert [code for code, _ in results] == [0, 0, 0], results
+        commits = {json.loads(out)["commit"] for _, (out, _err) in results}
+        assert len(commits) == 1
+        landed = git(repo, "log", "--format=%(trailers:key=Genjob-Key,valueonly)").split()
+        assert landed.count(k) == 1
+    git(repo, "fsck", "--strict")

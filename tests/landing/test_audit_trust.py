@@ -97,3 +97,37 @@ def test_a_back_dated_commit_signed_by_an_expired_key_fails_a_range_audit(repo: 
     for args in ([f"{base}..HEAD"], ["--trust-from", base, f"{base}..HEAD"], [f"^{base}", "HEAD"]):
         res = run_genjob("audit", *args, cwd=repo)
         assert res.code == 1 and "check 2:" in res.out and "expired" in res.out, (args, res.out)
+
+
+def _uncommitted_worker(repo: Path, name: str = "w1") -> Path:
+    """The walkthrough as a newcomer types it: init, keygen, trust add, and no commit of .genjob/."""
+    assert run_genjob("init", cwd=repo).code == 0
+    key = repo.parent / "keys" / name
+    assert run_genjob("keygen", "--name", name, "--out", str(key), cwd=repo).code == 0
+    res = run_genjob("trust", "add", name, f"{key}.pub", cwd=repo)
+    assert res.code == 0 and 'git add .genjob && git commit -m "genjob: trust w1"' in res.out
+    return key
+
+
+# From tests/test_newcomer.py: a newcomer's first day (issue 11).
+def test_audit_trust_from_repairs_history_applied_before_the_store_was_committed(repo: Path) -> None:
+    """A commit made by an older genjob (which applied with the work tree's store alone)."""
+    key = _uncommitted_worker(repo)
+    k = submit_key(repo, "-m", "x", "src/user.py")
+    assert work(repo, key, "echo new > src/user.py", "--once").code == 0
+    signers = (repo / ".genjob/allowed_signers").read_text()
+    git(repo, "add", ".genjob")
+    git(repo, "commit", "-q", "-m", "trust")
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    # rewrite history as the old walkthrough left it: the trust commit after the applied one
+    git(repo, "rebase", "-q", "--onto", "HEAD~2", "HEAD~1")  # drop the trust commit below the apply
+    (repo / ".genjob").mkdir()
+    (repo / ".genjob/allowed_signers").write_text(signers)
+    git(repo, "add", ".genjob")
+    git(repo, "commit", "-q", "-m", "trust, committed late")
+    res = run_genjob("audit", "--json", cwd=repo)
+    assert res.code == 1
+    (failing,) = [c for c in json.loads(res.out)["commits"] if not c["ok"]]
+    assert any("git genjob audit --trust-from REV" in p for p in failing["problems"])
+    res = run_genjob("audit", "--trust-from", "HEAD", cwd=repo)
+    assert res.code == 0, res.out

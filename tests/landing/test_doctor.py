@@ -175,3 +175,57 @@ def test_the_gateway_check_reaches_each_configured_upstream_with_the_workers_key
     human = run_genjob("doctor", cwd=repo).out
     assert "sk-doctor" not in human and "fail gateway.local" in human
     stub.close()
+
+
+# From tests/test_newcomer.py: a newcomer's first day (issue 11).
+def test_the_first_hour_end_to_end_with_a_team_and_doctor_all_ok(tmp_path: Path) -> None:
+    """Issue 35's walk (the parts this package owns; install.sh is tests/contract/test_install.py): a fresh
+    HOME's author (no planner key yet), init, keygen, submit, work under the default sandbox,
+    apply, push, a teammate's commit, resubmit --remote, a teammate's clone that fetches, logs,
+    audits, and doctor with no failure; no traceback and no exit 0 on a failure anywhere."""
+    from tests.helpers.common import drop_planner_key, repo_with_remote
+
+    drop_planner_key()  # a fresh HOME
+    bare, repo = repo_with_remote(tmp_path, "author")
+    res = run_genjob("submit", "-m", "Add a docstring", "src/user.py", cwd=repo)
+    assert res.code == 2 and "git genjob keygen --planner" in res.err  # refused, nothing queued
+    assert run_genjob("init", cwd=repo).code == 0  # creates and trusts the planner key
+    key = tmp_path / "keys" / "w1"
+    assert run_genjob("keygen", "--name", "w1", "--out", str(key), cwd=repo).code == 0
+    assert run_genjob("trust", "add", "w1", f"{key}.pub", cwd=repo).code == 0
+    git(repo, "add", ".genjob")
+    git(repo, "commit", "-qm", "genjob: trust w1")
+    k = submit_key(repo, "-m", "Make fetch_user return the id", "src/user.py")
+    res = work(repo, key, "sed -i 's/return {.id.: uid}/return uid/' src/user.py", "--once", "--strict")
+    assert res.code == 0 and json.loads(res.out)["jobs"][0]["result"] == "ok", res.out + res.err
+    assert run_genjob("show", k, "--log", cwd=repo).code == 0
+    assert run_genjob("apply", k, cwd=repo).code == 0
+    git(repo, "push", "-q", "origin", "main")
+    assert run_genjob("push", "origin", cwd=repo).code == 0
+    # a second job whose outputs no longer merge once a teammate edits the same line
+    two = submit_key(repo, "-m", "Return a dict again", "src/user.py")
+    res = work(repo, key, "sed -i 's/return uid/return {\"id\": uid}/' src/user.py", "--once", "--strict")
+    assert res.code == 0, res.out + res.err
+    (repo / "src/user.py").write_text("def fetch_user(uid):\n    return ('user', uid)\n")
+    git(repo, "commit", "-qam", "a teammate's edit of the same line")
+    git(repo, "push", "-q", "origin", "main")
+    assert run_genjob("push", "origin", cwd=repo).code == 0
+    assert run_genjob("apply", two, cwd=repo).code == 1  # does not merge
+    res = run_genjob("resubmit", two, "--remote", "origin", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    new = json.loads(res.out)["new"]
+    # the teammate's clone
+    git(tmp_path, "clone", "-q", str(bare), "teammate")
+    mate = tmp_path / "teammate"
+    assert run_genjob("init", cwd=mate).code == 0
+    git(mate, "checkout", "-q", ".genjob")  # init trusted this HOME's planner key: already on the branch
+    assert run_genjob("fetch", "origin", cwd=mate).code == 0
+    rows = {r["key"]: r["state"] for r in json.loads(run_genjob("status", "--all", "--json", cwd=mate).out)}
+    assert rows == {k: "applied", two: "superseded", new: "queued"}, rows
+    logged = run_genjob("log", cwd=mate)
+    assert logged.code == 0 and k in logged.out
+    assert run_genjob("audit", cwd=mate).code == 0
+    for clone in (repo, mate):
+        res = run_genjob("doctor", "--json", cwd=clone)
+        failed = [c for c in json.loads(res.out)["checks"] if c["status"] == "fail"]
+        assert res.code == 0 and failed == [], failed

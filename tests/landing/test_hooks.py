@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.common import git, make_repo, refs, repo_with_remote, run_genjob, setup_worker, submit_key, work
+from tests.helpers.common import (
+    git,
+    make_repo,
+    refs,
+    repo_with_remote,
+    run_genjob,
+    setup_worker,
+    submit_key,
+    work,
+)
 
 
 def git_rc(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -408,3 +417,30 @@ def test_a_file_of_the_repository_never_shadows_a_module_the_hook_imports(repo: 
     git(repo, "add", "-A")
     proc = git_rc(repo, "commit", "-qm", "sneaky\n\ngenjob-key: nope")
     assert proc.returncode == 1 and "no verified receipt backs" in proc.stderr
+
+
+def _queued_job(repo: Path) -> str:
+    return submit_key(repo, "-m", "Add a timeout", "src/user.py")
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+@pytest.mark.parametrize(
+    "how",
+    [
+        ["commit", "-qam", "hand"],
+        ["commit", "-qm", "hand", "src/user.py"],
+        ["commit", "-qm", "hand", "--only", "src/user.py"],
+    ],
+    ids=["commit -a", "commit PATH", "commit --only"],
+)
+def test_pre_commit_sees_the_index_git_commits(repo: Path, how: list[str]) -> None:
+    setup_worker(repo)
+    assert run_genjob("init", "--hooks", cwd=repo).code == 0
+    k = _queued_job(repo)
+    (repo / "src/user.py").write_text("hand edit, never staged\n")
+    head = git(repo, "rev-parse", "HEAD")
+    proc = subprocess.run(["git", *how], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode != 0 and f"src/user.py is held by live job {k}" in proc.stderr, proc.stderr
+    assert git(repo, "rev-parse", "HEAD") == head
+    (repo / "README.md").write_text("unrelated\n")
+    assert subprocess.run(["git", "commit", "-qm", "ok", "README.md"], cwd=repo).returncode == 0

@@ -6,10 +6,21 @@ import json
 from pathlib import Path
 
 import pygit2
+import pytest
 
+from git_genjob.storage.archive import Archive
 from git_genjob.storage.layout import ARCHIVE_REF, ROWS_DIR, shard
 from git_genjob.storage.store import RefUpdate, Store
-from tests.helpers.common import git, raw_repo, repo_with_remote, run_genjob, setup_worker, submit_key, work
+from tests.helpers.common import (
+    git,
+    raw_repo,
+    repo_with_remote,
+    run_genjob,
+    setup_worker,
+    submit_key,
+    work,
+)
+from tests.landing.test_apply import _replace_tip
 
 
 def _all(repo: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -228,3 +239,43 @@ def test_a_rows_blob_is_parsed_once_then_remembered(repo: Path) -> None:
     assert sorted((r["key"], r["state"]) for r in _all(repo)) == sorted([(k1, "dropped"), (k2, "dropped")])
     assert forged in blob_ids()
     assert checked.read_text().split() == []  # the forged blob failed; k2's shard has none now
+
+
+@pytest.fixture
+def ready(repo: Path) -> tuple[Path, Path]:
+    return repo, setup_worker(repo)
+
+
+def _queued_job(repo: Path) -> str:
+    return submit_key(repo, "-m", "Add a timeout", "src/user.py")
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_hostile_attempts_json_is_one_damaged_row(ready: tuple[Path, Path]) -> None:
+    repo, _ = ready
+    bad = _queued_job(repo)
+    good = submit_key(repo, "-m", "Other", "tests/test_user.py")
+    _replace_tip(repo, bad, {"attempts.json": b'{"epoch":"x","state":"queued","attempts":[{"n":1}]}'})
+    res = run_genjob("status", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    rows = {r["key"]: r["state"] for r in json.loads(res.out)}
+    assert rows == {bad: "damaged", good: "queued"}
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_a_damaged_archive_entry_is_one_damaged_row(ready: tuple[Path, Path]) -> None:
+    """A hostile archive entry (fetched from a remote) must not hide every other archived job."""
+    repo, _ = ready
+    kept = submit_key(repo, "-m", "Other", "tests/test_user.py")
+    assert run_genjob("drop", kept, "--why", "not needed", cwd=repo).code == 0
+    store = Store.open(str(repo))
+    tip = store.ref_target(ARCHIVE_REF)
+    assert tip is not None
+    bad = store.tree_with(None, "meta.json", store.blob(b'{"key":"x"}'))
+    bad = store.tree_with(store.get(bad), "job.json", store.blob(b"{}"))  # type: ignore[arg-type]
+    tree = Archive(store).tree_with(store.get_commit(tip).tree, "evil", bad)
+    store.update_refs([RefUpdate(ARCHIVE_REF, tip, store.commit(tree, [tip], "hostile\n"))])
+    res = run_genjob("status", "--all", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    rows = {r["key"]: r["state"] for r in json.loads(res.out)}
+    assert rows == {kept: "dropped", "evil": "damaged"}

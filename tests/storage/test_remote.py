@@ -6,7 +6,20 @@ import json
 import os
 from pathlib import Path
 
-from tests.helpers.common import ask, git, make_repo, refs, repo_with_remote, run_genjob, setup_worker
+from git_genjob.documents.keys import read_signing_key
+from git_genjob.storage.store import Store
+from tests.helpers.common import (
+    ask,
+    git,
+    make_repo,
+    refs,
+    repo_with_remote,
+    run_genjob,
+    setup_worker,
+    submit_key,
+    work,
+)
+from tests.landing.test_apply import _replace_tip
 
 
 def _objects(repo: Path) -> dict[str, set[str]]:
@@ -74,12 +87,10 @@ def test_push_then_fetch_round_trip(tmp_path: Path) -> None:
 def test_push_refuses_a_diverged_job(tmp_path: Path) -> None:
     """Two trusted workers claimed one job, each in its own clone: the second push is a lost
     race (exit 4), and the remote keeps the first claim. (A fork no trusted key wrote is no race:
-    tests/test_authenticity.py.)"""
-    from git_genjob.documents.keys import read_signing_key
+    tests/contract/test_authenticity.py.)"""
     from git_genjob.planner.ledger import claim
     from git_genjob.storage.publish import publisher
     from git_genjob.storage.records import load_live
-    from git_genjob.storage.store import Store
     from tests.helpers.common import setup_worker
 
     bare, a = repo_with_remote(tmp_path, "a")
@@ -256,3 +267,50 @@ def test_fetch_merges_back_what_a_forced_git_fetch_took_from_the_ledger(tmp_path
     assert json.loads(run_genjob("show", second, "--json", cwd=a).out)["state"] == "applied"
     assert run_genjob("fetch", "--json", cwd=a).code == 0  # once merged back, nothing more to do
     assert json.loads(run_genjob("fetch", "--json", cwd=a).out)["recovered"] == []
+
+
+# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
+def test_a_document_bomb_from_a_remote_is_one_damaged_row_and_never_claimed(tmp_path: Path) -> None:
+    """A pushed job whose attempts.json is 17 MiB of zeros (a few KiB packed) is refused by its
+    size before it is inflated: `status` shows it damaged, naming the limit; no worker claims it."""
+    from git_genjob.storage.store import DOCUMENT_MAX
+    from tests.helpers.common import repo_with_remote
+
+    bare, a = repo_with_remote(tmp_path, "a")
+    assert run_genjob("init", cwd=a).code == 0  # the planner's key, which b trusts below (one HOME)
+    bad = submit_key(a, "-m", "bomb", "README.md")
+    good = submit_key(a, "-m", "fine", "src/user.py")
+    _replace_tip(a, bad, {"attempts.json": b"\0" * (DOCUMENT_MAX + 1)})
+    git(a, "push", "-q", "origin", "refs/genjob/*:refs/genjob/*")
+    git(tmp_path, "clone", "-q", str(bare), "b")
+    b = tmp_path / "b"
+    key = setup_worker(b)
+    assert run_genjob("fetch", cwd=b).code == 0
+    res = run_genjob("status", "--json", cwd=b)
+    assert res.code == 0, res.err
+    rows = {r["key"]: r for r in json.loads(res.out)}
+    assert rows[bad]["state"] == "damaged" and f"over the {DOCUMENT_MAX}-byte limit" in rows[bad]["error"]
+    assert rows[good]["state"] == "queued"
+    for _ in range(2):
+        assert work(b, key, "echo y >> src/user.py", "--once").code == 0
+    after = {r["key"]: r["state"] for r in json.loads(run_genjob("status", "--json", cwd=b).out)}
+    assert after == {bad: "damaged", good: "done"}
+
+
+# From tests/test_first_messages.py: a first-time mistake gets a message naming its real cause (issue 22 item 15).
+def test_fetch_of_many_jobs_prints_a_short_report(tmp_path: Path) -> None:
+    from tests.helpers.common import repo_with_remote, submit_key
+
+    bare, a = repo_with_remote(tmp_path)
+    keys = [submit_key(a, "-m", f"job {i}", "README.md") for i in range(14)]
+    assert run_genjob("push", cwd=a).code == 0
+    git(tmp_path, "clone", "-q", str(bare), "b")
+    b = tmp_path / "b"
+    res = run_genjob("fetch", cwd=b)
+    assert res.code == 0, res.err
+    [line] = [x for x in res.out.splitlines() if x.strip().startswith("created:")]
+    assert "created: 14 refs (" in line and "and 4 more; --json lists all)" in line
+    assert len(line) < 600
+    git(b, "update-ref", "-d", f"refs/genjob/jobs/{keys[0]}")
+    doc = json.loads(run_genjob("fetch", "--json", cwd=b).out)
+    assert doc["created"] == [keys[0]]

@@ -1,21 +1,14 @@
-"""Red team of `verify KEY` and `log` from files (landing/fast.py): inputs that change the slow
-path's answer without moving anything the memo is stamped with. Each test shows the slow path's
-answer now (the memo removed) and asks the fast path for the same bytes."""
+"""The fast paths of `verify KEY` and `log` (landing/fast.py) and the red team's inputs that change the slow
+path's answer without moving anything the memo is stamped with (from tests/test_redteam_fast.py)."""
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.common import git, repo_with_remote, run_genjob, setup_worker, submit_key, work
-from tests.landing.test_verify_fast import GOOD, done, slow_then_fast
+from tests.landing.test_verify_fast import done, slow_then_fast
 from tests.planner.test_status_fast import probe
 
 BIG = "head -c 5000000 /dev/zero | tr '\\0' a > src/user.py"  # above blobs.STREAM_ABOVE: read through git
@@ -31,6 +24,7 @@ def slow_now(repo: Path, *args: str) -> tuple[int, str]:
     return code, out
 
 
+# From tests/test_redteam_fast.py: the red team of the fast paths (landing/fast.py).
 def test_a_replace_ref_on_an_applied_commit_changes_nothing_log_reads(repo: Path) -> None:
     """genjob reads objects by id (GIT_NO_REPLACE_OBJECTS for every git it runs, as libgit2 and
     `git fsck` do): a local replace ref swapping the applied commit for one with another worker
@@ -65,6 +59,7 @@ def test_a_replace_ref_on_an_applied_commit_changes_nothing_log_reads(repo: Path
     assert slow_then_fast(repo, "log") == listed
 
 
+# From tests/test_redteam_fast.py: the red team of the fast paths (landing/fast.py).
 def test_a_replace_ref_on_a_large_output_blob_changes_neither_verify_nor_what_apply_lands(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -89,6 +84,7 @@ def test_a_replace_ref_on_a_large_output_blob_changes_neither_verify_nor_what_ap
     assert git(repo, "status", "--porcelain") == ""
 
 
+# From tests/test_redteam_fast.py: the red team of the fast paths (landing/fast.py).
 def test_a_job_whose_objects_a_shared_clones_source_pruned_is_not_served_as_applyable(tmp_path: Path) -> None:
     bare, owner = repo_with_remote(tmp_path, "owner")
     key = setup_worker(owner)
@@ -112,90 +108,7 @@ def test_a_job_whose_objects_a_shared_clones_source_pruned_is_not_served_as_appl
     assert not (shared / ".git/genjob/verify-out" / k).exists()
 
 
-# -- durable ref updates (storage/durable.py): what each ref write is followed by ----------------
-REF_WRITE = re.compile(r'^(\d+) +(?:link|rename|renameat2?)\(.*"([^"]+)"(?:, \w+)?\) = 0$')
-SYNCFS = re.compile(r"^(\d+) +syncfs\(\d+<([^>]+)>\) = 0$")
-FSYNC = re.compile(r"^(\d+) +f(?:data)?sync\(\d+<([^>]+)>\) = 0$")
-
-
-def traced(repo: Path, env: dict[str, str], *args: str) -> list[str]:
-    """`git genjob ARGS` under strace: its ref writes (link/rename into refs/, logs/, packed-refs)
-    and its syncfs/fsync calls, each with the path of what it names, in order."""
-    strace = shutil.which("strace")
-    if strace is None:
-        if os.environ.get("CI"):
-            raise AssertionError("CI must install strace (.ci/run)")
-        pytest.skip("no strace on PATH")
-    log = repo.parent / f"strace-{len(list(repo.parent.glob('strace-*')))}.txt"
-    proc = subprocess.run(
-        [strace, "-f", "-y", "-qq", "-e", "trace=link,rename,renameat,renameat2,syncfs,fsync,fdatasync", "-o", str(log)]
-        + [sys.executable, "-m", "git_genjob", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    if proc.returncode != 0 and "ptrace" in proc.stderr and not os.environ.get("CI"):
-        pytest.skip("strace cannot trace here")
-    assert proc.returncode == 0, proc.stderr
-    return log.read_text(errors="replace").splitlines()
-
-
-def ref_writes(lines: list[str], gitdir: Path) -> list[int]:
-    """The indexes of the lines that move a ref, its reflog or packed-refs into place."""
-    root = str(gitdir.resolve())
-    out = []
-    for n, line in enumerate(lines):
-        m = REF_WRITE.match(line)
-        if m and not m.group(2).endswith(".lock"):
-            dest = m.group(2)
-            if dest.startswith((f"{root}/refs/", f"{root}/logs/")) or dest == f"{root}/packed-refs":
-                out.append(n)
-    return out
-
-
-def test_every_ref_write_is_followed_by_a_flush_of_the_file_system_holding_the_refs(repo: Path) -> None:
-    """.git/objects on another file system (a symlink, as a shared object store is kept): the
-    flush after the ref transaction must reach the refs, not only the objects."""
-    shm = Path("/dev/shm")
-    if not shm.is_dir() or shm.stat().st_dev == repo.stat().st_dev:
-        if os.environ.get("CI"):
-            raise AssertionError("CI needs /dev/shm on a file system of its own (a tmpfs)")
-        pytest.skip("no second file system at /dev/shm")
-    elsewhere = Path(tempfile.mkdtemp(dir=shm, prefix="genjob-redteam-"))
-    try:
-        shutil.move(str(repo / ".git/objects"), elsewhere / "objects")
-        (repo / ".git/objects").symlink_to(elsewhere / "objects")
-        setup_worker(repo)
-        lines = traced(repo, {}, "submit", "-m", "Add a timeout", "src/user.py")
-        refs_dev = (repo / ".git/refs").stat().st_dev
-        writes = ref_writes(lines, repo / ".git")
-        assert writes, lines
-        flushed = [
-            n for n, line in enumerate(lines) if (m := SYNCFS.match(line)) and os.stat(m.group(2)).st_dev == refs_dev
-        ]
-        assert flushed and max(flushed) > max(writes), "no syncfs of the refs' file system after the last ref write"
-    finally:
-        shutil.rmtree(elsewhere, ignore_errors=True)
-
-
-def test_genjob_fsync_each_fsyncs_every_ref_lock_and_never_calls_syncfs(repo: Path) -> None:
-    key = setup_worker(repo)
-    lines = traced(repo, {"GENJOB_FSYNC": "each"}, "submit", "-m", "Add a timeout", "src/user.py")
-    assert not any(SYNCFS.match(line) for line in lines)
-    fsynced = {m.group(2) for line in lines if (m := FSYNC.match(line))}
-    locks = [line.split('"')[1] for line in (lines[n] for n in ref_writes(lines, repo / ".git")) if '"' in line]
-    assert locks and all(lock in fsynced for lock in locks), (locks, fsynced)  # each ref's lock file, before it moves
-    k = next(p.name for p in (repo / ".git/refs/genjob/jobs").iterdir())
-    lines = traced(repo, {"GENJOB_FSYNC": "each"}, "work", "--generator", f"exec:{GOOD}", "--signing-key", str(key),
-                   "--worker-id", "w1", "--once")  # fmt: skip
-    assert not any(SYNCFS.match(line) for line in lines)
-    assert run_genjob("verify", k, cwd=repo).code == 0
-    git(repo, "fsck", "--strict", "--no-progress", "--no-dangling")  # exits non-zero on a broken ref or object
-
-
+# From tests/test_redteam_fast.py: the red team of the fast paths (landing/fast.py).
 def test_what_held_branch_switch_detached_head_packed_refs_time_zone_and_policy(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,7 +26,7 @@ GENJOB = [
     sys.executable,
     "-c",
     "import sys; sys.path.insert(0, sys.argv.pop(1)); from git_genjob.entry import main; sys.exit(main())",
-    os.environ.get("RT_OLD", str(Path(__file__).resolve().parent.parent)),
+    os.environ.get("RT_OLD", str(Path(__file__).resolve().parents[2])),
 ]
 
 
