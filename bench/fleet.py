@@ -14,7 +14,7 @@ It checks what issue 25 asks of a fleet, and prints it (exit 1 when one does not
 - every cancelled attempt is recoverable: `recover` ends each lapsed claim, a lapsed `claimed`
   one is requeued and worked by the second round, and `retry` of an `unknown` job finishes it.
 
-tests/test_fleet.py runs a bounded version with a fixed seed; bench/suite.py's `fleet` row uses
+tests/worker/test_fleet.py runs a bounded version with a fixed seed; bench/suite.py's `fleet` row uses
 `claims_per_second` for claims/s through the remote with 1, 4 and 16 runners.
 """
 

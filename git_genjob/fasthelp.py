@@ -1,6 +1,6 @@
 """`git genjob -h` without importing click (hooks and scripts call us often; SPEC §5 start-up).
 
-tests/test_cli.py checks that this list matches the click commands one for one.
+tests/cli/test_cli.py checks that this list matches the click commands one for one.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ before the slow path opens the repository (`PENDING`), and compared again before
 written, so a decision that raced a change is not kept.
 
 The memo, its stamp parts, its window and the handshake are storage/memo.py's. Imports os, sys
-and json only (tests/test_verify_fast.py checks that a served verdict loads neither libgit2 nor
+and json only (tests/landing/test_verify_fast.py checks that a served verdict loads neither libgit2 nor
 click).
 """
 

@@ -12,7 +12,7 @@ files as git keeps them; anything else (colour on a terminal, another option, a 
 moving job, a ref git must resolve) runs the slow path.
 
 The memo, its stamp parts and its window are storage/memo.py's. Imports os, sys and json only
-(tests/test_status_fast.py checks that a served listing loads neither libgit2 nor click).
+(tests/planner/test_status_fast.py checks that a served listing loads neither libgit2 nor click).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ such file, with the index's identity, since a sparse checkout reads it from ther
 The request, its fingerprint, the parse of `--endpoint` and the hits log line are the slow
 path's own (replay/request.py), and the answer is written by planner/userfiles.py's
 write_atomic; with the memo's parts (storage/memo.py) they import os, sys, hashlib, json and re
-only (tests/test_ask_fast.py checks that a hit loads neither libgit2 nor click).
+only (tests/replay/test_ask_fast.py checks that a hit loads neither libgit2 nor click).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ byte a second would hold the call forever; here a watchdog shuts the connection 
 whatever the server does. The body is read up to SPEC §8's answer limit: a longer one (a chunked
 body that never ends) is refused with nothing recorded, before it exhausts memory.
 
-It imports nothing of the repository, so the generators may use it (tests/test_architecture.py).
+It imports nothing of the repository, so the generators may use it (tests/contract/test_architecture.py).
 """
 
 from __future__ import annotations

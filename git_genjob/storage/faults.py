@@ -19,7 +19,7 @@ docs/reliability.md). Each name marks the moment right after a durable step:
 `NAME@N` fires on the N-th time the process passes NAME (`ref-locked@3`: inside the third ref
 transaction), so a test can kill a command at each of its persistence steps in turn.
 `GENJOB_FAULT_SIGNAL=INT` (or TERM, HUP) sends that signal instead of SIGKILL: a user stopping
-the command at that very step (tests/test_interrupts.py).
+the command at that very step (tests/contract/test_interrupts.py).
 """
 
 from __future__ import annotations
