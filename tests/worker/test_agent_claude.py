@@ -6,7 +6,6 @@ agent never holds it, the receipt's usage is what the stub served, and the edit 
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.agents import kill_while_held, receipt_predicate
 from tests.helpers.common import REPO_ROOT, git, run_genjob, run_genjob_process, setup_worker, submit_key
 
 VERSION = "2.1.332"
@@ -142,11 +142,6 @@ def _recipe(repo: Path, provider: Provider) -> tuple[list[str], dict[str, str], 
     return argv, env, key
 
 
-def _predicate(repo: Path, k: str) -> dict[str, Any]:
-    envelope = json.loads(git(repo, "show", f"refs/genjob/jobs/{k}:receipt.json"))
-    return json.loads(base64.b64decode(envelope["payload"]))["predicate"]  # type: ignore[no-any-return]
-
-
 def test_the_documented_claude_code_recipe_edits_through_the_gateway(repo: Path) -> None:
     provider = Provider()
     argv, env, _ = _recipe(repo, provider)
@@ -158,7 +153,7 @@ def test_the_documented_claude_code_recipe_edits_through_the_gateway(repo: Path)
     assert len(calls) >= 2, provider.requests
     assert {r["key"] for r in provider.requests} == {KEY}  # the gateway added the worker's key, every call
     assert KEY not in json.dumps([r["body"] for r in provider.requests])
-    pred = _predicate(repo, k)
+    pred = receipt_predicate(repo, k)
     assert pred["status"] == "ok", pred
     assert pred["model"]["usage"] == {
         "calls": len(calls), "sent": len(calls), "replayed": 0,
@@ -172,33 +167,17 @@ def test_claude_code_killed_mid_session_resumes_from_the_record(repo: Path) -> N
     """The worker SIGKILLed while Claude Code's second call is out: the job is unknown, recovery
     sends nothing, and the owner's retry replays the first call (same fingerprint in the new
     attempt) and sends only the second."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     provider = Provider(hold_at=2)
     argv, env, _ = _recipe(repo, provider)
     k = submit_key(repo, "-m", "Add a timeout parameter to fetch_user", "src/user.py")
-    worker = subprocess.Popen([sys.executable, "-m", "git_genjob", *argv, "--lease", "1s"], cwd=repo,
-                              env={**os.environ, **env}, start_new_session=True, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)  # fmt: skip
-    try:
-        assert provider.held.wait(120), provider.requests
-    finally:
-        os.killpg(worker.pid, signal.SIGKILL)
-        worker.wait(30)
-        provider.release.set()
-    time.sleep(1.2)
-    assert run_genjob("recover", cwd=repo).code == 0
-    assert json.loads(run_genjob("status", k, "--json", cwd=repo).out)["state"] == "unknown"
+    kill_while_held(repo, k, argv, env, provider.held, provider.release, wait_s=120)
     assert len(provider.requests) == 2
     assert run_genjob("retry", k, cwd=repo).code == 0
     provider.hold_at = None
     res = run_genjob_process(*argv, cwd=repo, env=env, timeout=300)
     provider.close()
     assert res.code == 0, res.out + res.err
-    usage = _predicate(repo, k)["model"]["usage"]
+    usage = receipt_predicate(repo, k)["model"]["usage"]
     assert usage["replayed"] == 1 and usage["sent"] == usage["calls"] - 1, usage
     assert len(provider.requests) == 2 + usage["sent"]
     assert run_genjob("apply", k, cwd=repo).code == 0

@@ -7,16 +7,12 @@ job whose retry replays the first and sends only the second (issue 33)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.agents import kill_while_held, receipt_predicate
 from tests.helpers.common import REPO_ROOT, git, run_genjob, run_genjob_process, setup_worker, submit_key
 
 NEW = "def fetch_user(uid, timeout=1):\n    return {'id': uid}\n"
@@ -153,11 +150,6 @@ def _recipe(repo: Path, chat: ChatServer) -> tuple[list[str], dict[str, str]]:
     return argv, env
 
 
-def _predicate(repo: Path, k: str) -> dict[str, Any]:
-    envelope = json.loads(git(repo, "show", f"refs/genjob/jobs/{k}:receipt.json"))
-    return json.loads(base64.b64decode(envelope["payload"]))["predicate"]  # type: ignore[no-any-return]
-
-
 def test_documented_aider_recipe_ends_in_a_verified_apply(repo: Path, chat: ChatServer) -> None:
     argv, env = _recipe(repo, chat)
     k = submit_key(repo, "-m", "Add a timeout parameter to fetch_user", "src/user.py")
@@ -167,7 +159,7 @@ def test_documented_aider_recipe_ends_in_a_verified_apply(repo: Path, chat: Chat
     assert job["result"] == "ok", job
     assert len(chat.requests) == 2, "aider did not send its lint errors back"  # the broken answer, then the fix
     assert set(chat.auth) == {f"Bearer {KEY}"}  # the gateway added the worker's key, every call
-    predicate = _predicate(repo, k)
+    predicate = receipt_predicate(repo, k)
     assert predicate["model"]["usage"] == {
         "calls": 2, "sent": 2, "replayed": 0,
         "input_tokens": 2 * USAGE["prompt_tokens"], "output_tokens": 2 * USAGE["completion_tokens"],
@@ -190,24 +182,13 @@ def test_aider_killed_mid_session_resumes_from_the_record(repo: Path) -> None:
     try:
         argv, env = _recipe(repo, chat)
         k = submit_key(repo, "-m", "Add a timeout parameter to fetch_user", "src/user.py")
-        worker = subprocess.Popen([sys.executable, "-m", "git_genjob", *argv, "--lease", "1s"], cwd=repo,
-                                  env={**os.environ, **env}, start_new_session=True, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)  # fmt: skip
-        try:
-            assert chat.held.wait(120), chat.requests
-        finally:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(30)
-            chat.release.set()
-        time.sleep(1.2)  # past the lease
-        assert run_genjob("recover", cwd=repo).code == 0
-        assert json.loads(run_genjob("status", k, "--json", cwd=repo).out)["state"] == "unknown"
+        kill_while_held(repo, k, argv, env, chat.held, chat.release)
         assert len(chat.requests) == 2  # recovery resent nothing
         assert run_genjob("retry", k, cwd=repo).code == 0
         chat.hold_at = None
         res = run_genjob_process(*argv, cwd=repo, env=env, timeout=300)
         assert res.code == 0, res.out + res.err
-        predicate = _predicate(repo, k)
+        predicate = receipt_predicate(repo, k)
         assert predicate["status"] == "ok", predicate
         usage = predicate["model"]["usage"]
         assert (usage["calls"], usage["replayed"], usage["sent"]) == (2, 1, 1), usage
