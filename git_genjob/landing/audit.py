@@ -33,7 +33,7 @@ from git_genjob.documents.receipt import (
 )
 from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
 from git_genjob.landing.summary import FORGED, Facts, Party, check, generator_label, quoted, renderings
-from git_genjob.landing.verify import TrustStore, note_envelope, note_job, trust_from_tree
+from git_genjob.landing.verify import TrustStore, check_fresh, note_envelope, note_job, trust_from_tree
 from git_genjob.landing.walk import BASE_HINT, Walk, commits_in, range_base, range_commit
 from git_genjob.planner.trust import job_trust
 from git_genjob.storage.archive import Archive
@@ -266,8 +266,6 @@ def audit_commit(
     if not commit.message.startswith(message_head_of(job_doc, pred.key)):
         p.append("the commit message is not the one apply wrote: its subject or body is not the signed instruction")
     if notes is None and record is not None and commit.parents and not absent and merged_onto is None:
-        from git_genjob.landing.verify import check_fresh
-
         p += [f"parent: {x}" for x in check_fresh(store, record, commit.parents[0].tree)]
     totals = (pred.model or {}).get("usage")
     if signer is not None and isinstance(totals, dict):  # from the receipt whose signature verified
