@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from git_genjob import __version__
+
 Painter = Callable[[str, str], str]  # (text, colour) -> text: the cli colours, everything else is plain
 
 
@@ -141,8 +143,6 @@ def report_crash(exc: BaseException, argv: list[str]) -> int:
     path = crash_log_path()
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     try:
-        from git_genjob import __version__
-
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} git-genjob {__version__}\n")

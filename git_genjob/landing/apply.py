@@ -15,6 +15,7 @@ import pygit2
 from git_genjob.documents.config import read_config
 from git_genjob.documents.errors import BadInput, Conflict, LockHeld, Refused
 from git_genjob.documents.receipt import GeneratorInfo
+from git_genjob.landing.hooks import installed_by_genjob
 from git_genjob.landing.merge import MERGED_TRAILER, changed_paths, merge_onto, side_branch_base
 from git_genjob.landing.summary import Facts, Party, generator_label, render
 from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, next_step
@@ -256,8 +257,6 @@ def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid
     """The gate before a job lands: the local `pre-apply` hook where one is installed, and the
     committed `[hooks] pre_apply` of .genjob/config.toml always (the repository's policy, not a
     local hook choice: a clone without `init --hooks` runs it too; genjob's own hook runs it once)."""
-    from git_genjob.landing.hooks import installed_by_genjob
-
     hook = os.path.join(store.hooks_dir(), "pre-apply")
     gates: list[tuple[list[str], str]] = []
     ours = False

@@ -15,8 +15,11 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from git_genjob.documents.config import in_the_clear
 from git_genjob.documents.errors import BadInput, Refused
+from git_genjob.landing.hooks import package_parent
 from git_genjob.storage.store import Store
+from git_genjob.worker.gateway.dialects import DIALECTS, KEY_ENV
 
 FORGES = ("github", "gitlab")
 GITHUB_FILES = {
@@ -49,8 +52,6 @@ def default_install(root: str | None = None) -> tuple[str, str]:
     pinned by its commit, where it has a remote a runner can reach; else a line that fails the
     job, saying to pass --install. Never a bare name from a package index."""
     import subprocess
-
-    from git_genjob.landing.hooks import package_parent
 
     root = root or package_parent()
     if os.path.exists(os.path.join(root, ".git")):  # a directory, or a worktree's file
@@ -171,8 +172,6 @@ PROVIDERS = {
 def gateway_of(opts: CiOptions) -> str:
     """The workers' `--gateway NAME=URL` (SPEC §12.1): the model key stays in the worker's
     environment and its gateway adds it to each call; the generator never holds it."""
-    from git_genjob.worker.gateway.dialects import DIALECTS, KEY_ENV
-
     text = opts.gateway or PROVIDERS.get(opts.model_key_env)
     if text is None:
         raise BadInput(
@@ -181,8 +180,6 @@ def gateway_of(opts: CiOptions) -> str:
             ".genjob/config.toml",
         )
     name, sep, url = text.partition("=")
-    from git_genjob.documents.config import in_the_clear
-
     if (
         not sep
         or not name.isidentifier()

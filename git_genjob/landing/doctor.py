@@ -18,8 +18,18 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from git_genjob.documents.config import read_config
 from git_genjob.documents.errors import GenjobError
+from git_genjob.documents.keys import default_key_path, read_signing_key
+from git_genjob.landing.hooks import hook_states
+from git_genjob.planner.trust import PLANNER_KEY_CONFIG, planner_key_path, worker_trust, worker_trust_missing
+from git_genjob.storage.layout import NOTES_REF, RECEIPTS_REF
+from git_genjob.storage.remote import git
 from git_genjob.storage.store import Store
+from git_genjob.worker.gateway.dialects import parse_gateway
+from git_genjob.worker.generators.sandbox.choose import REFUSAL_FIX, bwrap_problem, choose
+from git_genjob.worker.generators.sandbox.landlock import landlock_abi, userns_works
+from git_genjob.worker.generators.sandbox.options import SandboxOptions
 
 
 class Status(StrEnum):
@@ -89,10 +99,6 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[bytes] | str:
 
 
 def _sandbox(store: Store) -> list[Check]:
-    from git_genjob.worker.generators.sandbox.choose import REFUSAL_FIX, bwrap_problem, choose
-    from git_genjob.worker.generators.sandbox.landlock import landlock_abi, userns_works
-    from git_genjob.worker.generators.sandbox.options import SandboxOptions
-
     checks = []
     root = os.geteuid() == 0
     exe = shutil.which("bwrap")
@@ -184,8 +190,6 @@ def _apparmor(root: bool, bwrap_ok: bool) -> Check:
 
 
 def _trust(store: Store) -> Any:
-    from git_genjob.planner.trust import worker_trust
-
     try:
         return worker_trust(store)
     except GenjobError:
@@ -199,9 +203,6 @@ def _trusted_for(trust: Any, public: bytes, namespace: str) -> bool:
 
 
 def _keys(store: Store) -> list[Check]:
-    from git_genjob.documents.keys import default_key_path, read_signing_key
-    from git_genjob.planner.trust import PLANNER_KEY_CONFIG, planner_key_path
-
     checks = []
     trust = _trust(store)
     path, configured = planner_key_path(store)
@@ -272,8 +273,6 @@ def _worker_keys(store: Store, trust: Any, keys_dir: str, read: Callable[[str], 
 
 
 def _trust_store(store: Store) -> list[Check]:
-    from git_genjob.planner.trust import worker_trust_missing
-
     if worker_trust_missing(store):
         return [
             Check(
@@ -316,15 +315,11 @@ def _trust_store(store: Store) -> list[Check]:
 
 
 def _git(store: Store, *args: str) -> str:
-    from git_genjob.storage.remote import git
-
     proc = git(store, *args, check=False)
     return proc.stdout if proc.returncode == 0 else ""
 
 
 def _notes(store: Store) -> list[Check]:
-    from git_genjob.storage.layout import NOTES_REF
-
     if store.head_commit() is None:
         return [Check("notes", Status.SKIP, "no commit checked out")]
     genjob = _git(store, "log", "-1", "--format=%h", "--grep=^Genjob-Key:", "HEAD").strip()
@@ -344,8 +339,6 @@ def _notes(store: Store) -> list[Check]:
 
 
 def _hooks(store: Store) -> list[Check]:
-    from git_genjob.landing.hooks import hook_states
-
     states = hook_states(store)
     if all(s == "missing" for s in states.values()):
         return [Check("hooks", Status.SKIP, "no genjob hook installed (optional: git genjob init --hooks)")]
@@ -381,8 +374,6 @@ def _hooks(store: Store) -> list[Check]:
 def fetches_notes_directly(refspec: str) -> bool:
     """Whether a fetch refspec takes genjob's notes refs from the remote on a plain `git fetch`
     (SPEC §12.2: they come in only through `git genjob fetch`, which checks each note first)."""
-    from git_genjob.storage.layout import NOTES_REF, RECEIPTS_REF
-
     src = refspec.lstrip("+").partition(":")[0]
     return any(fnmatch.fnmatchcase(ref, src) for ref in (NOTES_REF, RECEIPTS_REF))
 
@@ -415,10 +406,6 @@ def _gateway(store: Store) -> list[Check]:
     """Each upstream of the committed `[gateway.NAME]` tables (SPEC §12.1): its key variable set in
     this environment (the worker reads it there), and the upstream answering `GET /v1/models` with
     that key within 5 s. The key goes only where a worker would send it; nothing is printed of it."""
-    from git_genjob.documents.config import read_config
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.worker.gateway.dialects import parse_gateway
-
     try:
         named = read_config(store).gateways
     except GenjobError as exc:
@@ -450,7 +437,7 @@ def _gateway(store: Store) -> list[Check]:
 def _reach(label: str, up: Any, key: str) -> Check:
     import httpx
 
-    from git_genjob.worker.gateway.upstream import is_loopback
+    from git_genjob.worker.gateway.upstream import is_loopback  # httpx, only when a gateway is configured
 
     try:
         with httpx.Client(timeout=5.0, trust_env=not is_loopback(up.url), follow_redirects=False) as client:

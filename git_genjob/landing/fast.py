@@ -48,6 +48,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from git_genjob.documents.errors import plain
 from git_genjob.storage.fastrefs import Refs, repo_dirs
 from git_genjob.storage.gitdir import live_tips
 from git_genjob.storage.layout import ARCHIVE_REF, NOTES_REF, RECEIPTS_REF, job_ref, log_memo_path, verify_memo_path
@@ -256,7 +257,6 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
     renderings, unless the verdict is a refusal, needed a merge, came from a job both live and
     archived, or anything stamped moved while it was decided."""
     from git_genjob.documents.display import terminal_json
-    from git_genjob.documents.errors import plain
     from git_genjob.landing.verify import CHECKS
     from git_genjob.planner.trust import trust_at_head, trust_from_worktree
     from git_genjob.storage.archive import Archive  # loads libgit2: only the slow path, which has it

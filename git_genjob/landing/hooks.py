@@ -7,15 +7,23 @@ import os
 import sys
 import time
 
-from git_genjob.documents.errors import EXIT_CONFLICT, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+import git_genjob
+from git_genjob.documents.errors import (
+    EXIT_CONFLICT,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    BadInput,
+    GenjobError,
+    NotARepository,
+    format_error,
+)
+from git_genjob.storage.gitdir import attributions, common_dir, genjob_trailers_of, live_tips, may_name_a_job, run_git
 from git_genjob.storage.layout import GENJOB_PREFIX, JOBS_PREFIX, NOTES_PREFIX, NOTES_REF, NOTES_REFS, hook_paths_path
 
 TYPE_CHECKING = False  # typing itself costs a hook ~5 ms to import; mypy reads this name as typing's
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from typing import Any
-
-    import pygit2
 
     from git_genjob.storage.store import Store
 
@@ -29,17 +37,13 @@ def _template() -> str:
     return (files("git_genjob") / "resources" / "hook.sh").read_text(encoding="utf-8")
 
 
-def install_hooks(store: object, force: bool = False) -> list[str]:
+def install_hooks(store: Store, force: bool = False) -> list[str]:
     """Write genjob's hook scripts; an existing user hook is kept as `<name>.genjob-chained` and run first.
 
     A hooks directory inside the work tree (a tracked `core.hooksPath`) is shared: its scripts
     name no path of this machine, and this clone's interpreter goes into its own config
     (`genjob.hookPython`, `genjob.hookPythonPath`) instead. A script that already says what
     would be written is left untouched."""
-    from git_genjob.documents.errors import BadInput
-    from git_genjob.storage.store import Store
-
-    assert isinstance(store, Store)
     hooks_dir = store.hooks_dir()
     os.makedirs(hooks_dir, exist_ok=True)
     python, pythonpath = sys.executable, package_parent()
@@ -73,13 +77,10 @@ def install_hooks(store: object, force: bool = False) -> list[str]:
     return done
 
 
-def hook_states(store: object) -> dict[str, str]:
+def hook_states(store: Store) -> dict[str, str]:
     """Each hook's state here, for `doctor`: `missing`, `foreign` (a script that is not genjob's),
     `current` (what `init --hooks` would write now, for this package and interpreter) or `stale`
     (genjob's, written for another install)."""
-    from git_genjob.storage.store import Store
-
-    assert isinstance(store, Store)
     hooks_dir = store.hooks_dir()
     shared = _in_work_tree(store, hooks_dir)
     python, pythonpath = ("", "") if shared else (sys.executable, package_parent())
@@ -102,16 +103,12 @@ def render_hook(name: str, python: str, pythonpath: str) -> str:
     """The hook script for `name`; empty `python` means: read it from the clone's config."""
     for value in (python, pythonpath):
         if "'" in value or "\n" in value:
-            from git_genjob.documents.errors import BadInput
-
             raise BadInput(f"cannot write a hook naming {value!r}", "install git-genjob under a plainer path")
     return _template().replace("@HOOK@", name).replace("@PYTHONPATH@", pythonpath).replace("@PYTHON@", python)
 
 
 def package_parent() -> str:
     """The directory that holds the git_genjob package (site-packages, or an editable checkout)."""
-    import git_genjob
-
     return os.path.dirname(os.path.dirname(os.path.abspath(git_genjob.__file__)))
 
 
@@ -148,8 +145,6 @@ def run_hook(name: str, args: list[str]) -> int:
     The installed scripts start Python without site-packages (`python -S`, SPEC §9 speed);
     `ensure_site()` adds them before anything outside the standard library is imported.
     """
-    from git_genjob.documents.errors import GenjobError, format_error
-
     handlers = {"pre-commit": _pre_commit, "commit-msg": _commit_msg, "pre-push": _pre_push, "pre-apply": _pre_apply}
     if name not in handlers:
         print(f"git genjob hook: unknown hook {name!r} (one of {', '.join(HOOKS)})", file=sys.stderr)
@@ -169,29 +164,16 @@ def ensure_site() -> None:
         site.main()
 
 
-def _store() -> Store:
-    ensure_site()
-    from git_genjob.storage.store import Store
-
-    return Store.open()
-
-
 def _git(args: list[str], data: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
     """A read through the git CLI in the hook's directory; a failure is the hook's error."""
-    from git_genjob.storage.gitdir import run_git
-
     proc = run_git(args, data, env)
     if proc.returncode != 0:
-        from git_genjob.documents.errors import NotARepository
-
         raise NotARepository(f"git {args[0]} failed: {proc.stderr.decode('utf-8', 'replace').strip()}")
     return proc.stdout
 
 
 def _pre_commit(args: list[str]) -> int:
     """One writer per path: refuse a hand commit touching a path a live job holds."""
-    from git_genjob.storage.gitdir import common_dir, live_tips
-
     common = common_dir()
     tips = live_tips(common) if common is not None else None
     if tips == {}:
@@ -262,8 +244,7 @@ def _paths_at(
     `tips` are (tip, the key its ref names): under a name that is not its job's key a tip holds
     nothing (a signed job copied under another name, a dropped one say, is not that job).
     Returns "tip@key" -> paths."""
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.documents.job import Job
+    from git_genjob.documents.job import Job, job_signer  # dataclasses: ~9 ms a hook with nothing to check never pays
 
     wanted = "".join(f"{oid}:job.json\n{oid}:job.dsse.json\n" for oid, _ in tips)
     out = _git(["cat-file", "--batch"], wanted.encode())
@@ -303,8 +284,6 @@ def _paths_at(
                 from git_genjob.documents.keys import parse_revoked, read_allowed_signers
 
                 signers = (read_allowed_signers(trust[0])[0], parse_revoked(trust[1]))
-            from git_genjob.documents.job import job_signer
-
             job_signer(data, envelope, signers[0], signers[1], time.time())
         except GenjobError:
             continue
@@ -313,8 +292,6 @@ def _paths_at(
 
 
 def _memo_path() -> str | None:
-    from git_genjob.storage.gitdir import common_dir
-
     common = common_dir()
     return hook_paths_path(common) if common else None
 
@@ -359,8 +336,6 @@ def _staged(paths: list[str]) -> set[str]:
         return set()
     index_file = os.environ.get("GIT_INDEX_FILE")
     env = {"GIT_INDEX_FILE": os.path.abspath(index_file)} if index_file else None
-    from git_genjob.storage.gitdir import run_git
-
     cmd = ["--literal-pathspecs", "diff-index", "--cached", "--raw", "-z", "--no-renames", "--abbrev=64", "HEAD", "--"]
     proc = run_git([*cmd, *paths], env=env)
     if proc.returncode != 0:  # no HEAD yet (the first commit): every indexed path is new
@@ -377,8 +352,6 @@ def _staged(paths: list[str]) -> set[str]:
 
 def _commit_msg(args: list[str]) -> int:
     """Refuse Genjob-* trailers that no verified receipt backs (read as git reads trailers)."""
-    from git_genjob.storage.gitdir import attributions, genjob_trailers_of, may_name_a_job
-
     with open(args[0], "rb") as fh:
         message = fh.read().decode("utf-8", "surrogateescape")
     if not may_name_a_job(message):
@@ -396,28 +369,10 @@ def _commit_msg(args: list[str]) -> int:
         return EXIT_REFUSED
     if not trailers:
         return EXIT_OK
-    store = _store()
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.landing.verify import check_receipt, trust_from_worktree
-    from git_genjob.storage.records import find_job
+    ensure_site()
+    from git_genjob.landing import hookcheck
 
-    problems = []
-    key = trailers.get("Genjob-Key")
-    if not key:
-        problems.append("Genjob-* trailers without Genjob-Key")
-    else:
-        try:
-            record = find_job(store, key)
-            verdict = check_receipt(store, record, trust_from_worktree(store))
-            problems += verdict.failures()
-            if trailers.get("Genjob-Job") != record.job.digest:
-                problems.append(f"Genjob-Job is {trailers.get('Genjob-Job')}, job {key} is {record.job.digest}")
-            if verdict.envelope and trailers.get("Genjob-Receipt") != verdict.envelope.digest:
-                problems.append(
-                    f"Genjob-Receipt is {trailers.get('Genjob-Receipt')}, receipt is {verdict.envelope.digest}"
-                )
-        except GenjobError as exc:  # any failure to find or read the job means: not backed
-            problems.append(exc.message)
+    problems = hookcheck.trailer_problems(trailers)
     problems += [
         f"Assisted-by names genjob receipt {r}, the commit's Genjob-Receipt is {trailers.get('Genjob-Receipt')}"
         for r in claimed
@@ -456,8 +411,6 @@ def _pushed(args: list[str]) -> tuple[str, list[PushLine]]:
 def _may_push_a_genjob_commit(remote: str, local_sha: str, remote_sha: str) -> bool:
     """Whether the commits this ref sends may name a job: one `git rev-list` over the same
     range the full check walks, for a message line that could hold a Genjob-* trailer."""
-    from git_genjob.storage.gitdir import run_git
-
     hide = [] if set(remote_sha) == {"0"} else [remote_sha]
     proc = run_git(
         [
@@ -485,14 +438,11 @@ def _pre_push(args: list[str]) -> int:
     summaries = [line for line in pushed if line[2] == NOTES_REF and set(line[1]) != {"0"}]
     if not summaries and not any(_may_push_a_genjob_commit(remote, local, base) for _l, local, _r, base in checked):
         return EXIT_OK  # no pushed commit can name a job, no summary note is pushed: libgit2 is never loaded
-    store = _store()
+    ensure_site()
+    from git_genjob.landing import hookcheck
+
     pushing_notes = {ref for ref in NOTES_REFS if any(p[2] == ref and p[0] != "(delete)" for p in pushed)}
-    notes_on_remote = _RemoteNotes(store, remote)
-    problems = []
-    for _local_ref, local_sha, _remote_ref, remote_sha in summaries:
-        problems += _check_pushed_notes(store, local_sha, remote_sha)
-    for _local_ref, local_sha, _remote_ref, remote_sha in checked:
-        problems += _check_pushed(store, remote, local_sha, remote_sha, pushing_notes, notes_on_remote)
+    problems = hookcheck.push_problems(remote, checked, summaries, pushing_notes)
     if problems:
         print("git-genjob pre-push: refusing to push genjob commits that fail audit:", file=sys.stderr)
         for p in problems:
@@ -501,122 +451,14 @@ def _pre_push(args: list[str]) -> int:
     return EXIT_OK
 
 
-class _RemoteNotes:
-    """Which commits the remote's refs/notes/genjob and refs/notes/genjob-receipts annotate
-    (asked once, with one ls-remote, only if needed)."""
-
-    def __init__(self, store: Store, remote: str):
-        self.store, self.remote = store, remote
-        self._notes: dict[str, set[str]] | None = None
-
-    def has(self, ref: str, commit_id: str) -> bool:
-        if self._notes is None:
-            self._notes = self._load()
-        return commit_id in self._notes.get(ref, set())
-
-    def _load(self) -> dict[str, set[str]]:
-        import subprocess
-
-        from git_genjob.storage.gitdir import clean_env
-        from git_genjob.storage.notes import all_notes
-
-        proc = subprocess.run(
-            ["git", "ls-remote", self.remote, *NOTES_REFS], capture_output=True, text=True, env=clean_env()
-        )
-        out: dict[str, set[str]] = {}
-        for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
-            oid, _, ref = line.partition("\t")
-            if ref in NOTES_REFS and self.store.has(oid):
-                out[ref] = set(all_notes(self.store, self.store.get_commit(oid).tree))
-        return out
-
-
-def _check_pushed(
-    store: Store, remote: str, local_sha: str, remote_sha: str, pushing_notes: set[str], notes: _RemoteNotes
-) -> list[str]:
-    from git_genjob.landing.audit import audit_one
-    from git_genjob.landing.verify import TrustStore, trust_from_tree
-    from git_genjob.storage.gitdir import read_commit_trailers
-    from git_genjob.storage.notes import read_note
-
-    problems: list[str] = []
-    tip_trust: TrustStore | None = None
-    commits = list(_new_commits(store, remote, local_sha, remote_sha))
-    read_commit_trailers(store.gitdir, [(str(c.id), c.message) for c in commits])
-    for commit in commits:
-        tip_trust = tip_trust or trust_from_tree(store, store.get_commit(local_sha).tree)
-        checked = audit_one(store, commit, tip_trust)
-        if checked is None:
-            continue
-        short = str(commit.id)[:12]
-        problems += [f"{short}: {p}" for p in checked.problems]
-        if checked.ok and checked.merged:  # SPEC §11: say which pushed commits audit proved as merges
-            print(f"git-genjob pre-push: {short} {checked.provenance}", file=sys.stderr)
-        for ref in NOTES_REFS:  # the summary and, since SPEC §11, the envelope in its own ref
-            if (
-                read_note(store, commit.id, ref) is not None
-                and ref not in pushing_notes
-                and not notes.has(ref, str(commit.id))
-            ):
-                problems.append(f"{short}: its note is not on {remote} ({ref}; run git genjob push first)")
-    return problems
-
-
-def _check_pushed_notes(store: Store, local_sha: str, remote_sha: str) -> list[str]:
-    """A push of refs/notes/genjob: every summary note it adds or changes must be the rendering
-    of the verified receipt on its commit (landing.summary), else it is a forged summary."""
-    import pygit2
-
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.landing.audit import audit_one
-    from git_genjob.landing.summary import FORGED
-    from git_genjob.landing.verify import trust_from_tree
-    from git_genjob.storage.notes import all_notes
-
-    new = all_notes(store, store.get_commit(local_sha).tree)
-    old = (
-        all_notes(store, store.get_commit(remote_sha).tree)
-        if set(remote_sha) != {"0"} and store.has(remote_sha)
-        else {}
-    )
-    head = store.ref_target("HEAD")
-    tip_trust = trust_from_tree(store, store.get_commit(head).tree) if head is not None else None
-    problems = []
-    for obj, blob in sorted(new.items()):
-        if old.get(obj) == blob:
-            continue
-        if not store.has(obj):
-            problems.append(f"{obj[:12]}: {FORGED}: it annotates an object this repository does not have")
-            continue
-        try:
-            commit = store.get_commit(pygit2.Oid(hex=obj))
-        except (GenjobError, ValueError, KeyError):
-            problems.append(f"{obj[:12]}: {FORGED}: it annotates an object that is not a commit")
-            continue
-        checked = audit_one(store, commit, tip_trust or trust_from_tree(store, commit.tree))
-        forged = [p for p in (checked.problems if checked else []) if p.startswith(FORGED)]
-        problems += [f"{obj[:12]}: {p} ({NOTES_REF})" for p in forged]
-    return problems
-
-
-def _new_commits(store: Store, remote: str, local_sha: str, remote_sha: str) -> Iterator[pygit2.Commit]:
-    """Commits the push sends: reachable from local_sha, not from what the remote already has."""
-    import pygit2
-
-    hide = [oid for _name, oid in store.iter_refs(f"refs/remotes/{remote}/")]
-    if set(remote_sha) != {"0"} and store.has(remote_sha):
-        hide.append(pygit2.Oid(hex=remote_sha))
-    yield from store.walk(pygit2.Oid(hex=local_sha), hide)
-
-
 def _pre_apply(args: list[str]) -> int:
     """Run `[hooks] pre_apply` from .genjob/config.toml (GENJOB_OUTPUTS is set by apply)."""
     import subprocess
 
-    store = _store()
-    from git_genjob.documents.config import read_config
+    ensure_site()
+    from git_genjob.landing import hookcheck
 
-    command = read_config(store).pre_apply
+    command, cwd = hookcheck.pre_apply_command()
     if not command:
         return EXIT_OK
-    return subprocess.run(["sh", "-c", command], cwd=store.workdir or store.gitdir).returncode
+    return subprocess.run(["sh", "-c", command], cwd=cwd).returncode

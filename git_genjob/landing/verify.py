@@ -22,7 +22,8 @@ from git_genjob.documents.receipt import (
     parse_envelope,
     sandbox_problems,
 )
-from git_genjob.planner.trust import TrustStore, job_trust, trust_from_tree, trust_from_worktree
+from git_genjob.landing.merge import check_merge
+from git_genjob.planner.trust import TrustStore, job_trust, trust_from_tree, trust_from_worktree, untrusted_hint
 from git_genjob.storage.blobs import blob_digests
 from git_genjob.storage.records import JobRecord, find_job, parse_trailers
 from git_genjob.storage.store import Store, blocking_prefix, lookup
@@ -193,8 +194,6 @@ def next_step(verdict: Verdict) -> str:
         return "this repository has no .genjob/ yet: run git genjob init, then git genjob trust add NAME KEY.pub"
     unknown = ("no signature verifies", "is empty")
     if any(c.n == 2 and not c.ok and any(u in c.detail for u in unknown) for c in verdict.checks):
-        from git_genjob.planner.trust import untrusted_hint
-
         hint = untrusted_hint(verdict.envelope) if verdict.envelope is not None else None
         if hint:
             return hint
@@ -325,9 +324,8 @@ def verify(
         return verdict
     tree = target_tree(store, branch)
     verdict = check_for_target(store, record, tree, progress)
-    from git_genjob.landing.merge import check_merge  # check 8 as SPEC §11 reads it: stale = does not merge
-
     pred = verdict.envelope.predicate if verdict.ok and verdict.envelope is not None else None
+    # check 8 as SPEC §11 reads it: stale = does not merge
     verdict.add(8, *check_merge(store, record, pred, tree, check_fresh(store, record, tree)))
     return verdict
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pygit2
 
+from git_genjob.documents.attempts import parse_meta
 from git_genjob.documents.errors import GenjobError
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.layout import ARCHIVE_REF, job_ref, shard
@@ -58,8 +59,6 @@ def _head_info(store: Store, tip: pygit2.Oid) -> tuple[str | None, str]:
     t = parse_trailers(commit.message)
     created = t.get("Genjob-Created")
     if created is None:  # chains written before the trailer existed: meta.json says it
-        from git_genjob.documents.attempts import parse_meta
-
         try:
             data = store.file_at(commit.tree, "meta.json")
             created = parse_meta(data).created_at if data is not None else ""

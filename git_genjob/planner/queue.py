@@ -16,26 +16,31 @@ import pygit2
 
 from git_genjob.documents.canonical import canonical_bytes, digest, parse_strict, utc_now
 from git_genjob.documents.config import Config, read_config
-from git_genjob.documents.display import one_line, printable
+from git_genjob.documents.display import one_line, printable, usage_text
 from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused
 from git_genjob.documents.job import Job, describe_difference, seal_job
 from git_genjob.documents.paths import check_path
+from git_genjob.documents.receipt import check_signature, parse_envelope
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.states import ARCHIVED_STATES
 from git_genjob.planner.ledger import record_submit
 from git_genjob.planner.live import archived_leftover, archived_lookup
 from git_genjob.planner.rows import StatusRow, summarize
+from git_genjob.planner.trust import job_trust, planner_key, planner_key_path, trust_from_worktree, worker_trust
 from git_genjob.storage.archive import Archive, parse_rows, rows_header
 from git_genjob.storage.layout import job_ref, rows_checked_path, status_rows_path
 from git_genjob.storage.publish import Publisher, publisher
 from git_genjob.storage.records import (
     JOB_ENVELOPE,
     JobRecord,
+    attempt_logs,
     bundle_inputs,
+    events,
     find_job,
     load_archived,
     load_live,
     load_tree,
+    parse_trailers,
 )
 from git_genjob.storage.store import Store, blocking_prefix, lookup
 
@@ -222,8 +227,6 @@ def submit(
     if supersedes is not None:
         meta["supersedes"] = supersedes
     if signing_key is None:
-        from git_genjob.planner.trust import planner_key, planner_key_path
-
         signing_key = planner_key(store)
         if signing_key is None:  # a job no worker would ever claim: queue nothing (SPEC §12.4)
             raise BadInput(
@@ -441,8 +444,6 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     it), so rows are kept in a local cache keyed by tip id under the store's fingerprint
     (`.git/genjob/status-rows`, never shared, rewritten only when a tip changed): a job is read
     whole only once per event, not on every `status`."""
-    from git_genjob.planner.trust import job_trust, worker_trust
-
     path = status_rows_path(store.common_dir)
     trust = worker_trust(store)
     stamp = f"#trust\t{trust.fingerprint()}"
@@ -511,8 +512,6 @@ def status(store: Store, state: str | None = None, include_archived: bool = Fals
 
 def show_logs(store: Store, key: str) -> dict[str, Any]:
     """`show KEY --log`: each attempt's kept generator stdout and stderr (SPEC §12.4), as text."""
-    from git_genjob.storage.records import attempt_logs
-
     record = find_job(store, key)
     kept = attempt_logs(record)
     return {
@@ -537,8 +536,6 @@ def log_lines(doc: dict[str, Any]) -> list[str]:
 
 
 def show(store: Store, key: str) -> dict[str, Any]:
-    from git_genjob.storage.records import events
-
     record = find_job(store, key)
     doc = summarize(record)
     doc["job"] = record.job.to_dict()
@@ -559,10 +556,6 @@ def show(store: Store, key: str) -> dict[str, Any]:
 def _answers(store: Store, record: JobRecord) -> dict[str, Any]:
     """What a reviewer asks `show` (SPEC §12.4): how the receipt ended and why, who signed it (as
     the trust store names the key, once its signature verified), and the commit it became."""
-    from git_genjob.documents.receipt import check_signature, parse_envelope
-    from git_genjob.planner.trust import trust_from_worktree
-    from git_genjob.storage.records import parse_trailers
-
     out: dict[str, Any] = {"ended": None, "signer": None, "landed": None}
     if record.receipt_bytes is not None:
         try:
@@ -630,8 +623,6 @@ def show_lines(doc: dict[str, Any]) -> list[str]:
         budget = (result or {}).get("budget")
         spent = f"; budget {budget.get('exceeded')} = {budget.get('limit')} reached" if isinstance(budget, dict) else ""
         unverified = "" if (signer or {}).get("verified") else " (receipt NOT VERIFIED)"
-        from git_genjob.documents.display import usage_text
-
         lines.append(printable(f"model    {usage_text(usage)}{spent}{unverified}"))
     if signer:
         if signer["verified"]:

@@ -22,6 +22,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from git_genjob.documents.errors import plain
 from git_genjob.storage.fastrefs import Refs, repo_dirs
 from git_genjob.storage.gitdir import live_tips
 from git_genjob.storage.layout import ARCHIVE_REF, job_ref, show_memo_path, status_memo_path
@@ -129,7 +130,6 @@ def remember(store: Store, taken: Taken, rows: list[StatusRow], coloured: bool =
     """After the slow path listed `rows` for plain `status`: keep its output, unless a job was
     damaged, skipped or moved, or anything stamped moved while it read."""
     from git_genjob.documents.display import terminal_json
-    from git_genjob.documents.errors import plain
     from git_genjob.planner.rows import status_lines
     from git_genjob.planner.trust import worker_trust
 

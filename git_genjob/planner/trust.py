@@ -7,17 +7,26 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from git_genjob.documents.errors import BadInput
+from git_genjob.documents.errors import BadInput, GenjobError
+from git_genjob.documents.job import job_signer
 from git_genjob.documents.keys import (
+    ROLES,
     TrustedKey,
+    default_key_path,
     fingerprint,
+    generate,
     normalize_validity,
     parse_allowed_signers,
     parse_public_key,
     parse_revoked,
     public_line,
+    read_signing_key,
+    verify_signature,
+    write_key_files,
 )
 from git_genjob.documents.keys import trust_line as make_line
+from git_genjob.documents.receipt import PAYLOAD_TYPE
+from git_genjob.documents.signing import pae
 from git_genjob.planner.userfiles import write_atomic
 from git_genjob.storage.store import Store
 from git_genjob.storage.truststore import TrustStore, trust_at_head, trust_from_tree
@@ -87,8 +96,6 @@ def add(
     roles: tuple[str, ...] = ("worker",),
 ) -> dict[str, Any]:
     """Trust `pubkey` (a line, or a .pub file) as `name` for the namespaces of `roles`."""
-    from git_genjob.documents.keys import ROLES
-
     if not name or any(c.isspace() for c in name) or name.startswith("#"):
         raise BadInput(f"signer name {name!r} must be one word")
     pk, _ = parse_public_key(_key_text(pubkey))
@@ -144,10 +151,6 @@ def untrusted_hint(envelope: Any) -> str | None:
     when its key verifies the signature itself.
     """
     import glob
-
-    from git_genjob.documents.keys import default_key_path, verify_signature
-    from git_genjob.documents.receipt import PAYLOAD_TYPE
-    from git_genjob.documents.signing import pae
 
     message = pae(PAYLOAD_TYPE, envelope.payload)
     for path in sorted(glob.glob(os.path.join(os.path.dirname(default_key_path("x")), "*.pub"))):
@@ -235,9 +238,6 @@ def job_trust(job_bytes: bytes, envelope: bytes | None, trust: TrustStore, when:
     """Check 9 of SPEC §11 against `trust`, as a label `status` can show and a worker can act on."""
     import time
 
-    from git_genjob.documents.errors import GenjobError
-    from git_genjob.documents.job import job_signer
-
     if envelope is None:
         return JobTrust("unsigned", "the job carries no planner signature")
     try:
@@ -253,8 +253,6 @@ PLANNER_KEY_CONFIG = "genjob.plannerKey"
 def planner_key_path(store: Store) -> tuple[str, bool]:
     """(path of the planner's signing key, whether git config names it): `git config
     genjob.plannerKey`, else `$XDG_CONFIG_HOME/git-genjob/keys/planner`, which `init` creates."""
-    from git_genjob.documents.keys import default_key_path
-
     configured = store.config_get(PLANNER_KEY_CONFIG)
     if configured:
         return os.path.expanduser(configured), True
@@ -264,8 +262,6 @@ def planner_key_path(store: Store) -> tuple[str, bool]:
 def planner_key(store: Store, given: str | None = None) -> Any:
     """The key `submit` and `drop` sign with: --signing-key, else the configured or default
     planner key; None when none is configured and the default does not exist (unsigned)."""
-    from git_genjob.documents.keys import read_signing_key
-
     if given:
         return read_signing_key(os.path.expanduser(given))
     path, configured = planner_key_path(store)
@@ -278,8 +274,6 @@ def ensure_planner(store: Store) -> list[str]:
     """`init`'s part of SPEC §11: this user's planner key (created once, 0600, outside the
     repository) and its line in the work tree's .genjob/allowed_signers for genjob-job and
     genjob-review. Returns what it did, one line each."""
-    from git_genjob.documents.keys import ROLES, generate, write_key_files
-
     done = []
     path, configured = planner_key_path(store)
     if not os.path.exists(path):

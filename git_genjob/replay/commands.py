@@ -9,8 +9,11 @@ from typing import Any
 from git_genjob.documents.config import parse_config, read_config
 from git_genjob.documents.errors import BadInput, GeneratorUnavailable, GenjobError, Unavailable
 from git_genjob.planner.userfiles import read_text, write_atomic
+from git_genjob.replay import fast
 from git_genjob.replay.cache import SENTINEL, Cache, call, normalize
 from git_genjob.replay.request import ask_request, fingerprint, parse_endpoint
+from git_genjob.replay.web import chat_completion, post_json
+from git_genjob.storage.memo import window
 from git_genjob.storage.store import Store
 
 CONFIG_PATH = ".genjob/config.toml"
@@ -29,9 +32,6 @@ def ask(
 ) -> dict[str, Any]:
     """One cached model call. With `sign` (a key trusted for genjob-replay) what is recorded
     counts in every clone that trusts it; without, only in this one (SPEC §11)."""
-    from git_genjob.replay import fast
-    from git_genjob.replay.web import post_json
-
     dialect, base, model = parse_endpoint(endpoint, model)
     started = time.time()
     taken = fast.before(store.workdir, store.gitdir) if mode != "refresh" else None  # before anything is read
@@ -62,15 +62,12 @@ def ask(
 def _trust_span(cache: Cache, started: float) -> dict[str, float | None]:
     """The span around `started` in which no trusted key's validity window opens or closes:
     which events count may change at its edges, so a remembered answer holds only inside it."""
-    from git_genjob.storage.memo import window
-
     signers, _ = cache.trust()
     return window([t for k in signers for t in (k.valid_after, k.valid_before) if t is not None], started)
 
 
 def _chat_sender(base: str, model: str, timeout: float) -> Callable[[str], str]:
     """The chat call of `ask`: the same client as the openai: generator (API key included)."""
-    from git_genjob.replay.web import chat_completion
 
     def send(prompt: str) -> str:
         return chat_completion(base, {"model": model, "messages": [{"role": "user", "content": prompt}]}, timeout)

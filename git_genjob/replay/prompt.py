@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from git_genjob.documents.errors import BadInput
+
 HOME = re.compile(r"/(?:home|Users)/[^/\s]+")
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
 TMP = re.compile(r"/tmp/[^/\s]+")
@@ -30,8 +32,6 @@ def normalize_text(prompt: str, rules: Iterable[tuple[str, str]] = ()) -> tuple[
         try:
             text = sub(re.compile(pattern), repl, text, f"rule {pattern}")
         except re.error as exc:
-            from git_genjob.documents.errors import BadInput
-
             raise BadInput(f".genjob/config.toml normalize rule {pattern!r} is not a valid regex: {exc}") from None
     lines = [line.rstrip() for line in text.split("\n")]
     if any(a != b for a, b in zip(lines, text.split("\n"), strict=True)):

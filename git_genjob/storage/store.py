@@ -1,5 +1,6 @@
 """Generic git over libgit2 (the only pygit2 writer): objects, trees, refs and their compare-and-swap
-updates. What genjob keeps where is in `layout`; the archive's tree and rows are in `archive`."""
+updates. What genjob keeps where is in `layout`; the archive's tree and rows are in `archive`; what
+a partial or sparse clone lacks, git fills in through `partial`."""
 
 from __future__ import annotations
 
@@ -24,16 +25,10 @@ from git_genjob.documents.errors import (
     StaleLock,
 )
 from git_genjob.documents.paths import check_entry_name
-from git_genjob.storage import durable, locks
+from git_genjob.storage import durable, locks, partial
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.gitdir import clean_env, git_date, live_keys, refuse_unsupported, resolve_common, sha256_refusal
-from git_genjob.storage.layout import (
-    ARCHIVE_REF,
-    JOBS_PREFIX,
-    LEDGER_REFS,
-    ROWS_DIR,
-    kept_path,
-)
+from git_genjob.storage.gitdir import git_date, live_keys, refuse_unsupported, resolve_common, sha256_refusal
+from git_genjob.storage.layout import LEDGER_REFS, kept_path
 
 FILE_MODE = pygit2.enums.FileMode.BLOB
 TREE_MODE = pygit2.enums.FileMode.TREE
@@ -224,41 +219,11 @@ class Store:
     @functools.cached_property
     def promisor_remote(self) -> str | None:
         """The remote this partial clone fetches the objects it lacks from, or None (a full clone)."""
-        name = self.config_get("extensions.partialClone")
-        if name:
-            return name
-        for remote in self.remote_names():
-            if (self.config_get(f"remote.{remote}.promisor") or "").lower() in ("true", "yes", "on", "1"):
-                return remote
-        return None
+        return partial.promisor_remote(self)
 
     def fetch_missing(self, oids: Iterable[pygit2.Oid | str]) -> None:
-        """Fetch the objects of `oids` this partial clone lacks, in one batch, the way git's own
-        lazy fetch does (promisor-remote.c: a `fetch --stdin` of object ids with the noop
-        negotiator); nothing to do in a full clone or when none is missing."""
-        remote = self.promisor_remote
-        if remote is None:
-            return
-        want = sorted({str(o) for o in oids if o not in self._repo})
-        if not want:
-            return
-        import subprocess
-
-        proc = subprocess.run(
-            ["git", "--git-dir", self.gitdir, "-c", "fetch.negotiationAlgorithm=noop", "fetch", remote]
-            + ["--no-tags", "--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none", "--stdin"],
-            input="".join(f"{oid}\n" for oid in want),
-            capture_output=True,
-            text=True,
-            env=clean_env(),
-        )
-        if proc.returncode != 0:
-            why = (proc.stderr.strip().splitlines() or ["git fetch failed"])[-1]
-            raise RemoteUnavailable(
-                f"this is a partial clone: {len(want)} object(s) it needs are not fetched, and fetching them "
-                f"from {remote} failed: {why}",
-                f"reach {remote} and run the command again, or fetch them: git fetch {remote} (a full clone has them)",
-            )
+        """Fetch the objects of `oids` this partial clone lacks, in one batch (`partial`)."""
+        partial.fetch_missing(self, self.promisor_remote, oids)
 
     def _fetch_documents(self, oids: list[pygit2.Oid | str]) -> None:
         """`oids`, and at the first miss of this Store also every live job's documents and the
@@ -267,15 +232,8 @@ class Store:
             self.fetch_missing(oids)
             return
         self.__dict__["_documents_fetched"] = True
-        trees: list[pygit2.Tree] = []
-        for _, tip in self.iter_refs(JOBS_PREFIX):
-            commit = self._repo.get(tip)
-            trees += [commit.tree] if isinstance(commit, pygit2.Commit) else []
-        archive = self.ref_target(ARCHIVE_REF)
-        rows = lookup(self.get_commit(archive).tree, ROWS_DIR) if archive is not None else None
-        trees += [rows] if isinstance(rows, pygit2.Tree) else []
         try:
-            self.fetch_missing([*oids, *(e.id for tree in trees for e in tree if e.type_str == "blob")])
+            self.fetch_missing([*oids, *partial.document_blobs(self)])
         except RemoteUnavailable:
             self.fetch_missing(oids)  # one hostile or lost object fails a batch: fetch what was asked
 
@@ -519,37 +477,12 @@ class Store:
         return index
 
     def skip_worktree(self, paths: Iterable[str]) -> set[str]:
-        """The paths of `paths` a sparse checkout leaves out of the work tree (git's skip-worktree
-        bit, which libgit2 neither exposes nor honours in its status)."""
-        paths = list(paths)
-        sparse = (self.config_get("core.sparseCheckout") or "").lower() in ("true", "yes", "on", "1")
-        if not paths or not sparse or self.workdir is None:
-            return set()
-        import subprocess
-
-        proc = subprocess.run(
-            ["git", "--literal-pathspecs", "ls-files", "-t", "-z", "--", *paths],
-            cwd=self.workdir,
-            capture_output=True,
-            env=clean_env(),
-        )
-        records = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
-        return {r[2:] for r in records if r.startswith("S ")}
+        """The paths of `paths` a sparse checkout leaves out of the work tree (`partial`)."""
+        return partial.skip_worktree(self, paths)
 
     def worktree_file(self, path: str) -> bytes | None:
-        """A file of the work tree as git sees it: its bytes on disk, or, for a path a sparse
-        checkout leaves out, the index's blob (as git reads it there); None when neither has it."""
-        if self.workdir is None:
-            return None
-        try:
-            with open(os.path.join(self.workdir, path), "rb") as fh:
-                return fh.read()
-        except FileNotFoundError:
-            pass
-        if path not in self.skip_worktree([path]):
-            return None
-        entry = self.index()[path]
-        return self.read(entry.id)
+        """A work tree file as git sees it, a sparse checkout's from the index (`partial`)."""
+        return partial.worktree_file(self, path)
 
     def status_file(self, path: str) -> int:
         return int(self._repo.status_file(path))

@@ -182,39 +182,51 @@ def test_no_module_reaches_into_the_store_s_repository() -> None:
     assert bad == []
 
 
-def _arrows() -> dict[str, set[str]]:
-    """Every first-party import as an arrow between modules (`a.b` for a/b.py and a/b/__init__.py):
-    module level, inside functions and under TYPE_CHECKING alike; `from pkg import sub` points at
-    the submodule, `from pkg import name` at the package."""
+def _names() -> set[str]:
+    """Every module as an import names it (`git_genjob.a.b` for a/b.py and a/b/__init__.py)."""
     names = {(m[: -len(".__init__")] if m.endswith(".__init__") else m) for m, _ in _modules()}
-    names = {("git_genjob." + m if m != "__init__" else "git_genjob") for m in names}
+    return {("git_genjob." + m if m != "__init__" else "git_genjob") for m in names}
+
+
+def _first_party(rel: str, path: Path, names: set[str], tree: ast.Module) -> tuple[str, list[tuple[ast.stmt, str]]]:
+    """A module's name and each first-party import in it as (statement, module imported): module
+    level, inside functions and under TYPE_CHECKING alike; `from pkg import sub` points at the
+    submodule, `from pkg import name` at the package."""
 
     def known(name: str) -> str | None:
         while name and name not in names:
             name = name.rpartition(".")[0]
         return name or None
 
+    module = "git_genjob" if rel == "__init__" else "git_genjob." + rel.removesuffix(".__init__")
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[ast.stmt, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in names]
+            targets = subs if len(subs) == len(node.names) else [base, *subs]
+        else:
+            continue
+        for target in targets:
+            hit = known(target) if target.startswith("git_genjob") else None
+            if hit is not None and hit != module:
+                found.append((node, hit))
+    return module, found
+
+
+def _arrows() -> dict[str, set[str]]:
+    """Every first-party import as an arrow between modules (see `_first_party`)."""
+    names = _names()
     arrows: dict[str, set[str]] = {}
     for rel, path in _modules():
-        module = "git_genjob" if rel == "__init__" else "git_genjob." + rel.removesuffix(".__init__")
-        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        out = arrows.setdefault(module, set())
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")
-                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
-                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in names]
-                targets = subs if len(subs) == len(node.names) else [base, *subs]
-            else:
-                continue
-            for target in targets:
-                found = known(target) if target.startswith("git_genjob") else None
-                if found is not None and found != module:
-                    out.add(found)
+        module, found = _first_party(rel, path, names, ast.parse(path.read_text()))
+        arrows.setdefault(module, set()).update(target for _, target in found)
     return arrows
 
 
@@ -269,3 +281,92 @@ def test_the_package_has_no_import_circle() -> None:
 def test_the_circle_check_finds_a_circle() -> None:
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_no_module_is_over_700_lines() -> None:
+    """Issue 36: a module past 700 lines holds two jobs; split it by what each part is for."""
+    assert [f"{m}: {_lines(p)} lines" for m, p in _modules() if _lines(p) > 700] == []
+
+
+# Issue 36: each first-party import inside a function, outside the cli plane and the start-up
+# modules, with its reason: (module, module imported) -> why it is not at the top. A reason is a
+# fast path's import budget (tests/test_imports.py, the memo tests), a heavy dependency only some
+# calls need, or work only one branch does; never a circle (test_the_package_has_no_import_circle
+# counts these imports too). An import that can go to the top goes there, and leaves this list.
+NO_NACL = "loads PyNaCl: only when a signature is judged, not for every command that reads it"
+SLOW_MEMO = "the slow path's remember_*: the fast path in this module stays libgit2-free"
+LATE_IMPORTS = {
+    ("documents.errors", "documents.display"): "`re` (~10 ms) for a crash message only; hooks import errors",
+    ("documents.job", "documents.keys"): NO_NACL + " (hooks read jobs without it)",
+    ("documents.job", "documents.signing"): NO_NACL + " (hooks read jobs without it)",
+    ("landing.doctor", "worker.gateway.upstream"): "httpx: only when a gateway is configured",
+    ("landing.fast", "documents.display"): SLOW_MEMO + " (and re-free)",
+    ("landing.fast", "landing.verify"): SLOW_MEMO,
+    ("landing.fast", "planner.trust"): SLOW_MEMO,
+    ("landing.fast", "storage.archive"): SLOW_MEMO,
+    ("landing.hooks", "documents.job"): "dataclasses (~9 ms): only once a live job's paths are read",
+    ("landing.hooks", "documents.keys"): "PyNaCl: only for a job not yet judged under this trust store",
+    ("landing.hooks", "landing.hookcheck"): "libgit2: only once the hook's cheap look found something to check",
+    ("planner.initrepo", "planner.trust"): "PyNaCl: only for init --planner",
+    ("planner.ledger", "documents.receipt"): "owned by the ledger's helper (issue 36 step 4)",
+    ("planner.ledger", "planner.trust"): "owned by the ledger's helper (issue 36 step 4)",
+    ("planner.ledger", "storage.locks"): "owned by the ledger's helper (issue 36 step 4)",
+    ("planner.ledger", "storage.records"): "owned by the ledger's helper (issue 36 step 4)",
+    ("planner.ledger", "storage.truststore"): "owned by the ledger's helper (issue 36 step 4)",
+    ("planner.rows", "documents.receipt"): NO_NACL + " (a receipt's status, shown only)",
+    ("planner.statusfast", "documents.display"): SLOW_MEMO + " (and re-free)",
+    ("planner.statusfast", "planner.rows"): SLOW_MEMO,
+    ("planner.statusfast", "planner.trust"): SLOW_MEMO,
+    ("planner.statusfast", "storage.archive"): SLOW_MEMO,
+    ("replay.fast", "replay.prompt"): "`re`: only once the memo's stamp holds and the prompt is read",
+    ("storage.records", "documents.keys"): NO_NACL,
+    ("storage.records", "documents.signing"): NO_NACL,
+    ("storage.records", "storage.truststore"): NO_NACL,
+    ("storage.remote", "storage.truststore"): NO_NACL + " (a rival chain's)",
+    ("worker.gateway.calls", "documents.display"): "owned by the gateway's helper",
+    ("worker.gateway.calls", "documents.secretscan"): "owned by the gateway's helper",
+    ("worker.gateway.spool", "storage.locks"): "owned by the gateway's helper",
+    ("worker.generators", "worker.generators.http"): "libgit2, PyNaCl and click: only for an http: generator",
+    ("worker.generators", "worker.generators.openai"): "libgit2, PyNaCl and click: only for an openai: generator",
+    ("worker.generators.exec", "worker.gateway.server"): "libgit2 and PyNaCl: only an attempt with a gateway",
+    ("worker.run", "documents.errors"): "owned by the worker's helper (issue 36 step 4)",
+    ("worker.run", "documents.paths"): "owned by the worker's helper (issue 36 step 4)",
+    ("worker.run", "planner.trust"): "owned by the worker's helper (issue 36 step 4)",
+    ("worker.run", "replay.cache"): "owned by the worker's helper (issue 36 step 4)",
+    ("worker.run", "storage.records"): "owned by the worker's helper (issue 36 step 4)",
+    ("worker.run", "worker.gateway.calls"): "owned by the worker's helper (issue 36 step 4)",
+}
+
+
+def _late_imports() -> set[tuple[str, str]]:
+    """(module, module imported) for each first-party import inside a function, outside the cli
+    plane and the start-up modules, as `LATE_IMPORTS` names them (relative to git_genjob)."""
+    names = _names()
+    late: set[tuple[str, str]] = set()
+    for rel, path in _modules():
+        if _plane(rel) == "cli":
+            continue
+        tree = ast.parse(path.read_text())
+        inside = {
+            id(n)
+            for fn in ast.walk(tree)
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+            for n in ast.walk(fn)
+        }
+        module, found = _first_party(rel, path, names, tree)
+        late |= {(module, target) for node, target in found if id(node) in inside}
+    return {(m.removeprefix("git_genjob."), t.removeprefix("git_genjob.")) for m, t in late}
+
+
+def test_each_import_inside_a_function_is_listed_with_its_reason() -> None:
+    """Issue 36: at most 40, each with a reason; a new one is added here or hoisted, and one that
+    went to the top (or away) leaves the list."""
+    late = _late_imports()
+    assert sorted(late - set(LATE_IMPORTS)) == [], "new: hoist it, or list it with its reason"
+    assert sorted(set(LATE_IMPORTS) - late) == [], "stale: no longer inside a function"
+    assert all(reason.strip() for reason in LATE_IMPORTS.values())
+    assert len(LATE_IMPORTS) <= 40

@@ -7,6 +7,7 @@ from typing import Any
 
 from git_genjob.documents.errors import BadInput
 from git_genjob.worker.generators.base import Generator
+from git_genjob.worker.generators.exec import ExecGenerator
 
 
 def describe(gen: Generator) -> dict[str, str | None]:
@@ -20,8 +21,6 @@ def parse_spec(spec: str, timeout: float, sandbox: Any = None) -> Generator:
     if not sep or not rest:
         raise BadInput(f"generator spec {spec!r} is malformed", "use exec:COMMAND, http:URL or openai:BASE_URL#MODEL")
     if kind == "exec":
-        from git_genjob.worker.generators.exec import ExecGenerator
-
         return ExecGenerator(rest, timeout, sandbox)
     if kind == "http":
         from git_genjob.worker.generators.http import HttpGenerator

@@ -11,14 +11,15 @@ import signal
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING
 
 from git_genjob.documents.errors import BadInput, GenjobError
 from git_genjob.worker.generators.base import LOG_TAIL, GenContext, GenResult
+from git_genjob.worker.generators.proxy import GATEWAY_PORT
+from git_genjob.worker.generators.sandbox.choose import choose
+from git_genjob.worker.generators.sandbox.confine import confine
+from git_genjob.worker.generators.sandbox.options import Attempt, SandboxOptions
+from git_genjob.worker.generators.sandbox.paths import check_paths, check_writable
 from git_genjob.worker.generators.shell import ASSIGNMENT, SH_WORDS
-
-if TYPE_CHECKING:
-    from git_genjob.worker.generators.sandbox.options import SandboxOptions
 
 
 class ExecGenerator:
@@ -27,10 +28,6 @@ class ExecGenerator:
     model: str | None = None
 
     def __init__(self, command: str, timeout: float, sandbox: SandboxOptions | None = None):
-        from git_genjob.worker.generators.sandbox.choose import choose
-        from git_genjob.worker.generators.sandbox.options import SandboxOptions
-        from git_genjob.worker.generators.sandbox.paths import check_paths, check_writable
-
         self.command: str | None = resolve_command(command)
         self.timeout = timeout
         self.sandbox = sandbox if sandbox is not None else SandboxOptions()
@@ -53,9 +50,6 @@ class ExecGenerator:
         return env
 
     def generate(self, ctx: GenContext) -> GenResult:
-        from git_genjob.worker.generators.sandbox.confine import confine
-        from git_genjob.worker.generators.sandbox.options import Attempt
-
         assert self.command is not None
         meta = os.path.dirname(ctx.job_file)
         attempt_dir = os.path.dirname(ctx.scratch)
@@ -73,8 +67,8 @@ class ExecGenerator:
             )
             gateway, sock = None, None
             if ctx.gateway is not None:
+                # the gateway loads libgit2 and PyNaCl: only an attempt that has one
                 from git_genjob.worker.gateway.server import Gateway
-                from git_genjob.worker.generators.proxy import GATEWAY_PORT
 
                 gateway = Gateway(list(ctx.upstreams), ctx.gateway)
                 gateway.session.volatile.append(attempt_dir)

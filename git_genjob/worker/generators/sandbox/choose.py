@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from git_genjob.documents.errors import BadInput
+from git_genjob.worker.generators.proxy import parse_hosts
 from git_genjob.worker.generators.sandbox.bwrap import unshare_args
 from git_genjob.worker.generators.sandbox.landlock import landlock_abi, userns_works
 from git_genjob.worker.generators.sandbox.options import SandboxOptions
@@ -35,8 +36,6 @@ def choose(opts: SandboxOptions) -> str:
             "run it unconfined with work --no-sandbox (each receipt records it)",
         )
     if opts.allow_hosts:
-        from git_genjob.worker.generators.proxy import parse_hosts
-
         parse_hosts(opts.allow_hosts)
         if opts.allow_net:
             raise BadInput("--allow-host and --allow-net: the second already opens every host", "give one of them")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
+from git_genjob.worker.generators.proxy import GATEWAY_PORT, RELAY, RELAY_PORT, HostProxy, parse_hosts
 from git_genjob.worker.generators.sandbox.bwrap import bwrap_launch
 from git_genjob.worker.generators.sandbox.identity import hand_over, sandbox_user
 from git_genjob.worker.generators.sandbox.landlock import landlock_launch
@@ -21,9 +21,6 @@ from git_genjob.worker.generators.sandbox.paths import (
     visible_path,
     walked_dirs,
 )
-
-if TYPE_CHECKING:
-    from git_genjob.worker.generators.proxy import HostProxy
 
 
 def confine(
@@ -51,8 +48,6 @@ def confine(
     limits = rlimits(opts.limits, user[0] if user else os.getuid())
     proxy, hidden, pairs = _relays(opts, attempt, user, gateway)
     if pairs:
-        from git_genjob.worker.generators.proxy import RELAY
-
         python = os.path.abspath(sys.executable)
         auto += [p for p in installation(python, path_env, 0) if not in_system(p) and p not in auto]
         argv = ["sh", "-c", RELAY_WRAPPER, command, python, RELAY, *pairs]
@@ -65,8 +60,6 @@ def confine(
         raise
     launch.env["PATH"] = visible_path(path_env, [*ro, *auto, *rw, attempt.scratch])
     if proxy is not None:
-        from git_genjob.worker.generators.proxy import RELAY_PORT
-
         url = f"http://127.0.0.1:{RELAY_PORT}"
         launch.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url)
         launch.finish = proxy.close
@@ -86,12 +79,6 @@ def _relays(
     hidden: list[str] = []
     pairs: list[str] = []
     if opts.allow_hosts:
-        from git_genjob.worker.generators.proxy import (
-            RELAY_PORT,
-            HostProxy,
-            parse_hosts,
-        )
-
         proxy_dir = os.path.join(os.path.dirname(attempt.scratch), "proxy")
         os.makedirs(proxy_dir, exist_ok=True)
         os.chmod(proxy_dir, 0o755)
@@ -99,8 +86,6 @@ def _relays(
         hidden = [proxy_dir]
         pairs += [proxy.path, str(RELAY_PORT)]
     if gateway is not None:
-        from git_genjob.worker.generators.proxy import GATEWAY_PORT
-
         if user is not None:
             os.chown(gateway, *user)
         hidden.append(os.path.dirname(gateway))
