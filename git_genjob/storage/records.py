@@ -14,6 +14,7 @@ from git_genjob.documents.canonical import canonical_bytes, digest, sha256_hex
 from git_genjob.documents.config import Limits
 from git_genjob.documents.errors import BadInput, GenjobError, NoSuchJob
 from git_genjob.documents.job import Job, job_signer
+from git_genjob.documents.states import JobState
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.gitdir import genjob_trailers_of_commit, parse_trailers
 from git_genjob.storage.layout import ARCHIVE_REF, job_ref
@@ -49,11 +50,11 @@ class JobRecord:
     job_envelope: bytes | None = None  # the planner's DSSE signature over job_bytes (SPEC §11)
 
     @property
-    def state(self) -> str:
+    def state(self) -> JobState:
         if self.archived:
-            return self.meta.final.state if self.meta.final is not None else "applied"
+            return self.meta.final.state if self.meta.final is not None else JobState.APPLIED
         if self.receipt_bytes is not None:
-            return "done"
+            return JobState.DONE
         return self.attempts_doc.state
 
     @property
@@ -381,16 +382,16 @@ def write_event(
     record: JobRecord,
     event: str,
     files: dict[str, pygit2.Oid],
-    attempts_doc: dict[str, Any] | None,
+    attempts_doc: Attempts | None,
     state: str,
     extra: dict[str, str] | None = None,
 ) -> pygit2.Oid:
     """A new event commit on top of record.tip (no ref move)."""
     if attempts_doc is not None:
         files = dict(files)
-        files["attempts.json"] = store.blob(canonical_bytes(attempts_doc))
+        files["attempts.json"] = store.blob(attempts_doc.canonical)
     tree = store.build_tree(files)
-    epoch = int(attempts_doc["epoch"]) if attempts_doc is not None else record.epoch
+    epoch = attempts_doc.epoch if attempts_doc is not None else record.epoch
     parents = [record.tip] if record.tip is not None else []
     trailers = {"Genjob-Created": record.meta.created_at, **(extra or {})}
     return store.commit(tree, parents, event_message(event, record.key, state, epoch, trailers))

@@ -31,7 +31,7 @@ from git_genjob.documents.errors import (
 from git_genjob.documents.keys import SigningKey
 from git_genjob.documents.receipt import build_statement, sign_statement
 from git_genjob.documents.secretscan import redact
-from git_genjob.documents.states import LEASE_S, TIMEOUT_S
+from git_genjob.documents.states import LEASE_S, TIMEOUT_S, AttemptState
 from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, stop_attempt, store_receipt
 from git_genjob.planner.live import archived_leftover
 from git_genjob.storage.faults import crash_point
@@ -448,7 +448,7 @@ def _run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pr
             progress(f"fenced  {key}: {renewer.fenced}")
             return JobOutcome(key, "fenced", renewer.fenced, lease.n)
         if isinstance(result, GeneratorUnavailable):
-            state = "unknown" if result.sent else "failed_before_send"
+            state = AttemptState.UNKNOWN if result.sent else AttemptState.FAILED_BEFORE_SEND
             try:
                 end_attempt(pub, lease, state, result.message, ctx.replays, sign=opts.signing_key)
             except Conflict as exc:
