@@ -19,6 +19,7 @@ from git_genjob.documents.config import Config, read_config
 from git_genjob.documents.display import one_line, printable
 from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused
 from git_genjob.documents.job import Job, describe_difference, seal_job
+from git_genjob.documents.keys import SigningKey
 from git_genjob.documents.paths import check_path
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.states import ARCHIVED_STATES
@@ -178,7 +179,7 @@ def submit(
     key: str | None = None,
     rev: str | None = None,
     allow_secrets: bool = False,
-    signing_key: Any = None,
+    signing_key: SigningKey | None = None,
     supersedes: str | None = None,
     pub: Publisher | None = None,
 ) -> SubmitResult:
