@@ -337,7 +337,7 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
         Archive(store).finish_move(key, vouch=vouch_problem)
         clear_intent(store, key)
         final = record.meta.final
-        if final is not None and final.state == "applied":
+        if final is not None and final.state == JobState.APPLIED:
             # SPEC §11: the archive may come from a remote; its `applied` counts only where
             # this clone sees the commit on the branch it names.
             problem = vouch_problem(store, key, record.tree)

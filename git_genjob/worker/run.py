@@ -31,7 +31,7 @@ from git_genjob.documents.errors import (
 from git_genjob.documents.keys import SigningKey
 from git_genjob.documents.receipt import build_statement, sign_statement
 from git_genjob.documents.secretscan import redact
-from git_genjob.documents.states import LEASE_S, TIMEOUT_S, AttemptState
+from git_genjob.documents.states import LEASE_S, TIMEOUT_S, AttemptState, JobState
 from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, stop_attempt, store_receipt
 from git_genjob.planner.live import archived_leftover
 from git_genjob.storage.faults import crash_point
@@ -95,7 +95,7 @@ class WorkReport:
         results = {o.result for o in self.outcomes}
         if "fenced" in results:
             return EXIT_CONFLICT
-        if results & {"failed_before_send", "unknown"}:
+        if results & {AttemptState.FAILED_BEFORE_SEND, AttemptState.UNKNOWN}:
             return EXIT_UNAVAILABLE
         if self.strict and self.not_ok or "refused" in results:
             return EXIT_REFUSED
@@ -242,7 +242,7 @@ def _claim_next(
             raise missing_trust_error()
         try:
             record = load_live(store, head.key)
-            if record is None or record.state != "queued":
+            if record is None or record.state != JobState.QUEUED:
                 continue
             if not pub.shares(job_ref(head.key), record.tip):
                 continue  # local events the remote lacks: never claim from a view the remote does not share
@@ -370,7 +370,7 @@ def _stopped(pub: Publisher, lease: Lease, signal_name: str) -> str | None:
     """End a stopped attempt (ledger.stop_attempt), with further stop signals held off while it
     is written, and say what became of the job; an attempt that already ended (a receipt) is
     left as it is (None)."""
-    if lease.record.state not in ("claimed", "sending"):
+    if lease.record.state not in (JobState.CLAIMED, JobState.SENDING):
         return None
     key = lease.record.key
     with _signals_held():
@@ -379,7 +379,7 @@ def _stopped(pub: Publisher, lease: Lease, signal_name: str) -> str | None:
             pub.flush()
         except GenjobError as exc:  # fenced, or the remote is gone: recover decides once the lease lapses
             return f"stopped {key}: its attempt could not be ended ({exc.message}); git genjob recover will"
-    if state == "queued":
+    if state == JobState.QUEUED:
         return f"stopped {key}: its claim was released, the job is queued again"
     return (
         f"stopped {key}: unknown, its generator was stopped and calls may have been sent; its owner decides "
