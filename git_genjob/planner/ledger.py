@@ -21,10 +21,13 @@ from git_genjob.documents.attempts import Attempts, Final, as_text
 from git_genjob.documents.canonical import canonical_bytes, format_time, parse_time, utc_now
 from git_genjob.documents.errors import BadInput, Conflict, Refused
 from git_genjob.documents.keys import SigningKey
+from git_genjob.documents.receipt import parse_envelope
 from git_genjob.documents.signing import DROP_TYPE, EVENT_TYPE, seal
 from git_genjob.documents.states import MAX_LEASE_S, AttemptState, Event, JobState, transition
 from git_genjob.planner.live import live_jobs
 from git_genjob.planner.rows import archive_row
+from git_genjob.planner.trust import worker_trust
+from git_genjob.storage import locks
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import Publisher, Settled
@@ -33,14 +36,19 @@ from git_genjob.storage.records import (
     EVENT_ENVELOPE,
     JobRecord,
     attempt_log_path,
+    chain_root,
     drop_payload,
     event_message,
+    events,
     find_job,
+    lease_problem,
     load_tree,
     requeue_payload,
+    requeue_problem,
     vouch_problem,
     write_event,
 )
+from git_genjob.storage.truststore import trust_at_head
 
 
 def record_submit(pub: Publisher, key: str, files: dict[str, pygit2.Oid], created_at: str) -> pygit2.Oid:
@@ -242,10 +250,6 @@ def recover(pub: Publisher, now: float | None = None, trust_file: str | None = N
     A lease counts only while it runs and, where this clone holds trust to judge by, while the
     event that set it is signed by a worker key trusted for receipts: a lease a keyless remote
     forged (or one set by an untrusted worker, whose receipt would not verify) is fenced now."""
-    from git_genjob.planner.trust import worker_trust
-    from git_genjob.storage import locks
-    from git_genjob.storage.records import lease_problem
-
     report = RecoverReport()
     report.locks = locks.clear_stale(pub.store.common_dir)
     pub.refresh()
@@ -302,9 +306,6 @@ def retry(pub: Publisher, key: str, refresh: bool = False, sign: SigningKey | No
 def _requeued_unsigned(pub: Publisher, record: JobRecord) -> bool:
     """A job listed as queued that no worker will send again (a requeue nobody trusted signed):
     the owner's signed retry is what releases it."""
-    from git_genjob.storage.records import requeue_problem
-    from git_genjob.storage.truststore import trust_at_head
-
     trust = trust_at_head(pub.store)
     return requeue_problem(pub.store, record, trust.signers, trust.revoked) is not None
 
@@ -312,8 +313,6 @@ def _requeued_unsigned(pub: Publisher, record: JobRecord) -> bool:
 def _receipt_status(record: JobRecord) -> str | None:
     if record.receipt_bytes is None:
         return None
-    from git_genjob.documents.receipt import parse_envelope
-
     try:
         return parse_envelope(record.receipt_bytes).predicate.status
     except BadInput:
@@ -325,8 +324,6 @@ def archive(pub: Publisher, record: JobRecord, final: Final, sign: SigningKey | 
 
     With `sign` (the owner's planner key) a drop carries the owner's signature, without which
     no other clone takes the archive's word that the job ended (SPEC §11)."""
-    from git_genjob.storage.records import events, load_tree
-
     store = pub.store
     assert record.tip is not None
     meta = record.meta.to_dict()
@@ -369,8 +366,6 @@ def _as_submitted(pub: Publisher, key: str) -> JobRecord:
     archive move's lease is on what the ref holds now). What was appended after the submit is
     dropped with it; the drop's signature covers the submitted job.json, which is what another
     clone judges it by. Raises the damage itself when even the submit commit is unreadable."""
-    from git_genjob.storage.records import chain_root, load_tree
-
     store = pub.store
     tip = store.ref_target(job_ref(key))
     if tip is None:
