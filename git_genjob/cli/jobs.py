@@ -179,7 +179,7 @@ STATE_CHOICE = _state_choice()
 @json_option
 def status(key: str | None, state: str | None, include_all: bool, as_json: bool) -> None:
     """The queue: one line per job (or one job's state)."""
-    from git_genjob.documents.states import APPLYABLE, is_applyable
+    from git_genjob.documents.states import APPLYABLE, ARCHIVED_STATES, JobState, is_applyable
     from git_genjob.planner.queue import status as do_status
     from git_genjob.planner.rows import StatusRow, status_lines, summarize
     from git_genjob.storage.records import find_job
@@ -194,8 +194,8 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
 
     # plain `status` is kept for the fast path; the stamp is taken before anything is read
     taken = statusfast.before(store) if state is None and not include_all else None
-    archived_state = state in ("applied", "dropped", "superseded")
-    rows = do_status(store, "done" if state == APPLYABLE else state, include_all or archived_state)
+    archived_state = state in ARCHIVED_STATES
+    rows = do_status(store, JobState.DONE if state == APPLYABLE else state, include_all or archived_state)
     if taken is not None:  # what `status` prints from here on without libgit2
         statusfast.remember(store, taken, rows, coloured=painter is not plain)
     if state == APPLYABLE:

@@ -7,14 +7,15 @@ or raises BadInput (exit 2). Nothing else indexes the raw JSON.
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from git_genjob.documents.canonical import parse_strict
+from git_genjob.documents.canonical import canonical_bytes, parse_strict
 from git_genjob.documents.display import printable
 from git_genjob.documents.errors import BadInput
-from git_genjob.documents.states import ARCHIVED_STATES, LIVE_STATES, AttemptState
+from git_genjob.documents.states import ARCHIVED_STATES, LIVE_STATES, AttemptState, JobState
 
 JOB_STATES = tuple(str(s) for s in LIVE_STATES)  # attempts.json: a live job's states
 ATTEMPT_STATES = tuple(str(s) for s in AttemptState)
@@ -109,7 +110,7 @@ class Attempt:
     worker: str
     epoch: int
     lease_until: str
-    state: str
+    state: AttemptState
     started_at: str
     claim: str | None = None
     finished_at: str | None = None
@@ -123,7 +124,7 @@ class Attempt:
             "worker": self.worker,
             "epoch": self.epoch,
             "lease_until": self.lease_until,
-            "state": self.state,
+            "state": str(self.state),
             "started_at": self.started_at,
         }
         for name in ("claim", "finished_at", "reason", "recovered_at"):
@@ -150,7 +151,7 @@ def _attempt(doc: object, what: str) -> Attempt:
         worker=check_label(d["worker"], f"{what}.worker"),
         epoch=check_int(d["epoch"], f"{what}.epoch"),
         lease_until=check_time(d["lease_until"], f"{what}.lease_until"),
-        state=check_choice(d["state"], f"{what}.state", ATTEMPT_STATES),
+        state=AttemptState(check_choice(d["state"], f"{what}.state", ATTEMPT_STATES)),
         started_at=check_time(d["started_at"], f"{what}.started_at"),
         claim=_opt(d, "claim", check_oid, what),
         finished_at=_opt(d, "finished_at", check_time, what),
@@ -165,14 +166,64 @@ class Attempts:
     """attempts.json: the epoch (bumped by every fencing event), the job's state, each attempt."""
 
     epoch: int = 0
-    state: str = "queued"
+    state: JobState = JobState.QUEUED
     attempts: tuple[Attempt, ...] = ()
     refresh: bool = False  # `retry --refresh`: the next attempt asks the model afresh
+
+    # -- transitions: each returns the next value; the ledger names the job's state through
+    # `moved` with what `states.transition` answers, never by hand.
+
+    def moved(self, state: JobState) -> Attempts:
+        """The job's state after an event (`states.transition` decides it)."""
+        return replace(self, state=state)
+
+    def claimed(self, worker: str, lease_until: str, started_at: str) -> Attempts:
+        """A new attempt by `worker`: the epoch is bumped, fencing every earlier one."""
+        epoch = self.epoch + 1
+        attempt = Attempt(len(self.attempts) + 1, worker, epoch, lease_until, AttemptState.CLAIMED, started_at)
+        return replace(self, epoch=epoch, attempts=(*self.attempts, attempt))
+
+    def sending(self, claim: str, lease_until: str) -> Attempts:
+        """The current attempt, durably sending before its first byte goes out."""
+        return self._last(state=AttemptState.SENDING, claim=claim, lease_until=lease_until)
+
+    def renewed(self, lease_until: str) -> Attempts:
+        return self._last(lease_until=lease_until)
+
+    def finished(self, at: str, replays: tuple[str, ...]) -> Attempts:
+        """The current attempt's receipt; `refresh` is spent (a later retry replays unless asked again)."""
+        return replace(self._last(state=AttemptState.FINISHED, finished_at=at, replays=replays), refresh=False)
+
+    def ended(self, state: AttemptState, at: str, reason: str, replays: tuple[str, ...] | None = None) -> Attempts:
+        """The worker's own verdict without a receipt (failed before send, unknown); `replays`
+        None keeps what the attempt held. Fencing: the epoch is bumped."""
+        changes: dict[str, Any] = {"state": state, "finished_at": at, "reason": reason}
+        if replays is not None:
+            changes["replays"] = replays
+        return replace(self._last(**changes), epoch=self.epoch + 1)
+
+    def fenced(self, at: str) -> Attempts:
+        """A lapsed lease fenced by `recover`: a claim failed before send, a send is unknown."""
+        was = self.attempts[-1].state
+        state = AttemptState.FAILED_BEFORE_SEND if was == AttemptState.CLAIMED else AttemptState.UNKNOWN
+        return replace(self._last(state=state, recovered_at=at), epoch=self.epoch + 1)
+
+    def retried(self, refresh: bool) -> Attempts:
+        """The owner's new attempt: fencing (epoch bumped), asking the model afresh with `refresh`."""
+        return replace(self, epoch=self.epoch + 1, refresh=refresh)
+
+    def _last(self, **changes: Any) -> Attempts:
+        return replace(self, attempts=(*self.attempts[:-1], replace(self.attempts[-1], **changes)))
+
+    @functools.cached_property
+    def canonical(self) -> bytes:
+        """attempts.json's one byte form, serialized once: what an event stores and its writer signs."""
+        return canonical_bytes(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "epoch": self.epoch,
-            "state": self.state,
+            "state": str(self.state),
             "attempts": [a.to_dict() for a in self.attempts],
         }
         if self.refresh:
@@ -194,7 +245,7 @@ def parse_attempts(data: bytes | None) -> Attempts:
         raise BadInput("attempts.json attempts must be numbered 1, 2, 3, ... in order")
     return Attempts(
         check_int(d["epoch"], "attempts.json epoch"),
-        check_choice(d["state"], "attempts.json state", JOB_STATES),
+        JobState(check_choice(d["state"], "attempts.json state", JOB_STATES)),
         attempts,
         "refresh" in d,
     )
@@ -218,18 +269,18 @@ class Final:
     """How an archived job ended: applied (commit, branch, receipt), dropped (why, by, was) or
     superseded (by, was, and `superseded_by`: the key of the job `resubmit` minted for it)."""
 
-    state: str
+    state: JobState
     at: str | None = None
     commit: str | None = None
     branch: str | None = None
     receipt: str | None = None
     why: str | None = None
     by: str | None = None
-    was: str | None = None
+    was: JobState | None = None
     superseded_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        return {k: str(v) if isinstance(v, JobState) else v for k, v in self.__dict__.items() if v is not None}
 
 
 _FINAL_FIELDS = {"at", "commit", "branch", "receipt", "why", "by", "was", "superseded_by"}
@@ -239,14 +290,14 @@ def _final(doc: object) -> Final:
     d = _object(doc, "meta.json final", {"state"}, _FINAL_FIELDS)
     w = "meta.json final"
     return Final(
-        state=check_choice(d["state"], f"{w}.state", FINAL_STATES),
+        state=JobState(check_choice(d["state"], f"{w}.state", FINAL_STATES)),
         at=_opt(d, "at", check_time, w),
         commit=_opt(d, "commit", check_oid, w),
         branch=_opt(d, "branch", lambda v, n: check_label(v, n, 1024), w),
         receipt=_opt(d, "receipt", lambda v, n: check_label(v, n, 80), w),
         why=_opt(d, "why", check_text, w),
         by=_opt(d, "by", lambda v, n: check_label(v, n, 512), w),
-        was=_opt(d, "was", lambda v, n: check_choice(v, n, JOB_STATES), w),
+        was=_opt(d, "was", lambda v, n: JobState(check_choice(v, n, JOB_STATES)), w),
         superseded_by=_opt(d, "superseded_by", check_label, w),
     )
 

@@ -12,9 +12,11 @@ from typing import Any
 
 import pygit2
 
+from git_genjob.documents.attempts import Final
 from git_genjob.documents.config import read_config
 from git_genjob.documents.errors import BadInput, Conflict, LockHeld, Refused
 from git_genjob.documents.receipt import GeneratorInfo
+from git_genjob.documents.states import JobState
 from git_genjob.landing.hooks import installed_by_genjob
 from git_genjob.landing.merge import MERGED_TRAILER, changed_paths, merge_onto, side_branch_base
 from git_genjob.landing.summary import Facts, Party, generator_label, render
@@ -414,7 +416,7 @@ def _archived(store: Store, record: JobRecord) -> Applied:
     Archive(store).finish_move(key, vouch=vouch_problem)
     clear_intent(store, key)
     final = record.meta.final
-    if final is not None and final.state == "applied":
+    if final is not None and final.state == JobState.APPLIED:
         problem = vouch_problem(store, key, record.tree)
         if problem is not None:
             raise Refused(
@@ -512,12 +514,8 @@ def _finish(store: Store, record: JobRecord, verdict: Verdict, commit: pygit2.Oi
     write_note(store, commit, receipt_note_text(record, verdict), RECEIPTS_REF)  # the envelope first: audit needs it
     write_note(store, commit, note_text(record, verdict), replace=True)  # a rendering, never a union
     crash_point("after-note")
-    final = {
-        "state": "applied",
-        "commit": str(commit),
-        "branch": ref_name,
-        "receipt": verdict.envelope.digest if verdict.envelope else None,
-    }
+    receipt = verdict.envelope.digest if verdict.envelope else None  # an ok verdict has its envelope
+    final = Final(JobState.APPLIED, commit=str(commit), branch=ref_name, receipt=receipt)
 
     def attempt() -> None:
         live = find_job(store, record.key)

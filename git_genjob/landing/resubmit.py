@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from git_genjob.documents.attempts import Final
 from git_genjob.documents.canonical import utc_now
 from git_genjob.documents.errors import Conflict, Refused
 from git_genjob.documents.states import JobState
@@ -70,14 +71,14 @@ def resubmit(store: Store, key: str, remote: str | None = None) -> Resubmitted:
     if isinstance(pub, OnePush):
         pub.carry(job_ref(new.key))
     sig = store.signature()
-    ended = {
-        "state": str(JobState.SUPERSEDED),
-        "superseded_by": new.key,
-        "why": f"resubmitted as {new.key}",
-        "by": f"{sig.name} <{sig.email}>",
-        "at": utc_now(),
-        "was": record.state,
-    }
+    ended = Final(
+        JobState.SUPERSEDED,
+        superseded_by=new.key,
+        why=f"resubmitted as {new.key}",
+        by=f"{sig.name} <{sig.email}>",
+        at=utc_now(),
+        was=record.state,
+    )
     # Signed by the owner, as a drop is: other clones end the old job only on a trusted planner's word.
     archive(pub, record, ended, planner_key(store))
     if isinstance(pub, OnePush):

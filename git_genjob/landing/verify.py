@@ -22,6 +22,7 @@ from git_genjob.documents.receipt import (
     parse_envelope,
     sandbox_problems,
 )
+from git_genjob.documents.states import Event, JobState
 from git_genjob.landing.merge import check_merge
 from git_genjob.planner.trust import TrustStore, job_trust, trust_from_tree, trust_from_worktree, untrusted_hint
 from git_genjob.storage.blobs import blob_digests
@@ -273,10 +274,10 @@ def _check_fencing(store: Store, record: JobRecord, pred: Predicate) -> list[str
             commit = store.get_commit(oid)
             t = parse_trailers(commit.message)
             if str(oid) == pred.claim:
-                if t.get("Genjob-Event") != "claimed" or t.get("Genjob-Attempt") != attempt:
+                if t.get("Genjob-Event") != Event.CLAIMED or t.get("Genjob-Attempt") != attempt:
                     return [f"commit {str(oid)[:12]} is not the claim of attempt {attempt}"]
                 return []
-            if t.get("Genjob-Event") not in ("sending", "renewed") or t.get("Genjob-Attempt") != attempt:
+            if t.get("Genjob-Event") not in (Event.SENDING, Event.RENEWED) or t.get("Genjob-Attempt") != attempt:
                 return [f"a {t.get('Genjob-Event', '?')} event came between claim {pred.claim[:12]} and the receipt"]
             oid = commit.parent_ids[0] if commit.parent_ids else None
         return [f"claim {pred.claim[:12]} is not in the chain below the receipt"]
@@ -316,7 +317,7 @@ def verify(
     store: Store, key: str, branch: str | None = None, progress: Callable[[str], None] = lambda _: None
 ) -> Verdict:
     record = find_job(store, key)
-    if record.archived and record.state == "applied":
+    if record.archived and record.state == JobState.APPLIED:
         head = store.head_commit()
         policy = read_config(store, head.tree).require_sandbox if head is not None else False
         verdict = check_receipt(store, record, trust_from_worktree(store), progress=progress, require_sandbox=policy)

@@ -14,17 +14,20 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import pygit2
 
-from git_genjob.documents.attempts import as_text
+from git_genjob.documents.attempts import Attempts, Final, as_text
 from git_genjob.documents.canonical import canonical_bytes, format_time, parse_time, utc_now
 from git_genjob.documents.errors import BadInput, Conflict, Refused
+from git_genjob.documents.keys import SigningKey
+from git_genjob.documents.receipt import parse_envelope
 from git_genjob.documents.signing import DROP_TYPE, EVENT_TYPE, seal
-from git_genjob.documents.states import MAX_LEASE_S, Event, JobState, transition
+from git_genjob.documents.states import MAX_LEASE_S, AttemptState, Event, JobState, transition
 from git_genjob.planner.live import live_jobs
 from git_genjob.planner.rows import archive_row
+from git_genjob.planner.trust import worker_trust
+from git_genjob.storage import locks
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import Publisher, Settled
@@ -33,14 +36,19 @@ from git_genjob.storage.records import (
     EVENT_ENVELOPE,
     JobRecord,
     attempt_log_path,
+    chain_root,
     drop_payload,
     event_message,
+    events,
     find_job,
+    lease_problem,
     load_tree,
     requeue_payload,
+    requeue_problem,
     vouch_problem,
     write_event,
 )
+from git_genjob.storage.truststore import trust_at_head
 
 
 def record_submit(pub: Publisher, key: str, files: dict[str, pygit2.Oid], created_at: str) -> pygit2.Oid:
@@ -69,11 +77,11 @@ def _files(record: JobRecord) -> dict[str, pygit2.Oid]:
 def _advance(
     pub: Publisher,
     record: JobRecord,
-    event: str,
-    attempts: dict[str, Any],
+    event: Event,
+    attempts: Attempts,
     files: dict[str, pygit2.Oid] | None = None,
     extra: dict[str, str] | None = None,
-    sign: Any = None,
+    sign: SigningKey | None = None,
     defer: bool = False,
     ride: Settled | None = None,
 ) -> JobRecord:
@@ -84,25 +92,21 @@ def _advance(
     store = pub.store
     files = files if files is not None else _files(record)
     state = transition(record.state, event)  # the one table decides where the event leads
-    attempts["state"] = state.value
+    doc = attempts.moved(state)
     if sign is not None and record.tip is not None:
-        payload = requeue_payload(event, record.key, record.tip, canonical_bytes(attempts))
+        payload = requeue_payload(event, record.key, record.tip, doc.canonical)
         files = {**files, EVENT_ENVELOPE: store.blob(seal(EVENT_TYPE, payload, sign))}
     message = f"genjob: {event} {record.key}"
     tip = pub.advance(
         job_ref(record.key),
         record.tip,
-        lambda: write_event(store, record, event, files, attempts, state, extra),
+        lambda: write_event(store, record, event, files, doc, state, extra),
         message,
-        wait=event != "claimed",  # a claim that meets another worker's lock picks another job
+        wait=event != Event.CLAIMED,  # a claim that meets another worker's lock picks another job
         defer=defer,
         ride=ride,
     )
     return load_tree(store, record.key, store.get_commit(tip).tree, tip, archived=False)
-
-
-def _attempts(record: JobRecord) -> dict[str, Any]:
-    return record.attempts_doc.to_dict()
 
 
 @dataclass
@@ -111,56 +115,50 @@ class Lease:
     n: int
     claim: str
     lease_s: float
-    sign: Any = None  # the worker's key: it signs every event that sets the lease (SPEC §11)
+    sign: SigningKey | None = None  # the worker's key: it signs every event that sets the lease (SPEC §11)
 
 
 def claim(
-    pub: Publisher, record: JobRecord, worker_id: str, lease_s: float, sign: Any = None, defer: bool = False
+    pub: Publisher,
+    record: JobRecord,
+    worker_id: str,
+    lease_s: float,
+    sign: SigningKey | None = None,
+    defer: bool = False,
 ) -> Lease:
     """Claim a queued job: a compare-and-swap from the state read, with a nonce. With `sign` (the
     worker's key) the claim and each later lease event carry the worker's signature, so a lease
     a keyless remote forges holds nothing up (`recover` fences it at once)."""
-    if record.state != "queued":
+    if record.state != JobState.QUEUED:
         raise Conflict(f"job {record.key} is {record.state}, not queued", "pick another job")
-    doc = _attempts(record)
-    doc["epoch"] += 1
-    n = len(doc["attempts"]) + 1
     now = time.time()
-    doc["attempts"].append(
-        {
-            "n": n,
-            "worker": worker_id,
-            "epoch": doc["epoch"],
-            "lease_until": format_time(now + lease_s),
-            "state": "claimed",
-            "started_at": format_time(now),
-        }
-    )
+    doc = record.attempts_doc.claimed(worker_id, format_time(now + lease_s), format_time(now))
+    n = len(doc.attempts)
     extra = {"Genjob-Nonce": os.urandom(16).hex(), "Genjob-Attempt": str(n)}
-    new = _advance(pub, record, "claimed", doc, extra=extra, sign=sign, defer=defer)
+    new = _advance(pub, record, Event.CLAIMED, doc, extra=extra, sign=sign, defer=defer)
     assert new.tip is not None
     return Lease(new, n, str(new.tip), lease_s, sign)
 
 
-def _current(lease: Lease, doc: dict[str, Any]) -> dict[str, Any]:
-    attempt: dict[str, Any] = doc["attempts"][-1]
-    if attempt["n"] != lease.n:
+def _current(lease: Lease) -> Attempts:
+    """The lease's job's attempts, while the lease's attempt is still the current one."""
+    doc = lease.record.attempts_doc
+    if doc.attempts[-1].n != lease.n:
         raise Conflict(f"job {lease.record.key}: attempt {lease.n} was superseded", "this worker was fenced")
-    return attempt
+    return doc
 
 
 def record_sending(pub: Publisher, lease: Lease) -> None:
     """Durable `sending` before the first byte goes to a generator."""
-    doc = _attempts(lease.record)
-    attempt = _current(lease, doc)
-    attempt.update(state="sending", claim=lease.claim, lease_until=format_time(time.time() + lease.lease_s))
-    lease.record = _advance(pub, lease.record, "sending", doc, extra={"Genjob-Attempt": str(lease.n)}, sign=lease.sign)
+    doc = _current(lease).sending(lease.claim, format_time(time.time() + lease.lease_s))
+    extra = {"Genjob-Attempt": str(lease.n)}
+    lease.record = _advance(pub, lease.record, Event.SENDING, doc, extra=extra, sign=lease.sign)
 
 
 def renew(pub: Publisher, lease: Lease) -> None:
-    doc = _attempts(lease.record)
-    _current(lease, doc)["lease_until"] = format_time(time.time() + lease.lease_s)
-    lease.record = _advance(pub, lease.record, "renewed", doc, extra={"Genjob-Attempt": str(lease.n)}, sign=lease.sign)
+    doc = _current(lease).renewed(format_time(time.time() + lease.lease_s))
+    extra = {"Genjob-Attempt": str(lease.n)}
+    lease.record = _advance(pub, lease.record, Event.RENEWED, doc, extra=extra, sign=lease.sign)
 
 
 def store_receipt(
@@ -177,10 +175,7 @@ def store_receipt(
     `logs` (the generator's stdout and stderr, tails already redacted) are kept with the attempt
     at attempts/<n>/<name>, carried by every later event (SPEC §12.4)."""
     store = pub.store
-    doc = _attempts(lease.record)
-    attempt = _current(lease, doc)
-    attempt.update(state="finished", finished_at=utc_now(), replays=replays)
-    doc.pop("refresh", None)  # asked afresh once: a later retry replays unless asked again
+    doc = _current(lease).finished(utc_now(), tuple(replays))  # spends `refresh`: asked afresh once
     files = {p: o for p, o in _files(lease.record).items() if not p.startswith("outputs/")}
     files["receipt.json"] = store.blob(envelope)
     for path, data in outputs.items():
@@ -189,21 +184,23 @@ def store_receipt(
     for name, data in (logs or {}).items():
         files[attempt_log_path(lease.n, name)] = store.blob(data)
     extra = {"Genjob-Attempt": str(lease.n)}
-    lease.record = _advance(pub, lease.record, "receipt", doc, files, extra=extra, ride=ride)
+    lease.record = _advance(pub, lease.record, Event.RECEIPT, doc, files, extra=extra, ride=ride)
     return lease.record
 
 
 def end_attempt(
-    pub: Publisher, lease: Lease, state: str, reason: str, replays: list[str] | None = None, sign: Any = None
+    pub: Publisher,
+    lease: Lease,
+    state: AttemptState,
+    reason: str,
+    replays: list[str] | None = None,
+    sign: SigningKey | None = None,
 ) -> None:
     """The worker's own verdict on an attempt without a receipt: failed_before_send or unknown.
     `failed` requeues a job that reached `sending`: the worker signs it with its key."""
-    doc = _attempts(lease.record)
-    attempt = _current(lease, doc)
-    attempt.update(state=state, finished_at=utc_now(), reason=as_text(reason), replays=replays or [])
-    doc["epoch"] += 1
-    event = "failed" if state == "failed_before_send" else "unknown"
-    signer = sign if event == "failed" else None
+    doc = _current(lease).ended(state, utc_now(), as_text(reason), tuple(replays or ()))
+    event = Event.FAILED if state == AttemptState.FAILED_BEFORE_SEND else Event.UNKNOWN
+    signer = sign if event == Event.FAILED else None
     lease.record = _advance(pub, lease.record, event, doc, extra={"Genjob-Attempt": str(lease.n)}, sign=signer)
 
 
@@ -212,18 +209,16 @@ def stop_attempt(pub: Publisher, lease: Lease, signal_name: str) -> str:
     its key as its lease events are: a claim it had not started is released (queued again), a
     send becomes unknown (its calls may have been sent: the owner retries or drops it, at once).
     Returns the job's state after."""
-    doc = _attempts(lease.record)
-    attempt = _current(lease, doc)
-    started = lease.record.state == "sending"
+    started = lease.record.state == JobState.SENDING
     why = (
         f"the worker was stopped ({signal_name}) while its generator ran; calls may have been sent"
         if started
         else f"the worker was stopped ({signal_name}) before it started the job"
     )
-    attempt.update(state="unknown" if started else "failed_before_send", finished_at=utc_now(), reason=why)
-    doc["epoch"] += 1
+    verdict = AttemptState.UNKNOWN if started else AttemptState.FAILED_BEFORE_SEND
+    doc = _current(lease).ended(verdict, utc_now(), why)
     extra = {"Genjob-Attempt": str(lease.n)}
-    lease.record = _advance(pub, lease.record, "stopped", doc, extra=extra, sign=lease.sign)
+    lease.record = _advance(pub, lease.record, Event.STOPPED, doc, extra=extra, sign=lease.sign)
     return lease.record.state
 
 
@@ -255,10 +250,6 @@ def recover(pub: Publisher, now: float | None = None, trust_file: str | None = N
     A lease counts only while it runs and, where this clone holds trust to judge by, while the
     event that set it is signed by a worker key trusted for receipts: a lease a keyless remote
     forged (or one set by an untrusted worker, whose receipt would not verify) is fenced now."""
-    from git_genjob.planner.trust import worker_trust
-    from git_genjob.storage import locks
-    from git_genjob.storage.records import lease_problem
-
     report = RecoverReport()
     report.locks = locks.clear_stale(pub.store.common_dir)
     pub.refresh()
@@ -267,29 +258,27 @@ def recover(pub: Publisher, now: float | None = None, trust_file: str | None = N
     for key in pub.store.live_keys():
         if Archive(pub.store).finish_move(key, vouch=vouch_problem):
             report.archived.append(key)
-    for record in live_jobs(pub.store, states=("claimed", "sending")):
-        if record.state not in ("claimed", "sending"):
+    running = (JobState.CLAIMED, JobState.SENDING)
+    for record in live_jobs(pub.store, states=running):
+        if record.state not in running:
             continue
-        doc = _attempts(record)
-        attempt = doc["attempts"][-1]
-        until = parse_time(attempt["lease_until"])
+        attempt = record.attempts[-1]
+        until = parse_time(attempt.lease_until)
         if now < until <= now + MAX_LEASE_S:  # beyond the longest lease a worker takes: forged, fenced
             if not trust.signers or lease_problem(pub.store, record, trust.signers, trust.revoked) is None:
                 continue
             report.forged.append(record.key)
-        was = attempt["state"]
-        attempt.update(state="failed_before_send" if was == "claimed" else "unknown", recovered_at=format_time(now))
-        doc["epoch"] += 1
+        doc = record.attempts_doc.fenced(format_time(now))
         try:
-            _advance(pub, record, "recovered", doc, extra={"Genjob-Attempt": str(attempt["n"])})
+            _advance(pub, record, Event.RECOVERED, doc, extra={"Genjob-Attempt": str(attempt.n)})
         except Conflict:
             report.lost.append(record.key)
             continue
-        (report.requeued if was == "claimed" else report.unknown).append(record.key)
+        (report.requeued if attempt.state == AttemptState.CLAIMED else report.unknown).append(record.key)
     return report
 
 
-def retry(pub: Publisher, key: str, refresh: bool = False, sign: Any = None) -> JobRecord:
+def retry(pub: Publisher, key: str, refresh: bool = False, sign: SigningKey | None = None) -> JobRecord:
     """The owner's explicit new attempt of the same job (same key, same digest), signed with the
     owner's planner key `sign` (a worker claims a job that was sent once only on that word).
 
@@ -300,30 +289,23 @@ def retry(pub: Publisher, key: str, refresh: bool = False, sign: Any = None) -> 
     record = find_job(pub.store, key)
     if record.archived:
         raise BadInput(f"job {key} is {record.state} and archived", "submit a new job (with a new --key) instead")
-    if record.state in ("claimed", "sending"):
+    if record.state in (JobState.CLAIMED, JobState.SENDING):
         raise Conflict(
             f"job {key} is {record.state} by a worker whose lease may still run",
             "wait for the lease to lapse and run git genjob recover first",
         )
-    if record.state == "queued" and not _requeued_unsigned(pub, record):
+    if record.state == JobState.QUEUED and not _requeued_unsigned(pub, record):
         raise Refused(f"job {key} is already queued", "a worker will pick it up: git genjob work")
-    if record.state == "done" and _receipt_status(record) == "ok":
+    if record.state == JobState.DONE and _receipt_status(record) == "ok":
         raise Refused(f"job {key} has an ok receipt", f"apply it (git genjob apply {key}) or drop it")
-    doc = _attempts(record)
-    doc["epoch"] += 1
-    doc.pop("refresh", None)
-    if refresh:
-        doc["refresh"] = True
+    doc = record.attempts_doc.retried(refresh)
     files = {p: o for p, o in _files(record).items() if p != "receipt.json" and not p.startswith("outputs/")}
-    return _advance(pub, record, "retried", doc, files, sign=sign)
+    return _advance(pub, record, Event.RETRIED, doc, files, sign=sign)
 
 
 def _requeued_unsigned(pub: Publisher, record: JobRecord) -> bool:
     """A job listed as queued that no worker will send again (a requeue nobody trusted signed):
     the owner's signed retry is what releases it."""
-    from git_genjob.storage.records import requeue_problem
-    from git_genjob.storage.truststore import trust_at_head
-
     trust = trust_at_head(pub.store)
     return requeue_problem(pub.store, record, trust.signers, trust.revoked) is not None
 
@@ -331,33 +313,29 @@ def _requeued_unsigned(pub: Publisher, record: JobRecord) -> bool:
 def _receipt_status(record: JobRecord) -> str | None:
     if record.receipt_bytes is None:
         return None
-    from git_genjob.documents.receipt import parse_envelope
-
     try:
         return parse_envelope(record.receipt_bytes).predicate.status
     except BadInput:
         return None
 
 
-def archive(pub: Publisher, record: JobRecord, final: dict[str, Any], sign: Any = None) -> None:
+def archive(pub: Publisher, record: JobRecord, final: Final, sign: SigningKey | None = None) -> None:
     """Move a live job into refs/genjob/archive (one atomic two-ref update).
 
     With `sign` (the owner's planner key) a drop carries the owner's signature, without which
     no other clone takes the archive's word that the job ended (SPEC §11)."""
-    from git_genjob.storage.records import events, load_tree
-
     store = pub.store
     assert record.tip is not None
     meta = record.meta.to_dict()
-    meta["final"] = final
+    meta["final"] = final.to_dict()
     meta["chain"] = [{"commit": str(e.commit), "event": e.event, "state": e.state} for e in events(store, record.tip)]
     files = dict(record.files)
     files["meta.json"] = store.blob(canonical_bytes(meta))
     if sign is not None:
-        payload = drop_payload(record.key, record.job.digest, final.get("why", ""), final.get("at", ""))
+        payload = drop_payload(record.key, record.job.digest, final.why or "", final.at or "")
         files[DROP_ENVELOPE] = store.blob(seal(DROP_TYPE, payload, sign))
     tree = store.build_tree(files)
-    state = final["state"]
+    state = final.state
     msg = f"genjob: archive {record.key} ({state})\n\nGenjob-Key: {record.key}\nGenjob-State: {state}\n"
     final_tree = store.get(tree)
     assert isinstance(final_tree, pygit2.Tree)
@@ -365,7 +343,7 @@ def archive(pub: Publisher, record: JobRecord, final: dict[str, Any], sign: Any 
     pub.archive(record.key, record.tip, tree, msg, row)
 
 
-def drop(pub: Publisher, key: str, why: str, by: str, sign: Any = None) -> JobRecord:
+def drop(pub: Publisher, key: str, why: str, by: str, sign: SigningKey | None = None) -> JobRecord:
     """The owner ends a job: it moves to the archive with the reason, signed with `sign`."""
     if not why.strip():
         raise BadInput("drop needs a reason", "pass --why TEXT")
@@ -376,9 +354,9 @@ def drop(pub: Publisher, key: str, why: str, by: str, sign: Any = None) -> JobRe
         record = _as_submitted(pub, key)  # damaged after submit: the owner still ends it
     if record.archived:
         return record
-    if record.state in ("claimed", "sending"):
+    if record.state in (JobState.CLAIMED, JobState.SENDING):
         raise Conflict(f"job {key} is {record.state} by a live worker", "wait for the lease, run recover, then drop")
-    final = {"state": "dropped", "why": why, "by": by, "at": utc_now(), "was": record.state}
+    final = Final(JobState.DROPPED, why=why, by=by, at=utc_now(), was=record.state)
     archive(pub, record, final, sign)
     return find_job(pub.store, key)
 
@@ -388,14 +366,12 @@ def _as_submitted(pub: Publisher, key: str) -> JobRecord:
     archive move's lease is on what the ref holds now). What was appended after the submit is
     dropped with it; the drop's signature covers the submitted job.json, which is what another
     clone judges it by. Raises the damage itself when even the submit commit is unreadable."""
-    from git_genjob.storage.records import chain_root, load_tree
-
     store = pub.store
     tip = store.ref_target(job_ref(key))
     if tip is None:
         raise BadInput(f"job {key} is damaged and not live here", "inspect it with git show")
     root = store.get_commit(chain_root(store, tip))
     record = load_tree(store, key, root.tree, tip, archived=False)
-    if record.state in ("claimed", "sending"):  # the submit commit says queued; be sure anyway
+    if record.state in (JobState.CLAIMED, JobState.SENDING):  # the submit commit says queued; be sure anyway
         raise Conflict(f"job {key} is {record.state}", "wait for the lease, run recover, then drop")
     return record

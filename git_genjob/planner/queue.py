@@ -19,10 +19,11 @@ from git_genjob.documents.config import Config, read_config
 from git_genjob.documents.display import one_line, printable, usage_text
 from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused
 from git_genjob.documents.job import Job, describe_difference, seal_job
+from git_genjob.documents.keys import SigningKey
 from git_genjob.documents.paths import check_path
 from git_genjob.documents.receipt import check_signature, parse_envelope
 from git_genjob.documents.secretscan import find_secret
-from git_genjob.documents.states import ARCHIVED_STATES
+from git_genjob.documents.states import ARCHIVED_STATES, JobState
 from git_genjob.planner.ledger import record_submit
 from git_genjob.planner.live import archived_leftover, archived_lookup
 from git_genjob.planner.rows import StatusRow, summarize
@@ -183,7 +184,7 @@ def submit(
     key: str | None = None,
     rev: str | None = None,
     allow_secrets: bool = False,
-    signing_key: Any = None,
+    signing_key: SigningKey | None = None,
     supersedes: str | None = None,
     pub: Publisher | None = None,
 ) -> SubmitResult:
@@ -246,7 +247,7 @@ def submit(
             raise
         return again
     warnings = _path_warnings(store, job)
-    return SubmitResult(job.key, job.digest, "queued", True, warnings=warnings)
+    return SubmitResult(job.key, job.digest, JobState.QUEUED, True, warnings=warnings)
 
 
 def _check_instruction(instruction: str, cfg: Config, allow_secrets: bool) -> None:
@@ -575,7 +576,7 @@ def _answers(store: Store, record: JobRecord) -> dict[str, Any]:
             except GenjobError as exc:
                 out["signer"] = {"name": None, "keyid": None, "verified": False, "why": exc.message}
     final = record.meta.final
-    if final is not None and final.state == "applied" and final.commit:
+    if final is not None and final.state == JobState.APPLIED and final.commit:
         merged = None
         if store.has(final.commit):
             merged = parse_trailers(store.get_commit(final.commit).message).get("Genjob-Merged-Onto")

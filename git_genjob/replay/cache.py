@@ -17,7 +17,7 @@ import pygit2
 from git_genjob.documents.canonical import canonical_bytes, parse_strict, sha256_hex, utc_now
 from git_genjob.documents.config import Config
 from git_genjob.documents.errors import BadInput, GenjobError, Refused, Unavailable
-from git_genjob.documents.keys import NS_REPLAY, NS_REVIEW, TrustedKey
+from git_genjob.documents.keys import NS_REPLAY, NS_REVIEW, SigningKey, TrustedKey
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.signing import REPLAY_TYPE, seal, signer_of, unseal
 from git_genjob.replay.prompt import normalize_text
@@ -118,7 +118,9 @@ class Cache:
     shared). What counts nowhere is listed in `Entry.ignored` and never served (SPEC §11).
     """
 
-    def __init__(self, store: Store, sign: Any = None, trust: tuple[list[TrustedKey], set[bytes]] | None = None):
+    def __init__(
+        self, store: Store, sign: SigningKey | None = None, trust: tuple[list[TrustedKey], set[bytes]] | None = None
+    ):
         self.store = store
         self.sign = sign  # the key this clone signs its events with (a worker's), or None: unsigned, local only
         self._trust = trust
@@ -516,7 +518,7 @@ def _need(cache: Cache, fp: str) -> Entry:
 class CacheClient:
     """What a model generator calls: the cache scoped by a job's key (SPEC §5, §7)."""
 
-    def __init__(self, store: Store, scope_key: str | None, mode: str = "replay", sign: Any = None):
+    def __init__(self, store: Store, scope_key: str | None, mode: str = "replay", sign: SigningKey | None = None):
         self.cache, self.scope_key, self.mode = Cache(store, sign), scope_key, mode
         self.sources: list[tuple[str, str]] = []  # (fingerprint, replay | fresh | drift) per call
 

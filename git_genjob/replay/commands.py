@@ -8,6 +8,7 @@ from typing import Any
 
 from git_genjob.documents.config import parse_config, read_config
 from git_genjob.documents.errors import BadInput, GeneratorUnavailable, GenjobError, Unavailable
+from git_genjob.documents.keys import SigningKey
 from git_genjob.planner.userfiles import read_text, write_atomic
 from git_genjob.replay import fast
 from git_genjob.replay.cache import SENTINEL, Cache, call, normalize
@@ -28,7 +29,7 @@ def ask(
     mode: str,
     key: str | None,
     timeout: float,
-    sign: Any = None,
+    sign: SigningKey | None = None,
 ) -> dict[str, Any]:
     """One cached model call. With `sign` (a key trusted for genjob-replay) what is recorded
     counts in every clone that trusts it; without, only in this one (SPEC §11)."""

@@ -14,6 +14,8 @@ from git_genjob.documents.canonical import canonical_bytes, digest, sha256_hex
 from git_genjob.documents.config import Limits
 from git_genjob.documents.errors import BadInput, GenjobError, NoSuchJob
 from git_genjob.documents.job import Job, job_signer
+from git_genjob.documents.states import Event as JobEvent
+from git_genjob.documents.states import JobState
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.gitdir import genjob_trailers_of_commit, parse_trailers
 from git_genjob.storage.layout import ARCHIVE_REF, job_ref
@@ -49,11 +51,11 @@ class JobRecord:
     job_envelope: bytes | None = None  # the planner's DSSE signature over job_bytes (SPEC §11)
 
     @property
-    def state(self) -> str:
+    def state(self) -> JobState:
         if self.archived:
-            return self.meta.final.state if self.meta.final is not None else "applied"
+            return self.meta.final.state if self.meta.final is not None else JobState.APPLIED
         if self.receipt_bytes is not None:
-            return "done"
+            return JobState.DONE
         return self.attempts_doc.state
 
     @property
@@ -381,16 +383,16 @@ def write_event(
     record: JobRecord,
     event: str,
     files: dict[str, pygit2.Oid],
-    attempts_doc: dict[str, Any] | None,
+    attempts_doc: Attempts | None,
     state: str,
     extra: dict[str, str] | None = None,
 ) -> pygit2.Oid:
     """A new event commit on top of record.tip (no ref move)."""
     if attempts_doc is not None:
         files = dict(files)
-        files["attempts.json"] = store.blob(canonical_bytes(attempts_doc))
+        files["attempts.json"] = store.blob(attempts_doc.canonical)
     tree = store.build_tree(files)
-    epoch = int(attempts_doc["epoch"]) if attempts_doc is not None else record.epoch
+    epoch = attempts_doc.epoch if attempts_doc is not None else record.epoch
     parents = [record.tip] if record.tip is not None else []
     trailers = {"Genjob-Created": record.meta.created_at, **(extra or {})}
     return store.commit(tree, parents, event_message(event, record.key, state, epoch, trailers))
@@ -423,7 +425,7 @@ def vouch_problem(store: Store, key: str, entry: pygit2.Tree) -> str | None:
     final = record.meta.final
     if final is None:
         return "its archive entry does not say how it ended"
-    if final.state == "applied":
+    if final.state == JobState.APPLIED:
         return _applied_problem(store, key, record.job.digest, final.commit, final.branch)
     return _drop_problem(store, record, job_bytes, envelope, final.why or "", final.at or "")
 
@@ -498,8 +500,11 @@ def requeue_payload(event: str, key: str, parent: pygit2.Oid, attempts: bytes) -
     return canonical_bytes({"attempts": sha256_hex(attempts), "event": event, "key": key, "parent": str(parent)})
 
 
-REQUEUE_SIGNERS = {"retried": "genjob-job", "failed": "genjob-receipt"}  # the owner's, the worker's
-LEASE_EVENTS = ("claimed", "sending", "renewed")  # each sets lease_until, signed by the worker
+REQUEUE_SIGNERS: dict[str, str] = {
+    JobEvent.RETRIED: "genjob-job",
+    JobEvent.FAILED: "genjob-receipt",
+}  # the owner's, the worker's
+LEASE_EVENTS = (JobEvent.CLAIMED, JobEvent.SENDING, JobEvent.RENEWED)  # each sets lease_until, signed by the worker
 
 
 def _signed_event_problem(
@@ -522,7 +527,7 @@ def _signed_event_problem(
     return None
 
 
-SIGNED_EVENTS = {**REQUEUE_SIGNERS, **{e: "genjob-receipt" for e in ("claimed", "sending", "renewed")}}
+SIGNED_EVENTS: dict[str, str] = {**REQUEUE_SIGNERS, **{e: "genjob-receipt" for e in LEASE_EVENTS}}
 
 
 def vouched_events(
@@ -573,7 +578,7 @@ def requeue_problem(store: Store, record: JobRecord, signers: list[Any], revoked
     appends never makes a worker send the job again."""
     assert record.tip is not None
     chain = events(store, record.tip)
-    sent = [n for n, e in enumerate(chain) if e.event == "sending"]
+    sent = [n for n, e in enumerate(chain) if e.event == JobEvent.SENDING]
     if not sent:
         return None
     for e in chain[sent[-1] + 1 :]:

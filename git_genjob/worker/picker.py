@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from git_genjob.documents.errors import BadInput
+from git_genjob.documents.states import JobState
 from git_genjob.planner.live import Head, heads
 from git_genjob.storage.store import Store
 
@@ -78,7 +79,7 @@ class Picker:
         ttl: float = 1.0,
         shard: tuple[int, int] | None = None,
         rng: random.Random | None = None,
-        read: Callable[[Store], list[Head]] = lambda s: heads(s, ("queued",)),
+        read: Callable[[Store], list[Head]] = lambda s: heads(s, (JobState.QUEUED,)),
         spread: bool = True,
     ):
         self.store, self.ttl, self.shard = store, ttl, shard

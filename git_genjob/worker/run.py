@@ -20,6 +20,7 @@ from git_genjob.documents.errors import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNAVAILABLE,
+    BadInput,
     Conflict,
     GeneratorUnavailable,
     GenjobError,
@@ -29,16 +30,20 @@ from git_genjob.documents.errors import (
     plain,
 )
 from git_genjob.documents.keys import SigningKey
+from git_genjob.documents.paths import check_path
 from git_genjob.documents.receipt import build_statement, sign_statement
 from git_genjob.documents.secretscan import redact
-from git_genjob.documents.states import LEASE_S, TIMEOUT_S
+from git_genjob.documents.states import LEASE_S, TIMEOUT_S, AttemptState, JobState
 from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, stop_attempt, store_receipt
 from git_genjob.planner.live import archived_leftover
+from git_genjob.planner.trust import job_trust, missing_trust_error, worker_trust, worker_trust_missing
+from git_genjob.replay.cache import CacheClient
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import Publisher, publisher
-from git_genjob.storage.records import JobRecord, bundle_inputs, load_live, requeue_problem
+from git_genjob.storage.records import JobRecord, bundle_inputs, find_job, load_live, requeue_problem
 from git_genjob.storage.store import Store
+from git_genjob.worker.gateway.calls import Session
 from git_genjob.worker.generators import sandbox_record
 from git_genjob.worker.generators.base import GenContext, Generator, GenResult
 from git_genjob.worker.judge import Verdict, judge
@@ -95,7 +100,7 @@ class WorkReport:
         results = {o.result for o in self.outcomes}
         if "fenced" in results:
             return EXIT_CONFLICT
-        if results & {"failed_before_send", "unknown"}:
+        if results & {AttemptState.FAILED_BEFORE_SEND, AttemptState.UNKNOWN}:
             return EXIT_UNAVAILABLE
         if self.strict and self.not_ok or "refused" in results:
             return EXIT_REFUSED
@@ -237,12 +242,10 @@ def _claim_next(
         if archived_leftover(store, head.key):
             continue
         if gate.missing:  # a job is there, and not one could be judged: say why, not "untrusted" for each
-            from git_genjob.planner.trust import missing_trust_error
-
             raise missing_trust_error()
         try:
             record = load_live(store, head.key)
-            if record is None or record.state != "queued":
+            if record is None or record.state != JobState.QUEUED:
                 continue
             if not pub.shares(job_ref(head.key), record.tip):
                 continue  # local events the remote lacks: never claim from a view the remote does not share
@@ -279,8 +282,6 @@ class Gate:
     store of this clone's work tree (its committed .genjob/ in a fresh CI clone)."""
 
     def __init__(self, store: Store, trust_file: str | None = None):
-        from git_genjob.planner.trust import worker_trust, worker_trust_missing
-
         self.store = store
         self.limits = read_config(store).limits
         self.trust = worker_trust(store, trust_file)
@@ -289,8 +290,6 @@ class Gate:
     def refusal(self, record: JobRecord) -> tuple[str, str] | None:
         """(unsigned | untrusted, why) for a job no trusted planner signed; None for a claimable
         job. A damaged job raises (GenjobError)."""
-        from git_genjob.planner.trust import job_trust, missing_trust_error
-
         if self.missing:
             raise missing_trust_error()
         bundle_inputs(self.store, record, self.limits)
@@ -370,7 +369,7 @@ def _stopped(pub: Publisher, lease: Lease, signal_name: str) -> str | None:
     """End a stopped attempt (ledger.stop_attempt), with further stop signals held off while it
     is written, and say what became of the job; an attempt that already ended (a receipt) is
     left as it is (None)."""
-    if lease.record.state not in ("claimed", "sending"):
+    if lease.record.state not in (JobState.CLAIMED, JobState.SENDING):
         return None
     key = lease.record.key
     with _signals_held():
@@ -379,7 +378,7 @@ def _stopped(pub: Publisher, lease: Lease, signal_name: str) -> str | None:
             pub.flush()
         except GenjobError as exc:  # fenced, or the remote is gone: recover decides once the lease lapses
             return f"stopped {key}: its attempt could not be ended ({exc.message}); git genjob recover will"
-    if state == "queued":
+    if state == JobState.QUEUED:
         return f"stopped {key}: its claim was released, the job is queued again"
     return (
         f"stopped {key}: unknown, its generator was stopped and calls may have been sent; its owner decides "
@@ -448,7 +447,7 @@ def _run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pr
             progress(f"fenced  {key}: {renewer.fenced}")
             return JobOutcome(key, "fenced", renewer.fenced, lease.n)
         if isinstance(result, GeneratorUnavailable):
-            state = "unknown" if result.sent else "failed_before_send"
+            state = AttemptState.UNKNOWN if result.sent else AttemptState.FAILED_BEFORE_SEND
             try:
                 end_attempt(pub, lease, state, result.message, ctx.replays, sign=opts.signing_key)
             except Conflict as exc:
@@ -496,16 +495,12 @@ def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> 
         fh.write(record.job_bytes)
     cache = None
     if opts.generator.kind in ("http", "openai"):
-        from git_genjob.replay.cache import CacheClient
-
         mode = "refresh" if record.attempts_doc.refresh else "replay"
         cache = CacheClient(store, scope_key=record.key, mode=mode, sign=opts.signing_key)  # who paid signs the answer
     ctx = GenContext(
         record.job, scratch, instruction_file, job_file, inputs, opts.timeout_s, threading.Event(), opts.pass_env, cache
     )
     if opts.generator.kind in ("http", "openai") or (opts.gateways and opts.generator.kind == "exec"):
-        from git_genjob.worker.gateway.calls import Session
-
         refresh = bool(record.attempts_doc.refresh)
         n = max((a.n for a in record.attempts), default=1)
         ctx.gateway = Session(store, record.key, n, refresh, opts.signing_key, opts.max_calls, opts.max_tokens)
@@ -611,10 +606,6 @@ def receipt_out_of_band(
     remote: str | None = None,
 ) -> JobOutcome:
     """Sign and store a receipt for outputs made elsewhere: claim, then receipt (two events)."""
-    from git_genjob.documents.errors import BadInput
-    from git_genjob.documents.paths import check_path
-    from git_genjob.storage.records import find_job
-
     pub = publisher(store, remote)
     pub.refresh()
     record = find_job(store, key)

@@ -312,11 +312,6 @@ LATE_IMPORTS = {
     ("landing.hooks", "documents.keys"): "PyNaCl: only for a job not yet judged under this trust store",
     ("landing.hooks", "landing.hookcheck"): "libgit2: only once the hook's cheap look found something to check",
     ("planner.initrepo", "planner.trust"): "PyNaCl: only for init --planner",
-    ("planner.ledger", "documents.receipt"): "owned by the ledger's helper (issue 36 step 4)",
-    ("planner.ledger", "planner.trust"): "owned by the ledger's helper (issue 36 step 4)",
-    ("planner.ledger", "storage.locks"): "owned by the ledger's helper (issue 36 step 4)",
-    ("planner.ledger", "storage.records"): "owned by the ledger's helper (issue 36 step 4)",
-    ("planner.ledger", "storage.truststore"): "owned by the ledger's helper (issue 36 step 4)",
     ("planner.rows", "documents.receipt"): NO_NACL + " (a receipt's status, shown only)",
     ("planner.statusfast", "documents.display"): SLOW_MEMO + " (and re-free)",
     ("planner.statusfast", "planner.rows"): SLOW_MEMO,
@@ -333,12 +328,6 @@ LATE_IMPORTS = {
     ("worker.generators", "worker.generators.http"): "libgit2, PyNaCl and click: only for an http: generator",
     ("worker.generators", "worker.generators.openai"): "libgit2, PyNaCl and click: only for an openai: generator",
     ("worker.generators.exec", "worker.gateway.server"): "libgit2 and PyNaCl: only an attempt with a gateway",
-    ("worker.run", "documents.errors"): "owned by the worker's helper (issue 36 step 4)",
-    ("worker.run", "documents.paths"): "owned by the worker's helper (issue 36 step 4)",
-    ("worker.run", "planner.trust"): "owned by the worker's helper (issue 36 step 4)",
-    ("worker.run", "replay.cache"): "owned by the worker's helper (issue 36 step 4)",
-    ("worker.run", "storage.records"): "owned by the worker's helper (issue 36 step 4)",
-    ("worker.run", "worker.gateway.calls"): "owned by the worker's helper (issue 36 step 4)",
 }
 
 

@@ -408,6 +408,8 @@ def test_check_9_fails_when_the_planner_is_no_longer_trusted_and_apply_writes_no
 
 def _archive_as_attacker(attacker: Path, k: str, final: dict[str, str], strip_envelope: bool = False) -> None:
     """The attacker moves K into the archive with genjob's own ledger, in its own clone, and pushes."""
+    from git_genjob.documents.attempts import Final
+    from git_genjob.documents.states import JobState
     from git_genjob.planner.ledger import archive
     from git_genjob.storage.publish import publisher
 
@@ -416,7 +418,8 @@ def _archive_as_attacker(attacker: Path, k: str, final: dict[str, str], strip_en
     assert record is not None
     if strip_envelope:
         record.__dict__["files"] = {p: o for p, o in record.files.items() if p != "job.dsse.json"}
-    archive(publisher(store), record, final)
+    fields = {k: JobState(v) if k in ("state", "was") else v for k, v in final.items()}
+    archive(publisher(store), record, Final(**fields))  # type: ignore[arg-type]
     assert run_genjob("push", cwd=attacker).code == 0
 
 
@@ -516,6 +519,7 @@ def test_a_note_line_that_sorts_before_the_real_envelope_does_not_fail_audit(tmp
 def test_a_requeue_a_remote_appends_never_makes_a_worker_send_a_job_again(tmp_path: Path) -> None:
     """An attempt that reached `sending` may have been answered: only its worker's signed
     `failed` or its owner's signed `retried` requeues it (SPEC §4, §11)."""
+    from git_genjob.documents.states import AttemptState
     from git_genjob.planner.ledger import claim, end_attempt, record_sending
     from git_genjob.storage.publish import publisher
 
@@ -527,7 +531,7 @@ def test_a_requeue_a_remote_appends_never_makes_a_worker_send_a_job_again(tmp_pa
     pub.refresh()
     lease = claim(pub, record, "w1", 600)
     record_sending(pub, lease)
-    end_attempt(pub, lease, "unknown", "timed out after the request was sent")
+    end_attempt(pub, lease, AttemptState.UNKNOWN, "timed out after the request was sent")
     attacker = _attacker(tmp_path, bare)
     doc = json.loads(git(attacker, "show", f"refs/genjob/jobs/{k}:attempts.json"))
     doc.update(state="queued", epoch=doc["epoch"] + 1)

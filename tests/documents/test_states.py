@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from git_genjob.documents.errors import Conflict
-from git_genjob.documents.states import TRANSITIONS, Event, JobState, transition
+from git_genjob.documents.states import TRANSITIONS, AttemptState, Event, JobState, transition
 from git_genjob.planner.ledger import claim, end_attempt, record_sending, store_receipt
 from git_genjob.storage.publish import publisher
 from git_genjob.storage.records import load_live
@@ -54,7 +54,7 @@ def test_a_write_off_the_machine_is_refused_before_anything_moves(repo: Path) ->
     assert record is not None
     lease = claim(pub, record, "w1", 60)
     record_sending(pub, lease)
-    end_attempt(pub, lease, "unknown", "timed out")  # sending -> unknown
+    end_attempt(pub, lease, AttemptState.UNKNOWN, "timed out")  # sending -> unknown
     before = refs(repo)
     with pytest.raises(Conflict, match="cannot take event receipt"):
         store_receipt(pub, lease, b"{}", {}, [])  # unknown -> done is no move of the machine

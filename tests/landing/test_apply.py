@@ -235,8 +235,7 @@ def test_fenced_receipt_is_refused(repo: Path) -> None:
     files = dict(fenced.files)
     files["receipt.json"] = store.blob(env)
     files["outputs/src/user.py"] = store.blob(b"x\n")
-    doc = fenced.attempts_doc.to_dict()
-    commit = write_event(store, fenced, "receipt", files, doc, "done", {"Genjob-Attempt": "1"})
+    commit = write_event(store, fenced, "receipt", files, fenced.attempts_doc, "done", {"Genjob-Attempt": "1"})
     store.update_refs([RefUpdate(job_ref(k), fenced.tip, commit)])
     res = run_genjob("verify", k, "--json", cwd=repo)
     checks = {c["check"]: c for c in json.loads(res.out)["checks"]}

@@ -478,11 +478,14 @@ def test_failed_renewal_fences_and_stops_the_generator(ready: tuple[Path, Path],
     _wait_for_state(repo, k, "sending")
     # Another machine fences the attempt: an event the worker did not write lands on the job ref.
     store, record = live(repo, k)
+    from dataclasses import replace
+
+    from git_genjob.documents.states import JobState
     from git_genjob.storage.layout import job_ref
     from git_genjob.storage.records import write_event
     from git_genjob.storage.store import RefUpdate
 
-    doc = dict(record.attempts_doc.to_dict(), epoch=record.epoch + 1, state="unknown")
+    doc = replace(record.attempts_doc, epoch=record.epoch + 1, state=JobState.UNKNOWN)
     fence = write_event(store, record, "recovered", dict(record.files), doc, "unknown")
     store.update_refs([RefUpdate(job_ref(k), record.tip, fence)])
     started = time.monotonic()
