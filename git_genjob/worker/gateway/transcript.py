@@ -27,37 +27,38 @@ def transcript(
     gateway, each with its request and answer as the replay cache recorded them (the attempt's
     token already a placeholder there; anything credential-looking redacted). The calls come from
     the receipt's `model` when there is one, else from the journal (a worker that died mid-call)."""
-    from git_genjob.documents.secretscan import redact
-
     source = "receipt"
     calls = list((receipt_model or {}).get("calls") or [])
     journal, attempt = journal_calls(store, job_key)
     if receipt_model is None or attempt > receipt_attempt:  # a later attempt left no receipt
         source, calls = "journal", journal
     cache = Cache(store)
-    out = []
-    for call in calls:
-        row = {
-            k: call.get(k) for k in ("n", "upstream", "model", "status", "replayed", "input_tokens", "output_tokens")
-        }
-        row["fingerprint"] = fp = str(call.get("fingerprint") or "")
-        row["request"] = row["answer"] = None
+    return {"key": job_key, "source": source, "calls": [_shown(store, cache, call) for call in calls]}
+
+
+def _shown(store: Store, cache: Cache, call: dict[str, Any]) -> dict[str, Any]:
+    """One call of `transcript`: its fields, with its request and answer (redacted) from the
+    replay cache, or from its answer file when the journal recorded it and no fold took it yet."""
+    from git_genjob.documents.secretscan import redact
+
+    row = {k: call.get(k) for k in CALL_FIELDS}
+    row["fingerprint"] = fp = str(call.get("fingerprint") or "")
+    row["request"] = row["answer"] = None
+    try:
+        entry = cache.entry(fp) if re.fullmatch(r"[0-9a-f]{64}", fp) else None
+    except GenjobError:
+        entry = None
+    if entry is not None and entry.request is not None:
+        row["request"] = redact(str(entry.request.get("prompt", "")))
+    sha = call.get("answer_sha256")
+    if entry is not None and isinstance(sha, str) and sha in entry.answers:
         try:
-            entry = cache.entry(fp) if re.fullmatch(r"[0-9a-f]{64}", fp) else None
+            row["answer"] = redact(_body(cache.answer(entry, sha)))
         except GenjobError:
-            entry = None
-        if entry is not None and entry.request is not None:
-            row["request"] = redact(str(entry.request.get("prompt", "")))
-        sha = call.get("answer_sha256")
-        if entry is not None and isinstance(sha, str) and sha in entry.answers:
-            try:
-                row["answer"] = redact(_body(cache.answer(entry, sha)))
-            except GenjobError:
-                row["answer"] = None
-        elif isinstance(sha, str):  # recorded in the journal, not yet folded into the cache
-            row["request"], row["answer"] = _unfolded(store, call, sha)
-        out.append(row)
-    return {"key": job_key, "source": source, "calls": out}
+            row["answer"] = None
+    elif isinstance(sha, str):  # recorded in the journal, not yet folded into the cache
+        row["request"], row["answer"] = _unfolded(store, call, sha)
+    return row
 
 
 def _body(answer: str) -> str:
