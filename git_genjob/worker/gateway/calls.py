@@ -436,19 +436,21 @@ class Session:
         for c in calls:
             if c["status"] == "sending":
                 c["status"] = "unknown"
-        out: dict[str, Any] = {
-            "calls": calls,
-            "usage": {
-                "calls": len(calls),
-                "sent": sum(1 for c in calls if not c["replayed"]),
-                "replayed": sum(1 for c in calls if c["replayed"]),
-                "input_tokens": sum(c["input_tokens"] or 0 for c in calls),
-                "output_tokens": sum(c["output_tokens"] or 0 for c in calls),
-            },
-        }
+        out: dict[str, Any] = {"calls": calls, "usage": _usage(calls)}
         if self.budget is not None:
             out["budget"] = self.budget
         return out
+
+
+def _usage(calls: list[dict[str, Any]]) -> dict[str, int]:
+    """The receipt's `model.usage`: the calls counted, sent and replayed, and their tokens."""
+    return {
+        "calls": len(calls),
+        "sent": sum(1 for c in calls if not c["replayed"]),
+        "replayed": sum(1 for c in calls if c["replayed"]),
+        "input_tokens": sum(c["input_tokens"] or 0 for c in calls),
+        "output_tokens": sum(c["output_tokens"] or 0 for c in calls),
+    }
 
 
 def _slug(path: str) -> str:
