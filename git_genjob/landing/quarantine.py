@@ -105,31 +105,12 @@ def _judge(
     held: dict[str, list[str]],
 ) -> None:
     """Decide the remote's notes on one annotated object."""
-    new: dict[str, pygit2.Oid] = {}
-    for ref in REFS:
-        blob = theirs[ref].notes.get(obj)
-        if blob is not None and blob != ours[ref].notes.get(obj):  # a note the remote lacks: ours stays
-            new[ref] = blob
+    new = _differing(obj, ours, theirs)
     if not new:
         return
     short = obj[:12]
-    if store.object_type(obj) is None:
-        for ref in new:
-            held[ref].append(f"{short} {ref}: the commit is not in this clone (fetch its branch, then fetch again)")
-        return
-    if store.object_type(obj) != "commit":
-        for ref in new:
-            refused[ref].append(f"{short} {ref}: {FORGED}: it annotates a {store.object_type(obj)}, not a commit")
-        return
-    commit = store.get_commit(pygit2.Oid(hex=obj))
-    if (
-        not genjob_trailers(commit, store.gitdir)
-        or len({g.get("Genjob-Key") for g in genjob_groups(commit.message)}) > 1
-    ):
-        for ref in new:
-            refused[ref].append(
-                f"{short} {ref}: {FORGED}: the commit has no Genjob trailers (or is a squash of several)"
-            )
+    commit = _landed_commit(store, obj, new, refused, held)
+    if commit is None:
         return
 
     def read(ref: str, side: dict[str, _Side]) -> bytes | None:
@@ -163,6 +144,44 @@ def _judge(
             forged = [p for p in checked.problems if p.startswith(FORGED)]
             why = forged[0] if forged else "its commit's receipt does not verify, so no summary of it counts"
             refused[NOTES_REF].append(f"{short} {NOTES_REF}: {why}")
+
+
+def _differing(obj: str, ours: dict[str, _Side], theirs: dict[str, _Side]) -> dict[str, pygit2.Oid]:
+    """The remote's notes on `obj` that differ from ours, by notes ref."""
+    new: dict[str, pygit2.Oid] = {}
+    for ref in REFS:
+        blob = theirs[ref].notes.get(obj)
+        if blob is not None and blob != ours[ref].notes.get(obj):  # a note the remote lacks: ours stays
+            new[ref] = blob
+    return new
+
+
+def _landed_commit(
+    store: Store, obj: str, new: dict[str, pygit2.Oid], refused: dict[str, list[str]], held: dict[str, list[str]]
+) -> pygit2.Commit | None:
+    """The commit `obj` names when genjob landed it (one job's Genjob trailers); else None, each of
+    the remote's `new` notes on it held (the commit is not in this clone yet) or refused (it
+    annotates no commit, or one no job landed)."""
+    short = obj[:12]
+    if store.object_type(obj) is None:
+        for ref in new:
+            held[ref].append(f"{short} {ref}: the commit is not in this clone (fetch its branch, then fetch again)")
+        return None
+    if store.object_type(obj) != "commit":
+        for ref in new:
+            refused[ref].append(f"{short} {ref}: {FORGED}: it annotates a {store.object_type(obj)}, not a commit")
+        return None
+    commit = store.get_commit(pygit2.Oid(hex=obj))
+    if (
+        not genjob_trailers(commit, store.gitdir)
+        or len({g.get("Genjob-Key") for g in genjob_groups(commit.message)}) > 1
+    ):
+        for ref in new:
+            refused[ref].append(
+                f"{short} {ref}: {FORGED}: the commit has no Genjob trailers (or is a squash of several)"
+            )
+        return None
+    return commit
 
 
 def _envelope_why(a: CommitAudit) -> str | None:

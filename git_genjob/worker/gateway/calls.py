@@ -23,10 +23,22 @@ from git_genjob.documents.signing import REPLAY_TYPE, pae, signer_of, unseal
 from git_genjob.replay.cache import Cache, Sealed, accept
 from git_genjob.replay.prompt import normalize_text
 from git_genjob.replay.request import fingerprint, request_doc
-from git_genjob.storage.layout import REPLAYS_REF, gateway_answers_dir, gateway_journal_path, job_ref
+from git_genjob.storage.layout import REPLAYS_REF, gateway_answers_dir, gateway_journal_path
 from git_genjob.storage.store import Store
 from git_genjob.worker.gateway.dialects import Upstream
+from git_genjob.worker.gateway.journal import (
+    REQUEST_SUFFIX,
+    drop_answer,
+    journal_rows,
+    request_of,
+    sweep_answers,
+    write_synced,
+)
 from git_genjob.worker.gateway.spool import Spool
+
+# `show --calls` lives in gateway.transcript; the cli and the tests still name it here
+from git_genjob.worker.gateway.transcript import transcript as transcript
+from git_genjob.worker.gateway.transcript import transcript_lines as transcript_lines
 
 # Fields an SDK or agent fills with what differs per run: replaced by placeholders. Codex sends
 # `client_metadata` (its session, thread and turn ids, the turn's start time) and a
@@ -245,7 +257,7 @@ class Session:
         wal = {"event": base64.b64encode(sealed.event).decode("ascii"), "event_id": sealed.event_id}
         os.makedirs(self.answers, exist_ok=True)
         if sealed.request is not None:  # as big as the agent's request: beside the answer, never in the journal
-            _write_synced(os.path.join(self.answers, sealed.event_id + REQUEST_SUFFIX), sealed.request)
+            write_synced(os.path.join(self.answers, sealed.event_id + REQUEST_SUFFIX), sealed.request)
             wal["request_sha256"] = sha256_hex(sealed.request)
         kept = spool.keep(self.answers, sealed.event_id)  # its directory fsynced: both names durable
         with self.lock:
@@ -289,7 +301,7 @@ class Session:
         batch = [(sealed, {sha: self.store.blob_from_file(path)}) for sealed, sha, path in current]
         self.cache.add_sealed(batch)
         for _, _, path in items:
-            _drop_answer(path)
+            drop_answer(path)
 
     def fold_or_say(self) -> bool:
         """`fold` of this attempt's answers at the gateway's close; a failure is said on stderr
@@ -330,7 +342,7 @@ class Session:
         if not os.path.isdir(self.answers):
             return []
         out = []
-        for row in _rows(self.journal):
+        for row in journal_rows(self.journal):
             wal = row.get("wal")
             if not isinstance(wal, dict) or row.get("key") != self.job_key:
                 continue
@@ -342,7 +354,7 @@ class Session:
             path = os.path.join(self.answers, event_id)
             if not re.fullmatch(r"[0-9a-f]{64}", event_id) or sha256_hex(event) != event_id:
                 continue
-            request = _request_of(path, wal)
+            request = request_of(path, wal)
             if not self._own(event, fp, sha):
                 continue  # folded, it would count as this clone's own: only what this worker sealed
             try:
@@ -369,7 +381,7 @@ class Session:
             if served is None:
                 out.append(item)
             else:
-                _drop_answer(item[2])
+                drop_answer(item[2])
         return out
 
     def _own(self, event: bytes, fp: str, sha: str) -> bool:
@@ -424,19 +436,21 @@ class Session:
         for c in calls:
             if c["status"] == "sending":
                 c["status"] = "unknown"
-        out: dict[str, Any] = {
-            "calls": calls,
-            "usage": {
-                "calls": len(calls),
-                "sent": sum(1 for c in calls if not c["replayed"]),
-                "replayed": sum(1 for c in calls if c["replayed"]),
-                "input_tokens": sum(c["input_tokens"] or 0 for c in calls),
-                "output_tokens": sum(c["output_tokens"] or 0 for c in calls),
-            },
-        }
+        out: dict[str, Any] = {"calls": calls, "usage": _usage(calls)}
         if self.budget is not None:
             out["budget"] = self.budget
         return out
+
+
+def _usage(calls: list[dict[str, Any]]) -> dict[str, int]:
+    """The receipt's `model.usage`: the calls counted, sent and replayed, and their tokens."""
+    return {
+        "calls": len(calls),
+        "sent": sum(1 for c in calls if not c["replayed"]),
+        "replayed": sum(1 for c in calls if c["replayed"]),
+        "input_tokens": sum(c["input_tokens"] or 0 for c in calls),
+        "output_tokens": sum(c["output_tokens"] or 0 for c in calls),
+    }
 
 
 def _slug(path: str) -> str:
@@ -453,225 +467,3 @@ def _scrub(doc: Any) -> None:
     elif isinstance(doc, list):
         for x in doc:
             _scrub(x)
-
-
-CALL_FIELDS = ("n", "upstream", "model", "status", "replayed", "input_tokens", "output_tokens")
-TRANSCRIPT_CUT = 4096  # characters of each request and answer `show --calls` prints
-UNFOLDED_SHOWN_MAX = 16 * 1024 * 1024  # an answer file not yet folded is read for show --calls up to this
-
-
-def transcript(
-    store: Store, job_key: str, receipt_model: dict[str, Any] | None, receipt_attempt: int = 0
-) -> dict[str, Any]:
-    """`show KEY --calls` (SPEC §12.1): the calls of the job's last attempt that reached the
-    gateway, each with its request and answer as the replay cache recorded them (the attempt's
-    token already a placeholder there; anything credential-looking redacted). The calls come from
-    the receipt's `model` when there is one, else from the journal (a worker that died mid-call)."""
-    from git_genjob.documents.secretscan import redact
-
-    source = "receipt"
-    calls = list((receipt_model or {}).get("calls") or [])
-    journal, attempt = _journal_calls(store, job_key)
-    if receipt_model is None or attempt > receipt_attempt:  # a later attempt left no receipt
-        source, calls = "journal", journal
-    cache = Cache(store)
-    out = []
-    for call in calls:
-        row = {
-            k: call.get(k) for k in ("n", "upstream", "model", "status", "replayed", "input_tokens", "output_tokens")
-        }
-        row["fingerprint"] = fp = str(call.get("fingerprint") or "")
-        row["request"] = row["answer"] = None
-        try:
-            entry = cache.entry(fp) if re.fullmatch(r"[0-9a-f]{64}", fp) else None
-        except GenjobError:
-            entry = None
-        if entry is not None and entry.request is not None:
-            row["request"] = redact(str(entry.request.get("prompt", "")))
-        sha = call.get("answer_sha256")
-        if entry is not None and isinstance(sha, str) and sha in entry.answers:
-            try:
-                row["answer"] = redact(_body(cache.answer(entry, sha)))
-            except GenjobError:
-                row["answer"] = None
-        elif isinstance(sha, str):  # recorded in the journal, not yet folded into the cache
-            row["request"], row["answer"] = _unfolded(store, call, sha)
-        out.append(row)
-    return {"key": job_key, "source": source, "calls": out}
-
-
-def _body(answer: str) -> str:
-    """What the caller was answered: the gateway's answer document's body, or (a direct call of
-    the http: and openai: generators, §7) the answer text itself."""
-    try:
-        doc = json.loads(answer)
-    except ValueError:
-        return answer
-    if isinstance(doc, dict) and isinstance(doc.get("body"), str) and "content_type" in doc:
-        return str(doc["body"])
-    return answer
-
-
-def _unfolded(store: Store, call: dict[str, Any], sha: str) -> tuple[str | None, str | None]:
-    """(request, answer) of a call the journal's row records whose answer file is still in
-    `answers/` (a worker that died before its gateway folded it), each redacted."""
-    from git_genjob.documents.secretscan import redact
-
-    wal = call.get("wal")
-    if not isinstance(wal, dict) or not re.fullmatch(r"[0-9a-f]{64}", str(wal.get("event_id"))):
-        return None, None
-    path = os.path.join(gateway_answers_dir(store.common_dir), str(wal["event_id"]))
-    try:
-        if os.path.getsize(path) > UNFOLDED_SHOWN_MAX:
-            return None, None
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None, None
-    request = None
-    raw = _request_of(path, wal)
-    try:
-        doc = json.loads(raw) if raw is not None else None
-        request = redact(str(doc.get("prompt", ""))) if isinstance(doc, dict) else None
-    except ValueError:
-        pass
-    if sha256_hex(data) != sha:
-        return request, None
-    return request, redact(_body(data.decode("utf-8", "replace")))
-
-
-REQUEST_SUFFIX = ".request"  # answers/<event id>.request: the request document of that row's event
-SWEEP_AGE_S = 24 * 3600  # an answer file this old is no live session's: a row names it within the call
-
-
-def _drop_answer(path: str) -> None:
-    for name in (path, path + REQUEST_SUFFIX):
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-
-
-def sweep_answers(store: Store, now: float) -> int:
-    """Remove the answer files in answers/ that no Session will ever fold: older than
-    SWEEP_AGE_S (no live session still writes or names them) and named by no journal row of a
-    job still live here (a worker killed between the file's move and its row; the leftovers of
-    a job dropped or finished since, whose live ref is gone). The journals are read only when
-    such an old file exists. How many went."""
-    folder = gateway_answers_dir(store.common_dir)
-    try:
-        names = os.listdir(folder)
-    except FileNotFoundError:
-        return 0
-    old = {}
-    for name in names:
-        event_id = name.removesuffix(REQUEST_SUFFIX)
-        path = os.path.join(folder, name)
-        try:
-            if re.fullmatch(r"[0-9a-f]{64}", event_id) and now - os.lstat(path).st_mtime > SWEEP_AGE_S:
-                old[name] = event_id
-        except OSError:
-            continue
-    if not old:
-        return 0
-    named = _named_by_live_jobs(store)
-    gone = 0
-    for name, event_id in old.items():
-        if event_id not in named:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(folder, name))
-                gone += 1
-    return gone
-
-
-def _named_by_live_jobs(store: Store) -> set[str]:
-    """The event ids journal rows name, of every job whose live ref this clone still holds."""
-    journals = os.path.dirname(gateway_answers_dir(store.common_dir))
-    named: set[str] = set()
-    for name in os.listdir(journals):
-        key = name.removesuffix(".jsonl")
-        if not name.endswith(".jsonl") or store.ref_target(job_ref(key)) is None:
-            continue
-        for row in _rows(os.path.join(journals, name)):
-            wal = row.get("wal")
-            if isinstance(wal, dict) and isinstance(wal.get("event_id"), str):
-                named.add(wal["event_id"])
-    return named
-
-
-def _write_synced(path: str, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _request_of(answer_path: str, wal: dict[str, Any]) -> bytes | None:
-    """The request document a row's `wal` names: its file beside the answer when it hashes to
-    the row's `request_sha256`, else None (the event folds without it)."""
-    want = wal.get("request_sha256")
-    if not isinstance(want, str):
-        return None
-    try:
-        if os.path.getsize(answer_path + REQUEST_SUFFIX) > UNFOLDED_SHOWN_MAX * 8:
-            return None
-        with open(answer_path + REQUEST_SUFFIX, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    return data if sha256_hex(data) == want else None
-
-
-def _rows(path: str) -> list[dict[str, Any]]:
-    """The journal's rows, a line cut by a crash left out."""
-    rows: list[dict[str, Any]] = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(row, dict):
-                    rows.append(row)
-    except FileNotFoundError:
-        pass
-    return rows
-
-
-def _journal_calls(store: Store, job_key: str) -> tuple[list[dict[str, Any]], int]:
-    """The last attempt's calls in the gateway's journal, each at its last recorded state, and
-    that attempt's number (0: no journal)."""
-    rows = _rows(gateway_journal_path(store.common_dir, job_key))
-    if not rows:
-        return [], 0
-    last = max((r.get("attempt", 0) for r in rows if isinstance(r.get("attempt"), int)), default=0)
-    calls: dict[int, dict[str, Any]] = {}
-    for r in rows:
-        if r.get("attempt") == last and isinstance(r.get("n"), int):
-            calls[r["n"]] = r
-    for c in calls.values():
-        if c.get("status") == "sending":
-            c["status"] = "unknown"  # no answer was recorded: the worker stopped while it was out
-    return [calls[n] for n in sorted(calls)], last
-
-
-def transcript_lines(doc: dict[str, Any]) -> list[str]:
-    """The human form of `transcript`: escaped (a model's and an agent's text is untrusted), each
-    request and answer cut at TRANSCRIPT_CUT characters."""
-    from git_genjob.documents.display import printable
-
-    if not doc["calls"]:
-        return [f"job {doc['key']}: no model calls went through the gateway"]
-    out = [f"calls of job {doc['key']} (from the {doc['source']}):"]
-    for c in doc["calls"]:
-        tokens = f"{c['input_tokens'] if c['input_tokens'] is not None else '?'} in / "
-        tokens += f"{c['output_tokens'] if c['output_tokens'] is not None else '?'} out"
-        how = "replayed" if c["replayed"] else "sent"
-        out.append(printable(f"call {c['n']}  {c['upstream']} {c['model'] or '-'}  {c['status']}, {how}, {tokens}"))
-        for name in ("request", "answer"):
-            text = c[name]
-            if text is None:
-                out.append(f"  {name}: (not in this clone's replay cache)")
-                continue
-            cut = f" … ({len(text) - TRANSCRIPT_CUT} more characters)" if len(text) > TRANSCRIPT_CUT else ""
-            out.append(f"  {name}: " + printable(text[:TRANSCRIPT_CUT]) + cut)
-    return out
