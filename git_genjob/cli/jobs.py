@@ -276,7 +276,7 @@ def show(key: str, log: bool, calls: bool, as_json: bool) -> None:
     if calls:
         from git_genjob.documents.receipt import parse_envelope
         from git_genjob.storage.records import find_job
-        from git_genjob.worker.gateway.calls import transcript, transcript_lines
+        from git_genjob.worker.gateway.transcript import transcript, transcript_lines
 
         record = find_job(store, key)
         pred = parse_envelope(record.receipt_bytes).predicate if record.receipt_bytes is not None else None

@@ -703,7 +703,8 @@ def test_a_huge_model_name_is_cut_in_the_receipt_and_the_transcript(
 ) -> None:
     """Red team: an agent's request naming a 1 MB model made the receipt and `show --calls` a
     megabyte long; the name is the generator's word, kept to MODEL_MAX characters."""
-    from git_genjob.worker.gateway.calls import MODEL_MAX, transcript_lines
+    from git_genjob.worker.gateway.calls import MODEL_MAX
+    from git_genjob.worker.gateway.transcript import transcript_lines
 
     stub = Stub()
     gw, base = attempt(Store.open(str(repo)), stub.url, 1, monkeypatch)
@@ -809,7 +810,7 @@ def test_the_journal_stays_small_whatever_the_agent_sends(repo: Path, monkeypatc
     answer in answers/ until the fold). A crashed attempt's leftovers still fold with their
     request, and `show --calls` still shows it unfolded."""
     from git_genjob.replay.cache import Cache
-    from git_genjob.worker.gateway.calls import transcript
+    from git_genjob.worker.gateway.transcript import transcript
 
     stub = Stub()
     store = Store.open(str(repo))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from git_genjob.documents.canonical import parse_strict, sha256_hex, utc_now
+from git_genjob.documents.display import printable
 from git_genjob.documents.errors import GenjobError
 from git_genjob.documents.keys import NS_REPLAY, verify_signature
 from git_genjob.documents.signing import REPLAY_TYPE, pae, signer_of, unseal
@@ -35,10 +36,6 @@ from git_genjob.worker.gateway.journal import (
     write_synced,
 )
 from git_genjob.worker.gateway.spool import Spool
-
-# `show --calls` lives in gateway.transcript; the cli and the tests still name it here
-from git_genjob.worker.gateway.transcript import transcript as transcript
-from git_genjob.worker.gateway.transcript import transcript_lines as transcript_lines
 
 # Fields an SDK or agent fills with what differs per run: replaced by placeholders. Codex sends
 # `client_metadata` (its session, thread and turn ids, the turn's start time) and a
@@ -316,8 +313,6 @@ class Session:
         return True
 
     def _say_unfolded(self, count: int | None, exc: Exception) -> None:
-        from git_genjob.documents.display import printable
-
         if isinstance(exc, GenjobError):
             reason, hint = exc.message, exc.hint
         else:

@@ -19,6 +19,7 @@ from typing import IO
 from git_genjob.documents.canonical import canonical_bytes
 from git_genjob.documents.errors import BadInput
 from git_genjob.documents.secretscan import find_secret
+from git_genjob.storage.locks import running
 from git_genjob.worker.gateway.dialects import usage_of
 
 SCAN_BLOCK = 1024 * 1024  # scanned at once; OVERLAP of each block is scanned again with the next
@@ -171,8 +172,6 @@ class Spool:
 def _sweep(folder: str) -> None:
     """Drop the spools of workers that died mid-answer (partial, never served): a name carries
     the pid of the process that made it."""
-    from git_genjob.storage.locks import running
-
     try:
         names = os.listdir(folder)
     except FileNotFoundError:

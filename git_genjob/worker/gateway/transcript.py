@@ -10,7 +10,9 @@ import re
 from typing import Any
 
 from git_genjob.documents.canonical import sha256_hex
+from git_genjob.documents.display import printable
 from git_genjob.documents.errors import GenjobError
+from git_genjob.documents.secretscan import redact
 from git_genjob.replay.cache import Cache
 from git_genjob.storage.layout import gateway_answers_dir
 from git_genjob.storage.store import Store
@@ -39,8 +41,6 @@ def transcript(
 def _shown(store: Store, cache: Cache, call: dict[str, Any]) -> dict[str, Any]:
     """One call of `transcript`: its fields, with its request and answer (redacted) from the
     replay cache, or from its answer file when the journal recorded it and no fold took it yet."""
-    from git_genjob.documents.secretscan import redact
-
     row = {k: call.get(k) for k in CALL_FIELDS}
     row["fingerprint"] = fp = str(call.get("fingerprint") or "")
     row["request"] = row["answer"] = None
@@ -76,8 +76,6 @@ def _body(answer: str) -> str:
 def _unfolded(store: Store, call: dict[str, Any], sha: str) -> tuple[str | None, str | None]:
     """(request, answer) of a call the journal's row records whose answer file is still in
     `answers/` (a worker that died before its gateway folded it), each redacted."""
-    from git_genjob.documents.secretscan import redact
-
     wal = call.get("wal")
     if not isinstance(wal, dict) or not re.fullmatch(r"[0-9a-f]{64}", str(wal.get("event_id"))):
         return None, None
@@ -104,8 +102,6 @@ def _unfolded(store: Store, call: dict[str, Any], sha: str) -> tuple[str | None,
 def transcript_lines(doc: dict[str, Any]) -> list[str]:
     """The human form of `transcript`: escaped (a model's and an agent's text is untrusted), each
     request and answer cut at TRANSCRIPT_CUT characters."""
-    from git_genjob.documents.display import printable
-
     if not doc["calls"]:
         return [f"job {doc['key']}: no model calls went through the gateway"]
     out = [f"calls of job {doc['key']} (from the {doc['source']}):"]
