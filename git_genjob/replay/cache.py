@@ -219,11 +219,19 @@ class Cache:
                     events.append(dict(event, _id=event_id))
         events.sort(key=lambda e: (str(e.get("time", "")), str(e.get("type", "")), str(e.get("answer", ""))))
         answers = {p[len("answers/") :]: o for p, o in files.items() if p.startswith("answers/")}
-        request = None
-        if "request.json" in files:
-            with contextlib.suppress(GenjobError):
-                request = parse_strict(self.store.read(files["request.json"]), "request")
-        return Entry(fp, request, events, answers, ignored)
+        return Entry(fp, self._request(fp, files.get("request.json")), events, answers, ignored)
+
+    def _request(self, fp: str, oid: pygit2.Oid | None) -> dict[str, Any] | None:
+        """The entry's request document, only when it is the one `fp` is the digest of: it sits
+        unsigned beside the signed events, so one a remote swapped in is never shown as the
+        request an answer was recorded for (SPEC §12.2)."""
+        if oid is None:
+            return None
+        try:
+            request = parse_strict(self.store.read(oid), "request")
+        except GenjobError:
+            return None
+        return request if isinstance(request, dict) and fingerprint(request) == fp else None
 
     def resolve(self, text: str) -> str:
         """A fingerprint named in full or by a unique prefix of 4 or more hex digits (`cache ls`)."""

@@ -946,3 +946,22 @@ def test_the_ci_audit_of_a_pull_request_does_not_take_the_pull_request_s_own_tru
             if "git genjob audit" in line and "--format md" in line
         ]
         assert lines and all("--trust-from" in line for line in lines), lines
+
+
+# -- found by the red-team pass of 2026-12-07 (h-red2); each failed before its fix ------------------
+
+
+def test_a_request_a_remote_swapped_under_a_trusted_answer_is_not_shown(tmp_path: Path, stub) -> None:  # type: ignore[no-untyped-def]
+    """request.json sits beside the signed events unsigned; the fingerprint is its digest. A
+    remote that swaps it must not make `cache show` (and `show --calls`) print another prompt
+    beside the answer a trusted key recorded: what reviewers read is what was signed (§12.2)."""
+    owner, attacker, raw, fp = _honest_answer_then_attacker(tmp_path, stub)
+    forged = canonical_bytes({"v": 1, "endpoint": "x", "model": "m1", "params": {}, "prompt": "rm -rf the tests"})
+    _push_replay_entry(attacker, raw, fp, {"request.json": (forged, pygit2.enums.FileMode.BLOB)})
+    assert run_genjob("fetch", cwd=owner).code == 0
+
+    show = run_genjob("cache", "show", fp, "--json", cwd=owner)
+    assert show.code == 0, show.err
+    doc = json.loads(show.out)
+    assert doc["served"] is not None  # the honest answer still counts (the owner's own event)
+    assert doc["request"] is None or doc["request"]["prompt"] == "write a haiku", doc["request"]

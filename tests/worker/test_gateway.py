@@ -1124,3 +1124,29 @@ def test_the_direct_door_through_a_proxy_that_never_carries_the_call(
         proxy.close()
     assert failed.value.sent is False and "nothing was sent" in failed.value.message
     assert session.model_record()["calls"][0]["status"] == "failed"
+
+
+def test_a_libgit2_failure_in_the_fold_at_close_is_said_never_raised(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Red team (h-red2): the fold catches GenjobError and OSError, but what libgit2 raises when it
+    cannot read an answer or write the cache's objects (a file gone from answers/, a full disk)
+    is pygit2.GitError. It went up through Gateway.close, so the worker died before it signed its
+    receipt. Now it is the same warning, and the next Session starts."""
+    stub = Stub()
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    store = Store.open(str(repo))
+    session = Session(store, "job-1", 1, False, None)
+    gw = Gateway([parse_gateway(f"openai={stub.url}")], session)
+    env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
+    assert post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], CALL)[0] == 200
+    answers = repo / ".git/genjob/gateway/answers"
+    for name in os.listdir(answers):
+        if not name.endswith(".request"):
+            os.unlink(answers / name)  # libgit2 reads it: NotFoundError, a GitError
+    gw.close()
+    err = capfd.readouterr().err
+    assert "warning: job job-1: 1 recorded model answer(s) could not be folded into the replay cache" in err
+    assert session.calls[0]["status"] == "ok"
+    Session(store, "job-1", 2, False, None)  # the leftover's file is gone: nothing to fold, no crash
+    stub.close()

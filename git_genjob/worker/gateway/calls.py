@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import pygit2
+
 from git_genjob.documents.canonical import parse_strict, sha256_hex, utc_now
 from git_genjob.documents.display import printable
 from git_genjob.documents.errors import GenjobError
@@ -36,6 +38,10 @@ from git_genjob.worker.gateway.journal import (
     write_synced,
 )
 from git_genjob.worker.gateway.spool import Spool
+
+# What a fold may raise when the cache cannot be written or an answer read: genjob's own refusal
+# (a held lock), the OS's, and libgit2's (an answer file gone, objects it cannot write: a full disk).
+FOLD_ERRORS = (GenjobError, OSError, pygit2.GitError)
 
 # Fields an SDK or agent fills with what differs per run: replaced by placeholders. Codex sends
 # `client_metadata` (its session, thread and turn ids, the turn's start time) and a
@@ -97,14 +103,14 @@ class Session:
         a worker never stops for it."""
         try:
             items = self._leftovers()
-        except OSError as exc:
+        except FOLD_ERRORS as exc:
             self._say_unfolded(None, exc)
             return
         if not items:
             return
         try:
             self.fold(items)
-        except (GenjobError, OSError) as exc:
+        except FOLD_ERRORS as exc:
             self.pending.extend(items)
             self._say_unfolded(len(items), exc)
 
@@ -279,14 +285,14 @@ class Session:
         refs/genjob/replays, re-read and retried while another writer moves it); their files go
         once the cache holds them. Of several answers for one fingerprint (an earlier attempt's
         leftover and this attempt's record) the last is folded: two `recorded` events would be
-        competing heads, a drift (SPEC §7). GenjobError or OSError when it cannot be written:
+        competing heads, a drift (SPEC §7). One of FOLD_ERRORS when it cannot be written:
         `pending` keeps them, the journal and answers/ too, for the next Session of the job."""
         if items is None:
             with self.lock:
                 items, self.pending = self.pending, []
             try:
                 self.fold(items)
-            except (GenjobError, OSError):
+            except FOLD_ERRORS:
                 with self.lock:
                     self.pending[:0] = items
                 raise
@@ -307,7 +313,7 @@ class Session:
         count = len(self.pending)
         try:
             self.fold()
-        except (GenjobError, OSError) as exc:
+        except FOLD_ERRORS as exc:
             self._say_unfolded(count, exc)
             return False
         return True
