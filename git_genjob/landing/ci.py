@@ -123,44 +123,113 @@ class CiReport:
         return out + ["next:"] + [f"  {step}" for step in self.next_steps]
 
 
+Rule = tuple[bool, str, str | None]  # (holds, the refusal when it does not, its hint)
+
+
 def check_options(opts: CiOptions) -> None:
     """Every value that goes into a template, refused (exit 2, nothing written) when it would not fit."""
-    if opts.forge not in FORGES:
-        raise BadInput(f"unknown forge {opts.forge!r}", "git genjob ci init github, or git genjob ci init gitlab")
-    if not 1 <= opts.workers <= MAX_WORKERS:
-        raise BadInput(f"--workers {opts.workers} is not between 1 and {MAX_WORKERS}")
-    fields = opts.schedule.split()
-    if len(fields) != 5 or not all(CRON_FIELD.match(f) for f in fields):
-        raise BadInput(f"--schedule {opts.schedule!r} is not a cron line", 'five fields, e.g. --schedule "17 * * * *"')
-    for name, value in (("--branch", opts.branch), ("--land-branch", opts.land_branch)):
-        if not BRANCH.match(value) or ".." in value or value.endswith((".lock", "/", ".")):
-            raise BadInput(f"{name} {value!r} is not a branch name these files can hold", "e.g. main, genjob/land")
-    if opts.branch == opts.land_branch:
-        raise BadInput("--land-branch must differ from --branch", "land proposes a pull request into --branch")
-    if not ENV_NAME.match(opts.model_key_env):
-        raise BadInput(f"--model-key-env {opts.model_key_env!r} is not an environment variable name")
+    _refuse_first(_shape_rules(opts))
     gateway_of(opts)
-    for what, text in (("--generator", opts.generator or ""), ("--install", opts.install or "")) + tuple(
-        ("--work-option", o) for o in opts.work_options
-    ):
-        if any(c in text for c in "\n\r\0") or "${{" in text or "@@" in text:
-            raise BadInput(f"{what} {text!r} holds a newline, '${{{{' or '@@'", "one line of shell, no expressions")
-    if opts.install is not None and not opts.install.strip():
-        raise BadInput("--install is empty", f"e.g. --install '{PINNED_EXAMPLE}'")
-    if opts.install is not None and BARE_NAME.search(opts.install):
-        raise BadInput(
-            f"--install {opts.install!r} installs git-genjob by a bare name from a package index",
+    _refuse_first(_text_rules(opts))
+
+
+def _refuse_first(rules: list[Rule]) -> None:
+    """Raise BadInput for the first rule, in order, that does not hold."""
+    for holds, message, hint in rules:
+        if not holds:
+            raise BadInput(message, hint)
+
+
+def _shape_rules(opts: CiOptions) -> list[Rule]:
+    """The forge, the counts, the schedule, the branches and the key's variable name."""
+    return [
+        (
+            opts.forge in FORGES,
+            f"unknown forge {opts.forge!r}",
+            "git genjob ci init github, or git genjob ci init gitlab",
+        ),
+        (1 <= opts.workers <= MAX_WORKERS, f"--workers {opts.workers} is not between 1 and {MAX_WORKERS}", None),
+        (
+            _is_cron(opts.schedule),
+            f"--schedule {opts.schedule!r} is not a cron line",
+            'five fields, e.g. --schedule "17 * * * *"',
+        ),
+        *(
+            (_is_branch(value), f"{name} {value!r} is not a branch name these files can hold", "e.g. main, genjob/land")
+            for name, value in (("--branch", opts.branch), ("--land-branch", opts.land_branch))
+        ),
+        (
+            opts.branch != opts.land_branch,
+            "--land-branch must differ from --branch",
+            "land proposes a pull request into --branch",
+        ),
+        (
+            ENV_NAME.match(opts.model_key_env) is not None,
+            f"--model-key-env {opts.model_key_env!r} is not an environment variable name",
+            None,
+        ),
+    ]
+
+
+def _is_cron(schedule: str) -> bool:
+    """Five cron fields of the characters a cron line holds."""
+    fields = schedule.split()
+    return len(fields) == 5 and all(CRON_FIELD.match(f) for f in fields)
+
+
+def _is_branch(value: str) -> bool:
+    """A branch name git takes and a template can hold unquoted."""
+    return bool(BRANCH.match(value)) and ".." not in value and not value.endswith((".lock", "/", "."))
+
+
+def _text_rules(opts: CiOptions) -> list[Rule]:
+    """The free text put into the workflows' shell: one line each, then --install, then --generator."""
+    texts = [("--generator", opts.generator or ""), ("--install", opts.install or "")]
+    texts += [("--work-option", o) for o in opts.work_options]
+    one_line: list[Rule] = [
+        (_is_one_line(text), f"{what} {text!r} holds a newline, '${{{{' or '@@'", "one line of shell, no expressions")
+        for what, text in texts
+    ]
+    return one_line + _install_rules(opts.install) + _generator_rules(opts.generator)
+
+
+def _is_one_line(text: str) -> bool:
+    """No newline, NUL, GitHub expression or template placeholder."""
+    return not any(c in text for c in "\n\r\0") and "${{" not in text and "@@" not in text
+
+
+def _install_rules(install: str | None) -> list[Rule]:
+    """--install, when given: not empty, and no bare package-index name for git-genjob."""
+    if install is None:
+        return []
+    return [
+        (bool(install.strip()), "--install is empty", f"e.g. --install '{PINNED_EXAMPLE}'"),
+        (
+            not BARE_NAME.search(install),
+            f"--install {install!r} installs git-genjob by a bare name from a package index",
             "nobody publishes git-genjob there: whoever registers the name would run code beside the worker's and "
             f"the model's keys; pin a source you control, e.g. --install '{PINNED_EXAMPLE}'",
-        )
-    if opts.generator is not None:
-        kind, sep, rest = opts.generator.partition(":")  # not parse_spec: its program lives on the runner
-        if kind not in ("exec", "http", "openai") or not sep or not rest.strip():
-            raise BadInput(
-                f"--generator {opts.generator!r} is malformed", "use exec:COMMAND, http:URL or openai:BASE_URL#MODEL"
-            )
-        if kind == "openai" and not rest.partition("#")[2]:
-            raise BadInput(f"--generator {opts.generator!r} needs a model", "use openai:BASE_URL#MODEL")
+        ),
+    ]
+
+
+def _generator_rules(generator: str | None) -> list[Rule]:
+    """--generator, when given: KIND:REST of a known kind, and openai's with a #MODEL."""
+    if generator is None:
+        return []
+    kind, sep, rest = generator.partition(":")  # not parse_spec: its program lives on the runner
+    return [
+        (
+            kind in ("exec", "http", "openai") and bool(sep) and bool(rest.strip()),
+            f"--generator {generator!r} is malformed",
+            "use exec:COMMAND, http:URL or openai:BASE_URL#MODEL",
+        ),
+        (
+            kind != "openai" or bool(rest.partition("#")[2]),
+            f"--generator {generator!r} needs a model",
+            "use openai:BASE_URL#MODEL",
+        ),
+    ]
 
 
 PROVIDERS = {
@@ -266,35 +335,43 @@ def ci_init(store: Store, opts: CiOptions) -> CiReport:
     gitlab_root = os.path.join(root, GITLAB_ROOT)
     if opts.forge == "gitlab" and not os.path.lexists(gitlab_root):
         files[GITLAB_ROOT] = GITLAB_INCLUDE
-    conflicts = []
-    for rel, text in files.items():
-        path = os.path.join(root, rel)
-        if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
-            raise Refused(f"{rel} exists and is not a regular file", "move it away, then run ci init again")
-        if os.path.exists(path):
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                if fh.read() == text:
-                    report.unchanged.append(rel)
-                    continue
-            conflicts.append(rel)
+    report.unchanged, conflicts = _compare(root, files)
     if conflicts and not opts.force:
         raise Refused(
             f"{', '.join(conflicts)} already exist{'s' if len(conflicts) == 1 else ''} with other content; "
             "nothing written",
             f"git genjob ci init {opts.forge} --force replaces them (then git diff shows what changed)",
         )
+    report.written = _write(root, {rel: text for rel, text in files.items() if rel not in report.unchanged})
+    report.next_steps = _next_steps(opts, GITLAB_ROOT not in files and not _includes(gitlab_root, GITLAB_FILE), install)
+    return report
+
+
+def _compare(root: str, files: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(the files already holding their content, the ones holding other content); refused when
+    a path is a link or no regular file."""
+    unchanged: list[str] = []
+    conflicts: list[str] = []
     for rel, text in files.items():
-        if rel in report.unchanged:
-            continue
+        path = os.path.join(root, rel)
+        if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+            raise Refused(f"{rel} exists and is not a regular file", "move it away, then run ci init again")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                (unchanged if fh.read() == text else conflicts).append(rel)
+    return unchanged, conflicts
+
+
+def _write(root: str, files: dict[str, str]) -> list[str]:
+    """Write each file through a temporary beside it (no half-written file); the paths written."""
+    for rel, text in files.items():
         path = os.path.join(root, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".genjob-tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
-        report.written.append(rel)
-    report.next_steps = _next_steps(opts, GITLAB_ROOT not in files and not _includes(gitlab_root, GITLAB_FILE), install)
-    return report
+    return list(files)
 
 
 def _includes(path: str, included: str) -> bool:
