@@ -5,24 +5,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import pygit2
 
 from git_genjob.documents.canonical import digest
 from git_genjob.documents.config import read_config
 from git_genjob.documents.display import printable, usage_text
-from git_genjob.documents.errors import (
-    EXIT_OK,
-    EXIT_REFUSED,
-    EXIT_UNAVAILABLE,
-    BadInput,
-    GenjobError,
-    Painter,
-    Unavailable,
-    plain,
-)
+from git_genjob.documents.errors import BadInput, GenjobError, Unavailable
 from git_genjob.documents.job import Job, check_key
 from git_genjob.documents.keys import TrustedKey
 from git_genjob.documents.receipt import (
@@ -35,6 +24,7 @@ from git_genjob.documents.receipt import (
 )
 from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
 from git_genjob.landing.summary import FORGED, Facts, Party, check, expected_renderings, generator_label, quoted
+from git_genjob.landing.verdict import CommitAudit, audit_counts, audit_exit, audit_lines
 from git_genjob.landing.verify import TrustStore, check_fresh, note_envelope, note_job, trust_from_tree
 from git_genjob.landing.walk import BASE_HINT, Walk, commits_in, range_base, range_commit
 from git_genjob.planner.trust import JobTrust, job_trust
@@ -53,95 +43,7 @@ from git_genjob.storage.store import Store, lookup
 
 NULL_OID = pygit2.Oid(hex="0" * 40)
 
-
-@dataclass
-class CommitAudit:
-    commit: str
-    subject: str
-    trailers: dict[str, str]
-    problems: list[str] = field(default_factory=list)
-    facts: list[str] = field(default_factory=list)  # what audit could still prove, failing or not
-    # What this clone lacks to check (a shallow clone's boundary commit has no parent to diff
-    # against): never a pass, never a failure verdict either.
-    unchecked: list[str] = field(default_factory=list)
-    jobs: list[str] = field(default_factory=list)
-    squashed: bool = False
-    merged: bool = False  # a merged apply (`Genjob-Merged-Onto`, SPEC §11)
-    note: list[str] = field(default_factory=list)  # the verified summary (what git log shows), rendered
-    forged_note: str | None = None  # a note in refs/notes/genjob that is not the rendering, quoted escaped
-    envelope_ref: str | None = None  # the notes ref its envelope was read from (SPEC §11)
-    # What the Markdown report shows beside the verdict (read from the receipt and the stored job).
-    merged_onto: str | None = None
-    instruction: str | None = None
-    model: str | None = None
-    sandbox: str | None = None
-    planner: str | None = None
-    signer_name: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems and not self.unchecked
-
-    @property
-    def provenance(self) -> str:
-        """One word for what holds: verified, squashed (N jobs), modified, unproven."""
-        if self.squashed:
-            return f"squashed with {len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}"
-        if self.ok:
-            return "verified (merged)" if self.merged else "verified"
-        if any("commit diff != receipt outputs" in p or "!= recomputed merge" in p for p in self.problems):
-            return "outputs since modified"
-        if not self.problems:
-            return "cannot check"
-        return "unproven"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "commit": self.commit,
-            "subject": self.subject,
-            "key": self.trailers.get("Genjob-Key"),
-            "receipt": self.trailers.get("Genjob-Receipt"),
-            "signer": self.trailers.get("Genjob-Signer"),
-            "signer_name": self.signer_name,
-            "worker": self.trailers.get("Genjob-Worker"),
-            "ok": self.ok,
-            "problems": self.problems,
-            "unchecked": self.unchecked,
-            "provenance": self.provenance,
-            "facts": self.facts,
-            "note": self.note,
-            "forged_note": self.forged_note,
-            "envelope_ref": self.envelope_ref,
-            "jobs": self.jobs or ([self.trailers["Genjob-Key"]] if "Genjob-Key" in self.trailers else []),
-        }
-
-
-def audit_lines(results: list[CommitAudit], quiet: bool = False, paint: Painter = plain) -> list[str]:
-    """The human report of `audit`: each commit (failing ones only with `quiet`), then a count."""
-    out = []
-    for a in results:
-        if quiet and a.ok:
-            continue
-        mark = paint("ok  ", "green") if a.ok else paint("FAIL", "red") if a.problems else paint("??  ", "yellow")
-        out.append(f"{mark} {a.commit[:12]} {a.provenance:<22} {printable(a.subject)}")
-        lines = a.facts + a.problems + a.unchecked
-        out += [f"       {printable(line)}" for line in lines]  # they quote trailers and notes
-    failing, unchecked = audit_counts(results)
-    total = f"{len(results)} genjob commit(s), {failing} failing"
-    return [*out, total + (f", {unchecked} cannot be checked in this clone" if unchecked else "")]
-
-
-def audit_counts(results: list[CommitAudit]) -> tuple[int, int]:
-    """(failing, cannot be checked): a commit with a problem fails whatever else it lacks."""
-    failing = sum(1 for a in results if a.problems)
-    return failing, sum(1 for a in results if not a.problems and a.unchecked)
-
-
-def audit_exit(results: list[CommitAudit]) -> int:
-    """1 when any commit fails; else 3 when any cannot be checked here (its parent was not
-    fetched: a shallow clone), which is not a pass; else 0."""
-    failing, unchecked = audit_counts(results)
-    return EXIT_REFUSED if failing else EXIT_UNAVAILABLE if unchecked else EXIT_OK
+__all__ = ["CommitAudit", "audit_counts", "audit_exit", "audit_lines"]  # their home is landing.verdict
 
 
 def genjob_trailers(commit: pygit2.Commit, gitdir: str | None = None) -> dict[str, str]:
@@ -164,47 +66,26 @@ def audit_commit(
     judge keys' validity at that time, not at the date the commit states (a commit new in an
     audited range, SPEC §12.2)."""
     t = genjob_trailers(commit, store.gitdir)
-    result = CommitAudit(str(commit.id), commit.message.splitlines()[0] if commit.message else "", t)
+    result = CommitAudit(str(commit.id), subject_of(commit), t)
     p = result.problems
     p += _trailer_problems(commit, t)
-    if notes is None:
-        found = receipt_note(store, commit.id)  # refs/notes/genjob-receipts, or a note from before the split
-        summary = read_note(store, commit.id)
-    else:
-        found, summary = _given_notes(*notes)
-    parsed = note_envelope(found[1], t.get("Genjob-Receipt")) if found else None
-    if found is None or parsed is None:
-        if found is not None:
-            result.envelope_ref = found[0]
-        if summary is not None:
-            result.forged_note = quoted(summary)
-            p.append(f"{FORGED}: no receipt on this commit backs it")
-        p.append(
-            f"no genjob note with an envelope on this commit (looked in {RECEIPTS_REF} and "
-            f"{NOTES_REF}; git genjob fetch brings notes)" + _copy_hint(store, commit, t)
-        )
+    found, summary = _given_notes(*notes) if notes is not None else _stored_notes(store, commit)
+    result.envelope_ref = found[0] if found else None
+    raw = _envelope_in(found, t)
+    if found is None or raw is None:
+        p += _no_envelope_problems(store, commit, result, summary)
         return result
-    result.envelope_ref = found[0]
-    raw = parsed[1]
-    if digest(raw) != t.get("Genjob-Receipt"):
-        p.append(f"note envelope hashes to {digest(raw)}, trailer says {t.get('Genjob-Receipt')}")
-    try:
-        env = parse_envelope(raw)
-    except BadInput as exc:
-        p.append(f"check 1: {exc.message}")
+    env = _note_receipt(raw, t, p)
+    if env is None:
         return result
     pred = env.predicate
     result.model, result.sandbox = generator_label(pred.generator), pred.confinement.summary()
-    here = trust_from if trust_from is not None else trust_from_tree(store, commit.tree)
-    trust = TrustStore(here.signers, here.revoked | tip_trust.revoked)
+    here, trust = _trust_for(store, commit, tip_trust, trust_from)
     signer = _check_signer(result, env, trust, _when(commit, now), trust_from is not None)
-    if pred.status != "ok":
-        p.append(f"check 4: status is {pred.status}")
-    p += [f"check 4: {x}" for x in sandbox_problems(pred, _require_sandbox(store, commit))]
-    record = None
-    if notes is None or note_job(found[1], t.get("Genjob-Receipt")) is None:  # fetch reads no archive
-        record = _stored_record(store, pred.key, p)
-    job = _job_of(record, found[1], t.get("Genjob-Receipt"))
+    p += _status_problems(store, commit, pred)
+    carried = note_job(found[1], t.get("Genjob-Receipt"))
+    record = _stored_record(store, pred.key, p) if notes is None or carried is None else None  # fetch reads no archive
+    job = _job_of(record, carried)
     allowed = job[2].allowed_paths if job is not None else list(pred.outputs)
     p += [f"check 5: {x}" for x in check_output_paths(pred, allowed)]
     p += _binding_problems(pred, t)
@@ -217,22 +98,89 @@ def audit_commit(
         )
         return result
     planned = _check_job(result, commit, job, pred, trust, _when(commit, now))
-    if notes is None and record is not None and commit.parents and not absent and result.merged_onto is None:
-        p += [f"parent: {x}" for x in check_fresh(store, record, commit.parents[0].tree)]
+    if notes is None and record is not None and not absent:
+        p += _freshness_problems(store, result, commit, record)
     if signer is not None:  # what follows is read from the receipt whose signature verified
-        totals = (pred.model or {}).get("usage")
-        if isinstance(totals, dict):
-            result.facts.append(f"model: {usage_text(totals)}")
-        rendered = Facts(
-            pred.key,
-            digest(raw),
-            pred,
-            Party(signer.principal, signer.keyid),
-            Party(planned.signer.principal, planned.signer.keyid) if planned.signer is not None else None,
-            job[2].message_text,
-        )
-        _judge_summary(result, summary, found, rendered, [here, trust_from_tree(store, commit.tree)])
+        facts = _verified_facts(result, raw, pred, signer, planned, job[2])
+        _judge_summary(result, summary, found, facts, [here, trust_from_tree(store, commit.tree)])
     return result
+
+
+def _envelope_in(found: tuple[str, bytes] | None, t: dict[str, str]) -> bytes | None:
+    """The envelope the note holds for the commit's Genjob-Receipt (None: no note, or none in it)."""
+    parsed = note_envelope(found[1], t.get("Genjob-Receipt")) if found else None
+    return parsed[1] if parsed else None
+
+
+def _note_receipt(raw: bytes, t: dict[str, str], problems: list[str]) -> Envelope | None:
+    """Check 1: the note's envelope parsed (None when it does not parse), and its digest against
+    the Genjob-Receipt trailer (both named in `problems`)."""
+    if digest(raw) != t.get("Genjob-Receipt"):
+        problems.append(f"note envelope hashes to {digest(raw)}, trailer says {t.get('Genjob-Receipt')}")
+    try:
+        return parse_envelope(raw)
+    except BadInput as exc:
+        problems.append(f"check 1: {exc.message}")
+        return None
+
+
+def subject_of(commit: pygit2.Commit) -> str:
+    """The commit message's first line ("" for an empty message)."""
+    return commit.message.splitlines()[0] if commit.message else ""
+
+
+def _stored_notes(store: Store, commit: pygit2.Commit) -> tuple[tuple[str, bytes] | None, bytes | None]:
+    """(where the envelope is, the summary) as the notes refs hold them: refs/notes/genjob-receipts,
+    or a note from before the split."""
+    return receipt_note(store, commit.id), read_note(store, commit.id)
+
+
+def _no_envelope_problems(store: Store, commit: pygit2.Commit, result: CommitAudit, summary: bytes | None) -> list[str]:
+    """A commit whose notes hold no envelope: a summary note there is forged, and the commit
+    cannot be checked (with how to copy its notes when it is a cherry-pick of an applied job)."""
+    problems = []
+    if summary is not None:
+        result.forged_note = quoted(summary)
+        problems.append(f"{FORGED}: no receipt on this commit backs it")
+    problems.append(
+        f"no genjob note with an envelope on this commit (looked in {RECEIPTS_REF} and "
+        f"{NOTES_REF}; git genjob fetch brings notes)" + _copy_hint(store, commit, result.trailers)
+    )
+    return problems
+
+
+def _trust_for(
+    store: Store, commit: pygit2.Commit, tip_trust: TrustStore, trust_from: TrustStore | None
+) -> tuple[TrustStore, TrustStore]:
+    """(the trust store read, the one judged by): the commit's own unless `trust_from` is given,
+    with the revocations at the tip of the range added."""
+    here = trust_from if trust_from is not None else trust_from_tree(store, commit.tree)
+    return here, TrustStore(here.signers, here.revoked | tip_trust.revoked)
+
+
+def _status_problems(store: Store, commit: pygit2.Commit, pred: Predicate) -> list[str]:
+    """Check 4: the receipt's status, and its sandbox against the commit's `[policy]`."""
+    problems = [f"check 4: status is {pred.status}"] if pred.status != "ok" else []
+    return problems + [f"check 4: {x}" for x in sandbox_problems(pred, _require_sandbox(store, commit))]
+
+
+def _freshness_problems(store: Store, result: CommitAudit, commit: pygit2.Commit, record: JobRecord) -> list[str]:
+    """The stored job against the commit's first parent (no parent, or a merged apply: nothing)."""
+    if not commit.parents or result.merged_onto is not None:
+        return []
+    return [f"parent: {x}" for x in check_fresh(store, record, commit.parents[0].tree)]
+
+
+def _verified_facts(
+    result: CommitAudit, raw: bytes, pred: Predicate, signer: TrustedKey, planned: JobTrust, job: Job
+) -> Facts:
+    """What the verified receipt and its job say, as the summary note renders it (the model's
+    usage added to `result`'s facts)."""
+    totals = (pred.model or {}).get("usage")
+    if isinstance(totals, dict):
+        result.facts.append(f"model: {usage_text(totals)}")
+    planner = Party(planned.signer.principal, planned.signer.keyid) if planned.signer is not None else None
+    return Facts(pred.key, digest(raw), pred, Party(signer.principal, signer.keyid), planner, job.message_text)
 
 
 def _stored_record(store: Store, key: str, problems: list[str]) -> JobRecord | None:
@@ -248,14 +196,18 @@ def _stored_record(store: Store, key: str, problems: list[str]) -> JobRecord | N
 
 def _trailer_problems(commit: pygit2.Commit, t: dict[str, str]) -> list[str]:
     """The trailers apply writes, all present, and no `Assisted-by` naming another receipt."""
-    missing = [name for name in TRAILERS if name not in t]
-    problems = ["missing trailers: " + ", ".join(missing)] if missing else []
-    return problems + [
+    return _missing_trailers(t) + [
         f"unbacked attribution: Assisted-by names genjob receipt {printable(r)}, Genjob-Receipt is "
         f"{t.get('Genjob-Receipt')}"
         for r in attributions(commit.message)
         if r != t.get("Genjob-Receipt")
     ]
+
+
+def _missing_trailers(t: dict[str, str]) -> list[str]:
+    """The trailers apply writes that `t` lacks, as one problem (none when all are there)."""
+    missing = [name for name in TRAILERS if name not in t]
+    return ["missing trailers: " + ", ".join(missing)] if missing else []
 
 
 def _check_signer(
@@ -274,14 +226,19 @@ def _check_signer(
     return signer
 
 
+def _bindings(pred: Predicate) -> list[tuple[str, str, str]]:
+    """(field, the trailer naming it, the receipt's value) of the receipt's key, job digest and worker."""
+    pairs = (("key", "Genjob-Key"), ("job_digest", "Genjob-Job"), ("worker_id", "Genjob-Worker"))
+    return [(name, trailer, getattr(pred, name)) for name, trailer in pairs]
+
+
 def _binding_problems(pred: Predicate, t: dict[str, str]) -> list[str]:
     """The receipt's key, job digest and worker against the commit's trailers."""
-    problems = []
-    for field_name, trailer in (("key", "Genjob-Key"), ("job_digest", "Genjob-Job"), ("worker_id", "Genjob-Worker")):
-        value = getattr(pred, field_name)
-        if value != t.get(trailer):
-            problems.append(f"receipt {field_name} is {value}, trailer {trailer} says {t.get(trailer)}")
-    return problems
+    return [
+        f"receipt {name} is {value}, trailer {trailer} says {t.get(trailer)}"
+        for name, trailer, value in _bindings(pred)
+        if value != t.get(trailer)
+    ]
 
 
 def _check_tree(
@@ -362,11 +319,12 @@ def message_head_of(job: Job, key: str) -> str:
     return f"genjob: {first}\n\n{instruction}\n\n"
 
 
-def _job_of(record: JobRecord | None, note: bytes, receipt: str | None) -> tuple[bytes, bytes | None, Job] | None:
+def _job_of(
+    record: JobRecord | None, carried: tuple[bytes, bytes | None] | None
+) -> tuple[bytes, bytes | None, Job] | None:
     """The job a receipt answers: the stored one, else the one its receipts note carries."""
     if record is not None:
         return record.job_bytes, record.job_envelope, record.job
-    carried = note_job(note, receipt)
     if carried is None:
         return None
     try:
@@ -457,18 +415,22 @@ def audit_one(
         return audit_commit(store, commit, tip_trust, trust_from, now=now)
     claimed = attributions(commit.message)
     if claimed:  # SPEC §12.2: an attribution names a verified receipt on its own commit, or it is named
-        subject = commit.message.splitlines()[0] if commit.message else ""
-        unbacked = CommitAudit(str(commit.id), subject, {})
-        unbacked.problems += [
-            f"unbacked attribution: Assisted-by names genjob receipt {printable(r)}, but this commit has no "
-            "Genjob trailers (genjob commits are made by git genjob apply)"
-            for r in claimed
-        ]
-        return unbacked
+        return _unbacked(commit, claimed)
     tree = notes_tree_of(store) if noted is True else noted
     if isinstance(tree, pygit2.Tree) and note_path(tree, str(commit.id)) is not None:
         return audit_unnamed(store, commit)
     return None
+
+
+def _unbacked(commit: pygit2.Commit, claimed: list[str]) -> CommitAudit:
+    """A commit without Genjob trailers whose message attributes it to genjob receipts."""
+    unbacked = CommitAudit(str(commit.id), subject_of(commit), {})
+    unbacked.problems += [
+        f"unbacked attribution: Assisted-by names genjob receipt {printable(r)}, but this commit has no "
+        "Genjob trailers (genjob commits are made by git genjob apply)"
+        for r in claimed
+    ]
+    return unbacked
 
 
 def notes_tree_of(store: Store) -> pygit2.Tree | None:
@@ -479,8 +441,7 @@ def notes_tree_of(store: Store) -> pygit2.Tree | None:
 def audit_unnamed(store: Store, commit: pygit2.Commit) -> CommitAudit:
     """A commit without Genjob trailers that carries a genjob summary note: no job made it, so
     the note claims what nothing signed."""
-    subject = commit.message.splitlines()[0] if commit.message else ""
-    result = CommitAudit(str(commit.id), subject, {})
+    result = CommitAudit(str(commit.id), subject_of(commit), {})
     note = read_note(store, commit.id) or b""
     result.forged_note = quoted(note)
     result.problems.append(f"{FORGED}: this commit has no Genjob trailers, so no job made it")
@@ -504,58 +465,68 @@ def audit_squash(
     since the squash author's own edits are theirs. The squash commit's other changes are
     human-authored and are not claimed by any receipt.
     """
-    subject = commit.message.splitlines()[0] if commit.message else ""
-    result = CommitAudit(str(commit.id), subject, groups[0], squashed=True)
-    here = trust_from if trust_from is not None else trust_from_tree(store, commit.tree)
-    trust = TrustStore(here.signers, here.revoked | tip_trust.revoked)
+    result = CommitAudit(str(commit.id), subject_of(commit), groups[0], squashed=True)
+    trust = _trust_for(store, commit, tip_trust, trust_from)[1]
     for g in groups:
         key = g.get("Genjob-Key", "?")
         result.jobs.append(key)
-        p = []
-        missing = [name for name in TRAILERS if name not in g]
-        if missing:
-            p.append("missing trailers: " + ", ".join(missing))
-        try:
-            check_key(key)
-            record = load_archived(store, key) or load_live(store, key)
-        except GenjobError as exc:
-            result.problems.append(f"{key[:80]!r}: {exc.message}")
-            continue
-        if record is None or record.receipt_bytes is None:
-            result.problems.append(f"{key}: no stored job with a receipt (git genjob fetch brings the archive)")
-            continue
-        raw = record.receipt_bytes
-        if digest(raw) != g.get("Genjob-Receipt"):
-            p.append(f"the stored receipt hashes to {digest(raw)}, the message says {g.get('Genjob-Receipt')}")
-        try:
-            env = parse_envelope(raw)
-            pred = env.predicate
-            signer = check_signature(env, trust.signers, trust.revoked, _when(commit, now))
-            if signer.keyid != g.get("Genjob-Signer"):
-                p.append(f"signer is {signer.keyid}, the message says {g.get('Genjob-Signer')}")
-        except GenjobError as exc:
-            result.problems.append(f"{key}: {exc.message}")
-            continue
-        if pred.status != "ok":
-            p.append(f"check 4: status is {pred.status}")
-        p += [f"check 4: {x}" for x in sandbox_problems(pred, _require_sandbox(store, commit))]
-        p += [f"check 5: {x}" for x in check_output_paths(pred, record.job.allowed_paths)]
-        for field_name, trailer in (
-            ("key", "Genjob-Key"),
-            ("job_digest", "Genjob-Job"),
-            ("worker_id", "Genjob-Worker"),
-        ):
-            if getattr(pred, field_name) != g.get(trailer):
-                p.append(f"receipt {field_name} is {getattr(pred, field_name)}, the message says {g.get(trailer)}")
-        result.problems += [f"{key}: {x}" for x in p]
-        if p:
-            continue
-        changed = [path for path, want in pred.outputs.items() if _digest_at(store, commit.tree, path) != want]
-        if changed:
-            result.facts.append(f"{key}: receipt verified; outputs since modified: {', '.join(sorted(changed))}")
-        else:
-            result.facts.append(f"{key}: receipt verified; outputs intact")
+        problems, fact = _squashed_job(store, commit, g, trust, _when(commit, now))
+        result.problems += problems
+        result.facts += fact
     return result
+
+
+def _squashed_job(
+    store: Store, commit: pygit2.Commit, g: dict[str, str], trust: TrustStore, when: float
+) -> tuple[list[str], list[str]]:
+    """(problems, facts) of one job of a squash commit: its stored receipt, checked against the
+    trailers the message keeps for it; once it verifies, whether its outputs are still intact."""
+    key = g.get("Genjob-Key", "?")
+    try:
+        check_key(key)
+        record = load_archived(store, key) or load_live(store, key)
+    except GenjobError as exc:
+        return [f"{key[:80]!r}: {exc.message}"], []
+    if record is None or record.receipt_bytes is None:
+        return [f"{key}: no stored job with a receipt (git genjob fetch brings the archive)"], []
+    raw = record.receipt_bytes
+    try:
+        env = parse_envelope(raw)
+        signer = check_signature(env, trust.signers, trust.revoked, when)
+    except GenjobError as exc:
+        return [f"{key}: {exc.message}"], []
+    p = _against_message(store, commit, g, record, env, signer)
+    if p:
+        return [f"{key}: {x}" for x in p], []
+    return [], [_outputs_fact(store, commit, key, env.predicate)]
+
+
+def _against_message(
+    store: Store, commit: pygit2.Commit, g: dict[str, str], record: JobRecord, env: Envelope, signer: TrustedKey
+) -> list[str]:
+    """A squashed job's verified receipt against the trailers the message keeps for it, and
+    checks 4 and 5."""
+    pred = env.predicate
+    p = _missing_trailers(g)
+    if digest(env.raw) != g.get("Genjob-Receipt"):
+        p.append(f"the stored receipt hashes to {digest(env.raw)}, the message says {g.get('Genjob-Receipt')}")
+    if signer.keyid != g.get("Genjob-Signer"):
+        p.append(f"signer is {signer.keyid}, the message says {g.get('Genjob-Signer')}")
+    p += _status_problems(store, commit, pred)
+    p += [f"check 5: {x}" for x in check_output_paths(pred, record.job.allowed_paths)]
+    return p + [
+        f"receipt {name} is {value}, the message says {g.get(trailer)}"
+        for name, trailer, value in _bindings(pred)
+        if value != g.get(trailer)
+    ]
+
+
+def _outputs_fact(store: Store, commit: pygit2.Commit, key: str, pred: Predicate) -> str:
+    """Whether a verified squashed job's outputs still hold the signed content in the commit."""
+    changed = [path for path, want in pred.outputs.items() if _digest_at(store, commit.tree, path) != want]
+    if changed:
+        return f"{key}: receipt verified; outputs since modified: {', '.join(sorted(changed))}"
+    return f"{key}: receipt verified; outputs intact"
 
 
 def _require_sandbox(store: Store, commit: pygit2.Commit) -> bool:
@@ -613,18 +584,27 @@ def _prefetch(store: Store, commits: list[pygit2.Commit]) -> None:
     reads: fetch them in one batch first, not one process per blob."""
     named = [c for c in commits if "Genjob-" in (c.message or "")]
     want: list[pygit2.Oid] = note_blobs(store, [c.id for c in named])
-    trees: list[pygit2.Tree] = []
-    for c in [*named, *commits[:1]]:
-        trust = lookup(c.tree, ".genjob")
-        trees += [trust] if isinstance(trust, pygit2.Tree) else []
-        for group in genjob_groups(c.message):
-            entry = Archive(store).entry(group.get("Genjob-Key", "")) if group.get("Genjob-Key") else None
-            trees += [entry] if entry is not None else []
-        if len(c.parents) == 1:
-            deltas = c.tree.diff_to_tree(c.parents[0].tree, swap=True).deltas
-            want += [f.id for d in deltas for f in (d.new_file, d.old_file)]  # the diff and the freshness check
+    archive, read = Archive(store), [*named, *commits[:1]]
+    trees = [tree for c in read for tree in _trees_read(archive, c)]
+    want += [oid for c in read for oid in _diff_blobs(c)]
     want += [e.id for tree in trees for e in tree if e.type_str == "blob"]
     store.fetch_missing(w for w in want if w != NULL_OID)
+
+
+def _trees_read(archive: Archive, commit: pygit2.Commit) -> list[pygit2.Tree]:
+    """The trees whose files auditing `commit` reads: its .genjob/ and each named job's archive entry."""
+    trust = lookup(commit.tree, ".genjob")
+    keys = [g["Genjob-Key"] for g in genjob_groups(commit.message) if g.get("Genjob-Key")]
+    entries = [archive.entry(key) for key in keys]
+    return [t for t in [trust, *entries] if isinstance(t, pygit2.Tree)]
+
+
+def _diff_blobs(commit: pygit2.Commit) -> list[pygit2.Oid]:
+    """Both sides of a one-parent commit's diff: the diff check and the freshness check read them."""
+    if len(commit.parents) != 1:
+        return []
+    deltas = commit.tree.diff_to_tree(commit.parents[0].tree, swap=True).deltas
+    return [f.id for d in deltas for f in (d.new_file, d.old_file)]
 
 
 def _notes_fetched(store: Store, commits: list[pygit2.Commit], spec: str | None | Walk) -> None:
@@ -632,15 +612,20 @@ def _notes_fetched(store: Store, commits: list[pygit2.Commit], spec: str | None 
     if any(store.ref_target(ref) is not None for ref in (NOTES_REF, RECEIPTS_REF)):
         return
     named = [c for c in commits if genjob_trailers(c, store.gitdir) or genjob_groups(c.message)]
-    if not named or all(len({g.get("Genjob-Key") for g in genjob_groups(c.message)}) > 1 for c in named):
-        return  # squash commits are read from the archive, not from notes
-    names, where = store.remote_names(), spec.label if isinstance(spec, Walk) else spec or "HEAD"
-    remote = "origin" if "origin" in names else names[0] if len(names) == 1 else "REMOTE"
+    if all(len({g.get("Genjob-Key") for g in genjob_groups(c.message)}) > 1 for c in named):
+        return  # none, or all squash commits: those are read from the archive, not from notes
+    where = spec.label if isinstance(spec, Walk) else spec or "HEAD"
     raise Unavailable(
         f"notes not fetched: {len(named)} genjob commit(s) in {where}, but this clone has no "
         f"{RECEIPTS_REF} or {NOTES_REF} (git clone does not fetch notes), so none can be checked",
-        f"git genjob fetch {remote}",
+        f"git genjob fetch {_remote_name(store)}",
     )
+
+
+def _remote_name(store: Store) -> str:
+    """The remote to name in a fetch hint: origin, else the only one, else REMOTE."""
+    names = store.remote_names()
+    return "origin" if "origin" in names else names[0] if len(names) == 1 else "REMOTE"
 
 
 def audit(
@@ -650,26 +635,13 @@ def audit(
     trust_from: str | None = None,
 ) -> list[CommitAudit]:
     commits = commits_in(store, spec)
-    newest = commits[-1] if isinstance(spec, Walk) and spec.reverse and commits else commits[0] if commits else None
-    tip_trust = trust_from_tree(store, newest.tree) if newest is not None else TrustStore([], set())
-    fixed = None
-    if trust_from is not None:
-        try:
-            fixed = trust_from_tree(store, store.revparse_commit(trust_from).tree)
-        except (KeyError, ValueError, pygit2.GitError):
-            raise BadInput(f"--trust-from {trust_from!r} is not a commit", "give a branch, tag or commit") from None
-    now, base = None, range_base(spec)
-    if base is not None:
-        # SPEC §12.2: commits new in BASE..HEAD are judged by the trust in force now, read from
-        # BASE unless --trust-from says otherwise: a branch cannot vouch for its own key, and no
-        # verdict depends on a date a commit states.
-        now = time.time()
-        if fixed is None:
-            fixed = trust_from_tree(store, range_commit(store, base, base).tree)
+    tip_trust = _tip_trust(store, spec, commits)
+    fixed, now, base = _judging_trust(store, spec, trust_from)
     if store.promisor_remote is not None:
         _prefetch(store, commits)
     read_commit_trailers(store.gitdir, [(str(c.id), c.message) for c in commits])  # one git for the range
     _notes_fetched(store, commits, spec)
+    hint = BASE_HINT.format(base=base) if base is not None and trust_from is None else ""
     out = []
     noted = notes_tree_of(store)
     for n, commit in enumerate(commits, 1):
@@ -677,9 +649,35 @@ def audit(
             progress(f"audit: {n}/{len(commits)} commits")
         checked = audit_one(store, commit, tip_trust, fixed, noted, now)
         if checked is not None:
-            if base is not None and trust_from is None:
-                checked.problems = [
-                    p + (BASE_HINT.format(base=base) if p.startswith("check 2:") else "") for p in checked.problems
-                ]
+            checked.problems = [p + (hint if p.startswith("check 2:") else "") for p in checked.problems]
             out.append(checked)
     return out
+
+
+def _tip_trust(store: Store, spec: str | None | Walk, commits: list[pygit2.Commit]) -> TrustStore:
+    """The trust store at the newest commit of the range, whose revocations hold for all of it."""
+    newest = commits[-1] if isinstance(spec, Walk) and spec.reverse and commits else commits[0] if commits else None
+    return trust_from_tree(store, newest.tree) if newest is not None else TrustStore([], set())
+
+
+def _judging_trust(
+    store: Store, spec: str | None | Walk, trust_from: str | None
+) -> tuple[TrustStore | None, float | None, str | None]:
+    """(the trust store every commit is judged by, None: each its own; the time keys are judged
+    at, None: each commit's date; the range's BASE or None), from --trust-from and BASE..HEAD."""
+    fixed = None
+    if trust_from is not None:
+        try:
+            fixed = trust_from_tree(store, store.revparse_commit(trust_from).tree)
+        except (KeyError, ValueError, pygit2.GitError):
+            raise BadInput(f"--trust-from {trust_from!r} is not a commit", "give a branch, tag or commit") from None
+    base = range_base(spec)
+    if base is None:
+        return fixed, None, None
+    # SPEC §12.2: commits new in BASE..HEAD are judged by the trust in force now, read from
+    # BASE unless --trust-from says otherwise: a branch cannot vouch for its own key, and no
+    # verdict depends on a date a commit states.
+    now = time.time()
+    if fixed is None:
+        fixed = trust_from_tree(store, range_commit(store, base, base).tree)
+    return fixed, now, base
