@@ -256,34 +256,49 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
     """After the slow path's plain `verify KEY` (no --branch) found `verdict`: keep both
     renderings, unless the verdict is a refusal, needed a merge, came from a job both live and
     archived, or anything stamped moved while it was decided."""
-    from git_genjob.documents.display import terminal_json
-    from git_genjob.landing.verify import CHECKS
-    from git_genjob.planner.trust import trust_at_head, trust_from_worktree
     from git_genjob.storage.archive import Archive  # loads libgit2: only the slow path, which has it
 
     taken = _taken("verify", store)
-    if taken is None or not verdict.ok or not safe_name(key):
+    if taken is None or not verdict.ok or not safe_name(key) or not _merge_free(verdict):
         return
     _, gitdir, st, t0 = taken
-    fresh = [c for c in verdict.checks if c.n == 8]
-    if [c.n for c in sorted(verdict.checks, key=lambda c: c.n)] != sorted(CHECKS):
-        return
-    if len(fresh) != 1 or not (
-        fresh[0].detail == "inputs unchanged in the target" or (verdict.record is not None and verdict.record.archived)
-    ):
-        return  # a merge was computed (it reads attributes no stamp covers)
     jobs = _job_refs(gitdir, [key])
     if jobs is None or (jobs[key] and Archive(store).entry(key) is not None):
         return
+    edges = _trust_edges(store)
+    shown = _verify_renderings(verdict)
+    if shown is None or stamp(taken[0], gitdir, trust=True) != st or _job_refs(gitdir, [key]) != jobs:
+        return
+    Memo(verify_memo_path(gitdir, key)).write(st, key=key, jobs=jobs, **window(edges, t0), text=shown[0], json=shown[1])
+
+
+def _merge_free(verdict: Verdict) -> bool:
+    """Every check ran once, and check 8 needed no merge (a merge reads attributes no stamp covers)."""
+    from git_genjob.landing.verify import CHECKS
+
+    if [c.n for c in sorted(verdict.checks, key=lambda c: c.n)] != sorted(CHECKS):
+        return False
+    fresh = [c for c in verdict.checks if c.n == 8]
+    archived = verdict.record is not None and verdict.record.archived
+    return len(fresh) == 1 and (fresh[0].detail == "inputs unchanged in the target" or archived)
+
+
+def _trust_edges(store: Store) -> list[float]:
+    """When any key of the work tree's or HEAD's trust store becomes valid or stops being valid."""
+    from git_genjob.planner.trust import trust_at_head, trust_from_worktree
+
     signers = [*trust_from_worktree(store).signers, *trust_at_head(store).signers]
-    edges = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None]
+    return [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None]
+
+
+def _verify_renderings(verdict: Verdict) -> tuple[str, str] | None:
+    """(the plain text, the JSON) `verify KEY` prints for `verdict`; None when either is not
+    what click writes unchanged."""
+    from git_genjob.documents.display import terminal_json
+
     text = "".join(f"{line}\n" for line in verdict.lines(plain))
     as_json = terminal_json(json.dumps(verdict.to_json(), indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
-    if not (_printable(text) and _printable(as_json)):
-        return
-    if stamp(taken[0], gitdir, trust=True) != st or _job_refs(gitdir, [key]) != jobs:
-        return
-    Memo(verify_memo_path(gitdir, key)).write(st, key=key, jobs=jobs, **window(edges, t0), text=text, json=as_json)
+    return (text, as_json) if _printable(text) and _printable(as_json) else None
 
 
 # -- `log` ----------------------------------------------------------------------------------
@@ -326,13 +341,17 @@ def remember_log(store: Store, results: list[CommitAudit], text: str, as_json: s
     taken = _taken("log", store)
     if taken is None or any(not r.ok or r.merged for r in results):
         return
-    keys = sorted({k for r in results for k in r.to_json()["jobs"]})
-    if not all(isinstance(k, str) and safe_name(k) for k in keys):
-        return
-    if not (_printable(text) and _printable(as_json)):
+    keys = _log_keys(results)
+    if keys is None or not (_printable(text) and _printable(as_json)):
         return
     workdir, gitdir, st, _ = taken
     jobs = _job_refs(gitdir, keys)
     if jobs is None or stamp(workdir, gitdir, trust=False) != st:
         return
     Memo(log_memo_path(gitdir)).write(st, jobs=jobs, text=text, json=as_json)
+
+
+def _log_keys(results: list[CommitAudit]) -> list[str] | None:
+    """The job keys `log`'s rows name, sorted; None when one cannot name a ref file."""
+    keys = sorted({k for r in results for k in r.to_json()["jobs"]})
+    return keys if all(isinstance(k, str) and safe_name(k) for k in keys) else None
