@@ -18,7 +18,7 @@ from git_genjob.documents.errors import BadInput, Conflict, LockHeld, Refused
 from git_genjob.documents.receipt import GeneratorInfo
 from git_genjob.documents.states import JobState
 from git_genjob.landing.hooks import installed_by_genjob
-from git_genjob.landing.merge import MERGED_TRAILER, changed_paths, merge_onto, side_branch_base
+from git_genjob.landing.merge import MERGED_TRAILER, Merge, changed_paths, merge_onto, side_branch_base
 from git_genjob.landing.summary import Facts, Party, generator_label, render
 from git_genjob.landing.verify import Verdict, check_for_target, check_fresh, next_step
 from git_genjob.planner.ledger import archive
@@ -334,9 +334,7 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     record = find_job(store, key)
     if record.archived:
         return _archived(store, record)
-    side = side_branch_base(store, record, branch)  # SPEC §11: `--branch genjob/KEY` starts at the job's base
-    ref_name, checked_out = _branch(store, branch) if side is None else (f"refs/heads/genjob/{key}", False)
-    head = store.ref_target(ref_name) if side is None else side
+    side, ref_name, checked_out, head = _target(store, record, key, branch)
     tree = store.get_commit(head).tree if head is not None else None
     # 1. verify (checks 1-7), against the work tree's trust store and the one the commit will carry
     verdict = check_for_target(store, record, tree)
@@ -354,49 +352,26 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     if before is not None:
         return before
     # 3. check 8 against the target branch: inputs that moved are merged (SPEC §11); a conflict refuses here
-    outputs = _outputs(store, record, verdict)
-    merge = merge_onto(store, record, outputs, tree, ref_name) if check_fresh(store, record, tree) else None
-    if merge is not None:
-        outputs = merge.changes  # what lands: the merged content of each allowed path the merge changes
+    outputs, merge = _landing(store, record, verdict, tree, ref_name)
     # 4. a dirty allowed path, or a work tree that cannot take an output, refuses the apply
     if checked_out:
         _check_worktree(store, record, outputs)
     # 5. the pre-apply hook (policy)
     run_pre_apply(store, record, outputs)
     # 6. the commit from the verified blob ids, branch moved by CAS
-    cfg = read_config(store)
-    new_tree = store.outputs_tree(tree, outputs) if merge is None else merge.tree
-    assert new_tree is not None
     merged_onto = str(head) if merge is not None else None
-    gen = verdict.envelope.predicate.generator
-    message = commit_message(record, verdict, disclosure(cfg.disclosure, gen), merged_onto)
-    commit = user_commit(store, new_tree, [head] if head else [], message, f"genjob apply {key}")  # as git signs
+    commit = _commit(store, record, verdict, head, (tree, outputs, merge), merged_onto)
     # Every lock this apply will need is free before the branch moves (a `git commit` waiting for
     # its editor holds index.lock; a killed git leaves a lock behind): else exit 4, nothing written.
     needed = [ref_name, NOTES_REF, RECEIPTS_REF, ARCHIVE_REF, job_ref(key)]
     locks.wait_unlocked(store.common_dir, store.gitdir, needed, checked_out, LOCK_WAIT_S)
     write_intent(store, key, Intent(str(commit), verdict.envelope.digest, ref_name))
-    try:
-        expected = head if side is None else None  # a side branch is created, never moved
-        store.update_refs([RefUpdate(ref_name, expected, commit)], message=f"genjob: apply {key}")
-    except Conflict:
-        # Another apply of this same job may have won the branch: that is success, not a race lost.
-        moved = store.ref_target(ref_name)
-        if landed(store, moved, key, verdict.envelope.digest) is None:
-            clear_intent(store, key)  # our commit never landed
-            raise
+    if not _move_branch(store, key, verdict, ref_name, head if side is None else None, commit):
         return _apply(store, key, branch)
     crash_point("after-commit")
     # 7. index and work tree for the output paths only, checked out as git would (filters, eol)
     if checked_out:
-        try:
-            checkout_outputs(store, outputs, _modes(store, commit, outputs))
-        except IndexUntouched:
-            # A git command took index.lock after the check above: nothing reached the index,
-            # so the branch goes back (by CAS) rather than leave a staged revert of the job.
-            _unland(store, ref_name, head, commit, key)
-            raise
-        crash_point("after-worktree")
+        _check_out(store, key, outputs, ref_name, head, commit)
     # 8-9. note, then archive
     try:
         _finish(store, record, verdict, commit, ref_name)
@@ -407,6 +382,88 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
             details=exc.details,
         ) from None
     return Applied(key, str(commit), ref_name, already=False, merged_onto=merged_onto)
+
+
+def _target(
+    store: Store, record: JobRecord, key: str, branch: str | None
+) -> tuple[pygit2.Oid | None, str, bool, pygit2.Oid | None]:
+    """(the side branch's base or None, the ref the commit goes to, whether it is checked out,
+    its tip): SPEC §11's `--branch genjob/KEY` starts at the job's base, never checked out."""
+    side = side_branch_base(store, record, branch)
+    if side is not None:
+        return side, f"refs/heads/genjob/{key}", False, side
+    ref_name, checked_out = _branch(store, branch)
+    return None, ref_name, checked_out, store.ref_target(ref_name)
+
+
+def _landing(
+    store: Store, record: JobRecord, verdict: Verdict, tree: pygit2.Tree | None, ref_name: str
+) -> tuple[dict[str, pygit2.Oid | None], Merge | None]:
+    """(what lands, the merge or None): the receipt's outputs, or where its inputs moved on the
+    branch, the merged content of each allowed path the merge changes."""
+    outputs = _outputs(store, record, verdict)
+    if not check_fresh(store, record, tree):
+        return outputs, None
+    merge = merge_onto(store, record, outputs, tree, ref_name)
+    return merge.changes, merge
+
+
+def _commit(
+    store: Store,
+    record: JobRecord,
+    verdict: Verdict,
+    head: pygit2.Oid | None,
+    landing: tuple[pygit2.Tree | None, dict[str, pygit2.Oid | None], Merge | None],
+    merged_onto: str | None,
+) -> pygit2.Oid:
+    """The job's commit on `head` of what lands (the outputs on the branch's tree, or the
+    merge's tree), with the message and trailers apply writes, as git signs."""
+    assert verdict.envelope is not None
+    tree, outputs, merge = landing
+    cfg = read_config(store)
+    new_tree = store.outputs_tree(tree, outputs) if merge is None else merge.tree
+    assert new_tree is not None
+    message = commit_message(
+        record, verdict, disclosure(cfg.disclosure, verdict.envelope.predicate.generator), merged_onto
+    )
+    return user_commit(store, new_tree, [head] if head else [], message, f"genjob apply {record.key}")
+
+
+def _move_branch(
+    store: Store, key: str, verdict: Verdict, ref_name: str, expected: pygit2.Oid | None, commit: pygit2.Oid
+) -> bool:
+    """Move the branch to `commit` by CAS from `expected` (None: a side branch, created, never
+    moved); False when another apply of this same job won it (success, not a race lost: apply
+    again to finish it), a lost race to another change raises Conflict."""
+    assert verdict.envelope is not None
+    try:
+        store.update_refs([RefUpdate(ref_name, expected, commit)], message=f"genjob: apply {key}")
+    except Conflict:
+        moved = store.ref_target(ref_name)
+        if landed(store, moved, key, verdict.envelope.digest) is None:
+            clear_intent(store, key)  # our commit never landed
+            raise
+        return False
+    return True
+
+
+def _check_out(
+    store: Store,
+    key: str,
+    outputs: dict[str, pygit2.Oid | None],
+    ref_name: str,
+    head: pygit2.Oid | None,
+    commit: pygit2.Oid,
+) -> None:
+    """The output paths of the index and work tree, as git would check them out (filters, eol)."""
+    try:
+        checkout_outputs(store, outputs, _modes(store, commit, outputs))
+    except IndexUntouched:
+        # A git command took index.lock after the check above: nothing reached the index,
+        # so the branch goes back (by CAS) rather than leave a staged revert of the job.
+        _unland(store, ref_name, head, commit, key)
+        raise
+    crash_point("after-worktree")
 
 
 def _archived(store: Store, record: JobRecord) -> Applied:
