@@ -129,37 +129,14 @@ def check_receipt(
     verdict.add(1, [], "DSSE envelope around an in-toto Statement v1")
     pred = env.predicate
     # 2. A signature verifies with a trusted, in-window, unrevoked key.
-    try:
-        verdict.signer = check_signature(env, trust.signers, trust.revoked, when)
-        if committed is not None and committed != trust:
-            try:
-                check_signature(env, committed.signers, committed.revoked, when)
-            except GenjobError:
-                raise Refused(
-                    f"signer {verdict.signer.principal} ({verdict.signer.keyid}) is trusted only by the uncommitted "
-                    ".genjob/ of the work tree; the applied commit would fail audit and pre-push",
-                ) from None
-        verdict.add(2, [], f"signed by {verdict.signer.principal} ({verdict.signer.keyid})")
-    except GenjobError as exc:  # Refused or BadInput: both are a failed check
-        verdict.add(2, [exc.message, *trust.problems], "")
+    verdict.signer, problems, detail = _check_signer(env, trust, committed, when)
+    verdict.add(2, problems, detail)
     # 3. key and job_digest equal the stored job's, recomputed from job.json.
-    recomputed = digest(record.job.canonical())
-    problems = []
-    if digest(record.job_bytes) != recomputed:
-        problems.append("stored job.json is not canonical")
-    if pred.key != record.key:
-        problems.append(f"receipt key is {pred.key}, job key is {record.key}")
-    if pred.job_digest != recomputed:
-        problems.append(f"receipt job_digest is {pred.job_digest}, job.json hashes to {recomputed}")
-    verdict.add(3, problems, f"job {record.key} {recomputed}")
+    verdict.add(3, *_check_job_digest(record, pred))
     # 4. status is ok.
-    status = [] if pred.status == "ok" else [f"status is {pred.status}: {pred.reason}"]
-    if pred.status == "ok" and not pred.outputs:  # never an empty commit
-        status.append("status is ok but the receipt changes nothing: there is nothing to apply")
     if require_sandbox is None:
         require_sandbox = read_config(store).require_sandbox
-    status += sandbox_problems(pred, require_sandbox)
-    verdict.add(4, status, "ok" + (f" (sandbox: {pred.confinement.summary()})" if require_sandbox else ""))
+    verdict.add(4, *_check_status(pred, require_sandbox))
     # 5. Output paths within allowed_paths, each safe.
     verdict.add(5, check_output_paths(pred, record.job.allowed_paths), "outputs within the allowed paths")
     # 6. Every stored output blob re-hashes to its declared digest.
@@ -172,6 +149,50 @@ def check_receipt(
     verdict.planner = planned.signer
     verdict.add(9, [] if planned.ok else [f"job {record.key} is {planned.label}: {planned.detail}"], planned.detail)
     return verdict
+
+
+def _check_signer(
+    env: Envelope, trust: TrustStore, committed: TrustStore | None, when: float
+) -> tuple[TrustedKey | None, list[str], str]:
+    """Check 2: (the signer, the problems, what passed): a trusted, in-window, unrevoked key,
+    trusted by the branch's committed store too (else audit and pre-push would fail the commit)."""
+    signer = None
+    try:
+        signer = check_signature(env, trust.signers, trust.revoked, when)
+        if committed is not None and committed != trust:
+            try:
+                check_signature(env, committed.signers, committed.revoked, when)
+            except GenjobError:
+                raise Refused(
+                    f"signer {signer.principal} ({signer.keyid}) is trusted only by the uncommitted "
+                    ".genjob/ of the work tree; the applied commit would fail audit and pre-push",
+                ) from None
+    except GenjobError as exc:  # Refused or BadInput: both are a failed check
+        return signer, [exc.message, *trust.problems], ""
+    return signer, [], f"signed by {signer.principal} ({signer.keyid})"
+
+
+def _check_job_digest(record: JobRecord, pred: Predicate) -> tuple[list[str], str]:
+    """Check 3: (the problems, what passed): the receipt's key and job digest are the stored job's."""
+    recomputed = digest(record.job.canonical())
+    problems = []
+    if digest(record.job_bytes) != recomputed:
+        problems.append("stored job.json is not canonical")
+    if pred.key != record.key:
+        problems.append(f"receipt key is {pred.key}, job key is {record.key}")
+    if pred.job_digest != recomputed:
+        problems.append(f"receipt job_digest is {pred.job_digest}, job.json hashes to {recomputed}")
+    return problems, f"job {record.key} {recomputed}"
+
+
+def _check_status(pred: Predicate, require_sandbox: bool) -> tuple[list[str], str]:
+    """Check 4: (the problems, what passed): status ok with something to apply, and the sandbox
+    `[policy] require_sandbox` asks for."""
+    status = [] if pred.status == "ok" else [f"status is {pred.status}: {pred.reason}"]
+    if pred.status == "ok" and not pred.outputs:  # never an empty commit
+        status.append("status is ok but the receipt changes nothing: there is nothing to apply")
+    status += sandbox_problems(pred, require_sandbox)
+    return status, "ok" + (f" (sandbox: {pred.confinement.summary()})" if require_sandbox else "")
 
 
 def next_step(verdict: Verdict) -> str:
@@ -188,17 +209,26 @@ def next_step(verdict: Verdict) -> str:
             f"land it beside the branch for a human merge: git genjob apply {key} --branch genjob/{key}; "
             f"or mint a new job on the current content: git genjob resubmit {key}"
         )
-    if any(c.n == 2 and not c.ok and "uncommitted .genjob/" in c.detail for c in verdict.checks):
+    if _signer_failed(verdict, ("uncommitted .genjob/",)):
         return 'commit the trust store first: git add .genjob && git commit -m "genjob: trust store"'
-    store = verdict.record.store if verdict.record is not None else None
-    if store is not None and store.workdir and store.worktree_file(".genjob/allowed_signers") is None:
+    if _no_trust_store(verdict):
         return "this repository has no .genjob/ yet: run git genjob init, then git genjob trust add NAME KEY.pub"
-    unknown = ("no signature verifies", "is empty")
-    if any(c.n == 2 and not c.ok and any(u in c.detail for u in unknown) for c in verdict.checks):
-        hint = untrusted_hint(verdict.envelope) if verdict.envelope is not None else None
+    if _signer_failed(verdict, ("no signature verifies", "is empty")) and verdict.envelope is not None:
+        hint = untrusted_hint(verdict.envelope)
         if hint:
             return hint
     return f"see: git genjob verify {key}"
+
+
+def _signer_failed(verdict: Verdict, words: tuple[str, ...]) -> bool:
+    """Whether check 2 failed with one of `words` in its detail."""
+    return any(c.n == 2 and not c.ok and any(w in c.detail for w in words) for c in verdict.checks)
+
+
+def _no_trust_store(verdict: Verdict) -> bool:
+    """Whether the job's repository has a work tree without .genjob/allowed_signers."""
+    store = verdict.record.store if verdict.record is not None else None
+    return store is not None and bool(store.workdir) and store.worktree_file(".genjob/allowed_signers") is None
 
 
 def _check_blobs(store: Store, record: JobRecord, pred: Predicate, progress: Callable[[str], None]) -> list[str]:
