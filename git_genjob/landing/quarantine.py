@@ -18,6 +18,7 @@ history either, so `git log --notes` never shows it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pygit2
@@ -44,17 +45,7 @@ class _Side:
 
 def reconcile_notes(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncReport) -> None:
     """Take into the local notes refs what of the remote's verifies (module docstring)."""
-    ours: dict[str, _Side] = {}
-    theirs: dict[str, _Side] = {}
-    todo: set[str] = set()
-    for ref in REFS:
-        tip, remote = store.ref_target(ref), remote_refs.get(ref)
-        ours[ref], theirs[ref] = _Side(tip), _Side(remote)
-        if remote is None or remote == tip or (tip is not None and store.descendant_of(tip, remote)):
-            continue  # nothing the remote has is new here: ours is what counts
-        ours[ref].notes, theirs[ref].notes = _notes(store, tip), _notes(store, remote)
-        ours[ref].read = True
-        todo |= {obj for obj, blob in theirs[ref].notes.items() if ours[ref].notes.get(obj) != blob}
+    ours, theirs, todo = _sides(store, remote_refs)
     if not todo:
         return
     for side in ours.values():  # the summary is judged against the receipts note, new or not
@@ -73,6 +64,23 @@ def reconcile_notes(store: Store, remote_refs: dict[str, pygit2.Oid], report: Sy
         _write(store, ref, ours[ref], theirs[ref], taken[ref], clean=not refused[ref] and not held[ref], report=report)
         report.refused_notes += refused[ref]
         report.held_notes += held[ref]
+
+
+def _sides(store: Store, remote_refs: dict[str, pygit2.Oid]) -> tuple[dict[str, _Side], dict[str, _Side], set[str]]:
+    """(our notes refs, the remote's, the objects whose notes differ): each ref's notes are read
+    only where the remote's tip brings something ours lacks."""
+    ours: dict[str, _Side] = {}
+    theirs: dict[str, _Side] = {}
+    todo: set[str] = set()
+    for ref in REFS:
+        tip, remote = store.ref_target(ref), remote_refs.get(ref)
+        ours[ref], theirs[ref] = _Side(tip), _Side(remote)
+        if remote is None or remote == tip or (tip is not None and store.descendant_of(tip, remote)):
+            continue  # nothing the remote has is new here: ours is what counts
+        ours[ref].notes, theirs[ref].notes = _notes(store, tip), _notes(store, remote)
+        ours[ref].read = True
+        todo |= {obj for obj, blob in theirs[ref].notes.items() if ours[ref].notes.get(obj) != blob}
+    return ours, theirs, todo
 
 
 def _prefetch(store: Store, todo: set[str], ours: dict[str, _Side], theirs: dict[str, _Side]) -> None:
@@ -106,44 +114,58 @@ def _judge(
 ) -> None:
     """Decide the remote's notes on one annotated object."""
     new = _differing(obj, ours, theirs)
-    if not new:
-        return
-    short = obj[:12]
-    commit = _landed_commit(store, obj, new, refused, held)
+    commit = _landed_commit(store, obj, new, refused, held) if new else None
     if commit is None:
         return
-
-    def read(ref: str, side: dict[str, _Side]) -> bytes | None:
-        blob = side[ref].notes.get(obj)
-        return store.read(blob) if blob is not None else None
 
     def audit(receipts: bytes | None, summary: bytes | None) -> CommitAudit:
         return audit_commit(store, commit, tip_trust, notes=(receipts, summary))
 
-    receipts = read(RECEIPTS_REF, ours)
+    receipts = _read(store, ours, RECEIPTS_REF, obj)
+    verdicts: dict[str, str | None] = {}
     if RECEIPTS_REF in new:
-        candidate = read(RECEIPTS_REF, theirs)
-        if receipts is not None and _envelope_ok(audit(receipts, None)):
-            refused[RECEIPTS_REF].append(f"{short} {RECEIPTS_REF}: {KEPT}")
-        else:
-            why = _envelope_why(audit(candidate, None))
-            if why is None:
-                taken[RECEIPTS_REF][obj] = new[RECEIPTS_REF]
-                receipts = candidate
-            else:
-                refused[RECEIPTS_REF].append(f"{short} {RECEIPTS_REF}: {why}")
+        receipts, verdicts[RECEIPTS_REF] = _receipts_verdict(audit, receipts, _read(store, theirs, RECEIPTS_REF, obj))
     if NOTES_REF in new:
-        mine = read(NOTES_REF, ours)
-        if mine is not None and _summary_ok(audit(receipts, mine)):
-            refused[NOTES_REF].append(f"{short} {NOTES_REF}: {KEPT}")
-            return
-        checked = audit(receipts, read(NOTES_REF, theirs))
-        if _summary_ok(checked):
-            taken[NOTES_REF][obj] = new[NOTES_REF]
+        verdicts[NOTES_REF] = _summary_verdict(
+            audit, receipts, _read(store, ours, NOTES_REF, obj), lambda: _read(store, theirs, NOTES_REF, obj)
+        )
+    for ref, why in verdicts.items():
+        if why is None:
+            taken[ref][obj] = new[ref]
         else:
-            forged = [p for p in checked.problems if p.startswith(FORGED)]
-            why = forged[0] if forged else "its commit's receipt does not verify, so no summary of it counts"
-            refused[NOTES_REF].append(f"{short} {NOTES_REF}: {why}")
+            refused[ref].append(f"{obj[:12]} {ref}: {why}")
+
+
+Audit = Callable[[bytes | None, bytes | None], CommitAudit]  # the commit audited with these notes
+
+
+def _read(store: Store, side: dict[str, _Side], ref: str, obj: str) -> bytes | None:
+    """The note `side` holds on `obj` in `ref`, or None."""
+    blob = side[ref].notes.get(obj)
+    return store.read(blob) if blob is not None else None
+
+
+def _receipts_verdict(audit: Audit, receipts: bytes | None, candidate: bytes | None) -> tuple[bytes | None, str | None]:
+    """(the receipts note that counts, why the remote's is refused or None: taken): ours when
+    its envelope verifies, else the remote's when its does."""
+    if receipts is not None and _envelope_ok(audit(receipts, None)):
+        return receipts, KEPT
+    why = _envelope_why(audit(candidate, None))
+    return (candidate if why is None else receipts), why
+
+
+def _summary_verdict(
+    audit: Audit, receipts: bytes | None, mine: bytes | None, candidate: Callable[[], bytes | None]
+) -> str | None:
+    """Why the remote's summary note is refused, or None (taken): ours stays when it renders the
+    receipt that verifies, else the remote's counts only when it does."""
+    if mine is not None and _summary_ok(audit(receipts, mine)):
+        return KEPT
+    checked = audit(receipts, candidate())
+    if _summary_ok(checked):
+        return None
+    forged = [p for p in checked.problems if p.startswith(FORGED)]
+    return forged[0] if forged else "its commit's receipt does not verify, so no summary of it counts"
 
 
 def _differing(obj: str, ours: dict[str, _Side], theirs: dict[str, _Side]) -> dict[str, pygit2.Oid]:
