@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pygit2
+
 from git_genjob.documents.attempts import Final
 from git_genjob.documents.canonical import utc_now
 from git_genjob.documents.errors import Conflict, Refused
@@ -26,7 +28,7 @@ from git_genjob.planner.queue import submit
 from git_genjob.planner.trust import planner_key
 from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import OnePush, Publisher, publisher
-from git_genjob.storage.records import find_job
+from git_genjob.storage.records import JobRecord, find_job
 from git_genjob.storage.store import Store, lookup
 
 
@@ -49,20 +51,8 @@ def resubmit(store: Store, key: str, remote: str | None = None) -> Resubmitted:
     pub.refresh()  # through a remote: the leases are on what it holds now
     record = find_job(store, key)
     if record.archived:
-        final = record.meta.final
-        if final is not None and final.state == JobState.SUPERSEDED and final.superseded_by:
-            successor = find_job(store, final.superseded_by)
-            return Resubmitted(key, successor.key, successor.digest, successor.state, already=True)
-        raise Refused(f"job {key} is {record.state} and archived", "submit a new job: git genjob submit")
-    if record.state in (JobState.CLAIMED, JobState.SENDING):
-        raise Conflict(f"job {key} is {record.state} by a live worker", "wait for its receipt, then resubmit")
-    head = store.head_commit()
-    if not check_fresh(store, record, head.tree if head is not None else None):
-        raise Refused(
-            f"job {key}: HEAD still holds its inputs, so a new job would be the same work",
-            f"apply it (git genjob apply {key}) or ask again (git genjob retry {key})",
-        )
-    tree = head.tree if head is not None else None
+        return _resubmitted_before(store, record)
+    tree = _resubmittable(store, record)
     paths = [p for p in record.job.allowed_paths if lookup(tree, p) is not None]
     creates = [p for p in record.job.allowed_paths if p not in paths]
     new = submit(
@@ -70,17 +60,46 @@ def resubmit(store: Store, key: str, remote: str | None = None) -> Resubmitted:
     )
     if isinstance(pub, OnePush):
         pub.carry(job_ref(new.key))
+    # Signed by the owner, as a drop is: other clones end the old job only on a trusted planner's word.
+    archive(pub, record, _superseded(store, record, new.key), planner_key(store))
+    if isinstance(pub, OnePush):
+        pub.publish()
+    return Resubmitted(key, new.key, new.digest, new.state)
+
+
+def _resubmitted_before(store: Store, record: JobRecord) -> Resubmitted:
+    """An archived job: the job it was resubmitted as (already), else refused."""
+    final = record.meta.final
+    if final is not None and final.state == JobState.SUPERSEDED and final.superseded_by:
+        successor = find_job(store, final.superseded_by)
+        return Resubmitted(record.key, successor.key, successor.digest, successor.state, already=True)
+    raise Refused(f"job {record.key} is {record.state} and archived", "submit a new job: git genjob submit")
+
+
+def _resubmittable(store: Store, record: JobRecord) -> pygit2.Tree | None:
+    """HEAD's tree, where the job is neither held by a live worker nor still fresh there (then
+    it needs no new job)."""
+    key = record.key
+    if record.state in (JobState.CLAIMED, JobState.SENDING):
+        raise Conflict(f"job {key} is {record.state} by a live worker", "wait for its receipt, then resubmit")
+    head = store.head_commit()
+    tree = head.tree if head is not None else None
+    if not check_fresh(store, record, tree):
+        raise Refused(
+            f"job {key}: HEAD still holds its inputs, so a new job would be the same work",
+            f"apply it (git genjob apply {key}) or ask again (git genjob retry {key})",
+        )
+    return tree
+
+
+def _superseded(store: Store, record: JobRecord, successor: str) -> Final:
+    """The old job's end: superseded by `successor`, by this repository's user, now."""
     sig = store.signature()
-    ended = Final(
+    return Final(
         JobState.SUPERSEDED,
-        superseded_by=new.key,
-        why=f"resubmitted as {new.key}",
+        superseded_by=successor,
+        why=f"resubmitted as {successor}",
         by=f"{sig.name} <{sig.email}>",
         at=utc_now(),
         was=record.state,
     )
-    # Signed by the owner, as a drop is: other clones end the old job only on a trusted planner's word.
-    archive(pub, record, ended, planner_key(store))
-    if isinstance(pub, OnePush):
-        pub.publish()
-    return Resubmitted(key, new.key, new.digest, new.state)
