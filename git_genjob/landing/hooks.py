@@ -432,10 +432,7 @@ def _may_push_a_genjob_commit(remote: str, local_sha: str, remote_sha: str) -> b
 def _pre_push(args: list[str]) -> int:
     """Refuse pushing genjob commits that fail audit or whose note the remote will not have."""
     remote, pushed = _pushed(args)
-    checked = [
-        line for line in pushed if not line[2].startswith((GENJOB_PREFIX, NOTES_PREFIX)) and set(line[1]) != {"0"}
-    ]
-    summaries = [line for line in pushed if line[2] == NOTES_REF and set(line[1]) != {"0"}]
+    checked, summaries = _to_check(pushed)
     if not summaries and not any(_may_push_a_genjob_commit(remote, local, base) for _l, local, _r, base in checked):
         return EXIT_OK  # no pushed commit can name a job, no summary note is pushed: libgit2 is never loaded
     ensure_site()
@@ -449,6 +446,13 @@ def _pre_push(args: list[str]) -> int:
             print(f"  - {p}", file=sys.stderr)
         return EXIT_REFUSED
     return EXIT_OK
+
+
+def _to_check(pushed: list[PushLine]) -> tuple[list[PushLine], list[PushLine]]:
+    """(the pushed branches and tags, the pushed summary notes), deletions left out."""
+    kept = [line for line in pushed if set(line[1]) != {"0"}]
+    checked = [line for line in kept if not line[2].startswith((GENJOB_PREFIX, NOTES_PREFIX))]
+    return checked, [line for line in kept if line[2] == NOTES_REF]
 
 
 def _pre_apply(args: list[str]) -> int:
