@@ -212,60 +212,97 @@ def parse_config(data: bytes | None) -> Config:
     """Parse config.toml bytes (None: defaults). Malformed input is exit 2."""
     if data is None:
         return Config()
+    doc = _load(data)
+    limits = _limits(_table(doc, "limits"))
+    ignore = _ignore(_table(doc, "scratch"))
+    rules = _rules(_table(doc, "normalize"))
+    disclosure = _disclosure(_table(doc, "commit"))
+    pre_apply = _pre_apply(_table(doc, "hooks"))
+    require, max_calls, max_tokens = _policy(_table(doc, "policy"))
+    return Config(
+        sandbox=_sandbox(_table(doc, "sandbox")),
+        require_sandbox=require,
+        max_calls=max_calls,
+        max_tokens=max_tokens,
+        gateways=_gateways(_table(doc, "gateway")),
+        limits=limits,
+        scratch_ignore=ignore,
+        normalize_rules=rules,
+        disclosure=disclosure,
+        pre_apply=pre_apply,
+    )
+
+
+def _load(data: bytes) -> dict[str, object]:
+    """The TOML document, or exit 2 naming the syntax error."""
     try:
-        doc = tomllib.loads(data.decode("utf-8"))
+        return tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise BadInput(f".genjob/config.toml is malformed: {exc}", "fix the file") from None
-    lim = _table(doc, "limits")
+
+
+def _limits(lim: dict[str, object]) -> Limits:
+    """`[limits]`: each a positive integer, defaulting to Limits()."""
     d = Limits()
-    limits = Limits(
+    return Limits(
         _int(lim, "instruction_bytes", d.instruction_bytes),
         _int(lim, "allowed_paths", d.allowed_paths),
         _int(lim, "file_bytes", d.file_bytes),
         _int(lim, "receipt_bytes", d.receipt_bytes),
     )
-    ignore = _table(doc, "scratch").get("ignore", list(DEFAULT_IGNORE))
+
+
+def _ignore(scratch: dict[str, object]) -> tuple[str, ...]:
+    """`scratch.ignore`: a list of strings."""
+    ignore = scratch.get("ignore", list(DEFAULT_IGNORE))
     if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
         raise BadInput(".genjob/config.toml: scratch.ignore must be a list of strings")
-    rules = []
-    raw_rules = _table(doc, "normalize").get("rules", [])
+    return tuple(ignore)
+
+
+def _rules(normalize: dict[str, object]) -> tuple[tuple[str, str], ...]:
+    """`normalize.rules`: (pattern, replace) tables, each with a pattern."""
+    raw_rules = normalize.get("rules", [])
     if not isinstance(raw_rules, list):
         raise BadInput(".genjob/config.toml: normalize.rules must be a list of tables")
+    rules = []
     for rule in raw_rules:
         if not isinstance(rule, dict) or not isinstance(rule.get("pattern"), str):
             raise BadInput(".genjob/config.toml: normalize.rules entries need a pattern")
         rules.append((rule["pattern"], str(rule.get("replace", ""))))
-    disclosure = _table(doc, "commit").get("disclosure", "Assisted-by")
-    if disclosure is not False and not (
-        isinstance(disclosure, str) and (disclosure in ("off", "") or _TRAILER.match(disclosure))
-    ):
+    return tuple(rules)
+
+
+def _disclosure(commit: dict[str, object]) -> str | None:
+    """`commit.disclosure`: a trailer name, or None for "off", "" or false."""
+    disclosure = commit.get("disclosure", "Assisted-by")
+    if disclosure is False or disclosure in ("off", ""):
+        return None
+    if not (isinstance(disclosure, str) and _TRAILER.match(disclosure)):
         raise BadInput(
             f'.genjob/config.toml: commit.disclosure must be a trailer name or "off", found {disclosure!r}',
             'e.g. disclosure = "Assisted-by"',
         )
-    pre_apply = _table(doc, "hooks").get("pre_apply")
+    return disclosure
+
+
+def _pre_apply(hooks: dict[str, object]) -> str | None:
+    """`hooks.pre_apply`: a command string (empty: none)."""
+    pre_apply = hooks.get("pre_apply")
     if pre_apply is not None and not isinstance(pre_apply, str):
         raise BadInput(".genjob/config.toml: hooks.pre_apply must be a command string")
-    policy = _table(doc, "policy")
+    return str(pre_apply) if pre_apply else None
+
+
+def _policy(policy: dict[str, object]) -> tuple[bool, int | None, int | None]:
+    """`[policy]`: (require_sandbox, max_calls, max_tokens)."""
     unknown = set(policy) - {"require_sandbox", "max_calls", "max_tokens"}
     if unknown:
         raise BadInput(f".genjob/config.toml: [policy] has no setting {sorted(unknown)[0]!r}")
     require = policy.get("require_sandbox", False)
     if not isinstance(require, bool):
         raise BadInput(".genjob/config.toml: policy.require_sandbox must be true or false")
-    budgets = [_budget(policy, name) for name in ("max_calls", "max_tokens")]
-    return Config(
-        sandbox=_sandbox(_table(doc, "sandbox")),
-        require_sandbox=require,
-        max_calls=budgets[0],
-        max_tokens=budgets[1],
-        gateways=_gateways(_table(doc, "gateway")),
-        limits=limits,
-        scratch_ignore=tuple(ignore),
-        normalize_rules=tuple(rules),
-        disclosure=None if disclosure in ("off", "", False) else str(disclosure),
-        pre_apply=str(pre_apply) if pre_apply else None,
-    )
+    return require, _budget(policy, "max_calls"), _budget(policy, "max_tokens")
 
 
 def _budget(policy: dict[str, object], name: str) -> int | None:

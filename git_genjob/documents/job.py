@@ -140,17 +140,22 @@ class Job:
             raise BadInput(f"job.json schema is {doc['schema']!r}, expected {SCHEMA!r}")
         if not isinstance(doc["instruction"], str) or not isinstance(doc["key"], str):
             raise BadInput("job.json instruction and key must be strings")
-        inputs, paths = doc["inputs"], doc["allowed_paths"]
-        if not isinstance(inputs, dict) or not isinstance(paths, list):
-            raise BadInput("job.json inputs must be an object and allowed_paths a list")
-        if paths != sorted(set(paths)) or paths != sorted(inputs):
-            raise BadInput("job.json allowed_paths must be sorted, unique and equal the inputs' paths")
-        for path, value in inputs.items():
-            if value is not None and not is_digest(value):
-                raise BadInput(f"job.json input {path!r} is not a sha256 digest or null")
+        inputs = _stored_inputs(doc["inputs"], doc["allowed_paths"])
         # A stored job is read as it is (a control character in one minted elsewhere is shown
         # escaped and kept out of commit messages), so it can still be listed and dropped.
         return cls._build(doc["instruction"], inputs, doc["key"])
+
+
+def _stored_inputs(inputs: object, paths: object) -> dict[str, str | None]:
+    """A stored job's inputs: path -> sha256 digest or null, its paths sorted, unique, and allowed_paths."""
+    if not isinstance(inputs, dict) or not isinstance(paths, list):
+        raise BadInput("job.json inputs must be an object and allowed_paths a list")
+    if paths != sorted(set(paths)) or paths != sorted(inputs):
+        raise BadInput("job.json allowed_paths must be sorted, unique and equal the inputs' paths")
+    for path, value in inputs.items():
+        if value is not None and not is_digest(value):
+            raise BadInput(f"job.json input {path!r} is not a sha256 digest or null")
+    return inputs
 
 
 def describe_difference(old: Job, new: Job) -> list[str]:

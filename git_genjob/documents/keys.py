@@ -127,25 +127,7 @@ def generate(comment: str) -> SigningKey:
 
 
 def parse_private_key(text: str) -> SigningKey:
-    lines = [ln.strip() for ln in text.strip().splitlines()]
-    if not lines or lines[0] != PEM_BEGIN or lines[-1] != PEM_END:
-        raise BadInput("not an OpenSSH private key", "create one with: git genjob keygen; git genjob doctor")
-    try:
-        body = base64.b64decode("".join(lines[1:-1]), validate=True)
-    except ValueError:
-        raise BadInput("the private key is not valid base64") from None
-    if not body.startswith(b"openssh-key-v1\x00"):
-        raise BadInput("not an openssh-key-v1 private key")
-    r = _Reader(body[len(b"openssh-key-v1\x00") :])
-    cipher, kdf, _ = r.string(), r.string(), r.string()
-    if cipher != b"none" or kdf != b"none":
-        raise BadInput("the private key is passphrase-protected", "workers need an unencrypted key file (mode 0600)")
-    if r.uint32() != 1:
-        raise BadInput("the key file must hold exactly one key")
-    r.string()
-    p = _Reader(r.string())
-    if p.uint32() != p.uint32():
-        raise BadInput("the private key is corrupt (check bytes differ)")
+    p = _private_section(_openssh_body(text))
     if p.string() != KEYTYPE:
         raise BadInput("the private key is not ssh-ed25519")
     pk, sk, comment = p.string(), p.string(), p.string()
@@ -155,6 +137,35 @@ def parse_private_key(text: str) -> SigningKey:
     if key.public != pk:
         raise BadInput("the private key does not match its public half")
     return key
+
+
+def _openssh_body(text: str) -> bytes:
+    """The PEM-armoured openssh-key-v1 body, past its magic."""
+    lines = [ln.strip() for ln in text.strip().splitlines()]
+    if not lines or lines[0] != PEM_BEGIN or lines[-1] != PEM_END:
+        raise BadInput("not an OpenSSH private key", "create one with: git genjob keygen; git genjob doctor")
+    try:
+        body = base64.b64decode("".join(lines[1:-1]), validate=True)
+    except ValueError:
+        raise BadInput("the private key is not valid base64") from None
+    if not body.startswith(b"openssh-key-v1\x00"):
+        raise BadInput("not an openssh-key-v1 private key")
+    return body[len(b"openssh-key-v1\x00") :]
+
+
+def _private_section(body: bytes) -> _Reader:
+    """A reader on the one unencrypted private key the body holds, past its check bytes."""
+    r = _Reader(body)
+    cipher, kdf, _ = r.string(), r.string(), r.string()
+    if cipher != b"none" or kdf != b"none":
+        raise BadInput("the private key is passphrase-protected", "workers need an unencrypted key file (mode 0600)")
+    if r.uint32() != 1:
+        raise BadInput("the key file must hold exactly one key")
+    r.string()
+    p = _Reader(r.string())
+    if p.uint32() != p.uint32():
+        raise BadInput("the private key is corrupt (check bytes differ)")
+    return p
 
 
 def read_signing_key(path: str) -> SigningKey:
@@ -271,38 +282,53 @@ def _parse_options(field: str) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     i = 0
     while i < len(field):
-        name_end = i
-        while name_end < len(field) and field[name_end] not in "=,":
-            name_end += 1
-        name = field[i:name_end].lower()
-        if name not in _OPTION_NAMES:
-            raise BadInput(f"bad options: unknown key option {field[i:name_end]!r}")
-        if name in out:
-            raise BadInput(f'bad options: multiple "{name}" clauses')
-        i = name_end
+        name, i = _option_name(field, i, out)
         value: str | None = None
         if name != "cert-authority":
-            if field[i : i + 2] != '="':
-                raise BadInput(f'bad options: {name} needs a quoted value ({name}="...")')
-            i += 2
-            chars = []
-            while i < len(field) and field[i] != '"':
-                if field[i] == "\\" and field[i + 1 : i + 2] == '"':
-                    i += 1
-                chars.append(field[i])
-                i += 1
-            if i >= len(field):
-                raise BadInput(f"bad options: unterminated quote in {name}")
-            i += 1
-            value = "".join(chars)
+            value, i = _option_value(field, i, name)
         out[name] = value
-        if i < len(field):
-            if field[i] != ",":
-                raise BadInput("bad options: expected ',' between options")
-            i += 1
-            if i == len(field):
-                raise BadInput("bad options: trailing ','")
+        i = _after_option(field, i)
     return out
+
+
+def _option_name(field: str, i: int, seen: dict[str, str | None]) -> tuple[str, int]:
+    """The option name starting at `i` (lowercased, known, not in `seen`) and where it ends."""
+    name_end = i
+    while name_end < len(field) and field[name_end] not in "=,":
+        name_end += 1
+    name = field[i:name_end].lower()
+    if name not in _OPTION_NAMES:
+        raise BadInput(f"bad options: unknown key option {field[i:name_end]!r}")
+    if name in seen:
+        raise BadInput(f'bad options: multiple "{name}" clauses')
+    return name, name_end
+
+
+def _option_value(field: str, i: int, name: str) -> tuple[str, int]:
+    """The ="quoted" value at `i` (backslash escapes a quote) and the index past its closing quote."""
+    if field[i : i + 2] != '="':
+        raise BadInput(f'bad options: {name} needs a quoted value ({name}="...")')
+    i += 2
+    chars = []
+    while i < len(field) and field[i] != '"':
+        if field[i] == "\\" and field[i + 1 : i + 2] == '"':
+            i += 1
+        chars.append(field[i])
+        i += 1
+    if i >= len(field):
+        raise BadInput(f"bad options: unterminated quote in {name}")
+    return "".join(chars), i + 1
+
+
+def _after_option(field: str, i: int) -> int:
+    """Past the ',' that must follow an option unless the field ends; a trailing ',' is refused."""
+    if i < len(field):
+        if field[i] != ",":
+            raise BadInput("bad options: expected ',' between options")
+        i += 1
+        if i == len(field):
+            raise BadInput("bad options: trailing ','")
+    return i
 
 
 def _split_options(text: str) -> tuple[str, str]:

@@ -13,6 +13,7 @@ import os
 import posixpath
 import re
 import unicodedata
+from collections.abc import Callable
 
 from git_genjob.documents.display import DECEPTIVE, deceptive, printable
 from git_genjob.documents.errors import BadInput
@@ -49,41 +50,54 @@ def _aliases(component: str, name: str) -> bool:
     return folded == name or bool(_SHORT_NAME.match(folded) and folded.startswith(name[1:]))
 
 
+# The plain-text rules of SPEC §8, checked in this order: (breaks the rule, message, hint).
+_TEXT_RULES: tuple[tuple[Callable[[str], bool], str, str | None], ...] = (
+    (lambda p: len(p.encode("utf-8", "surrogatepass")) > MAX_PATH, f"{{what}} is longer than {MAX_PATH} bytes", None),
+    (lambda p: any(_control(c) for c in p), "{what} {path!r} contains a control character", None),
+    (lambda p: any(0xD800 <= ord(c) <= 0xDFFF for c in p), "{what} {path!r} is not valid UTF-8", None),
+    (lambda p: "\\" in p, "{what} {path!r} contains a backslash", "use POSIX '/' separators"),
+    (lambda p: p.startswith("/"), "{what} {path!r} is absolute", "give a path relative to the repository"),
+)
+
+
 def check_path(path: str, *, what: str = "path") -> str:
     """Return `path` if it is a safe repo-relative POSIX path, else raise BadInput (exit 2)."""
     if not isinstance(path, str) or not path:
         raise BadInput(f"{what} is empty", "name a file inside the repository")
-    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH:
-        raise BadInput(f"{what} is longer than {MAX_PATH} bytes")
-    if any(_control(c) for c in path):
-        raise BadInput(f"{what} {path!r} contains a control character")
-    if any(0xD800 <= ord(c) <= 0xDFFF for c in path):
-        raise BadInput(f"{what} {path!r} is not valid UTF-8")
-    if "\\" in path:
-        raise BadInput(f"{what} {path!r} contains a backslash", "use POSIX '/' separators")
-    if path.startswith("/"):
-        raise BadInput(f"{what} {path!r} is absolute", "give a path relative to the repository")
+    for broken, message, hint in _TEXT_RULES:
+        if broken(path):
+            raise BadInput(message.format(what=what, path=path), hint)
     parts = path.split("/")
     for part in parts:
-        if part in ("", "."):
-            raise BadInput(f"{what} {path!r} is not normalized", f"use {posixpath.normpath(path)!r}")
-        if part == "..":
-            raise BadInput(f"{what} {path!r} leaves the repository ('..')")
-        if _aliases(part, ".git"):
-            alias = "" if part == ".git" else f" ({part!r} opens as .git on NTFS or HFS+)"
-            raise BadInput(f"{what} {path!r} has a .git component{alias}")
+        _check_component(path, part, what)
     if _aliases(parts[0], ".genjob"):
         raise BadInput(
             f"{what} {path!r} lies under .genjob/",
             "repository settings are changed by hand and reviewed, never by a job",
         )
+    _check_shown(path, what)
+    return path
+
+
+def _check_shown(path: str, what: str) -> None:
+    """SPEC §12.2: refuse a path a reviewer would read as another path than the one written."""
     shown = next((c for c in path if c in DECEPTIVE), None)
-    if shown is not None:  # SPEC §12.2: a reviewer would read another path than the one written
+    if shown is not None:
         raise BadInput(
             f"{what} {printable(path)!r} contains U+{ord(shown):04X} ({deceptive(shown)})",
             "rename it: a reviewer would read another path than the one written",
         )
-    return path
+
+
+def _check_component(path: str, part: str, what: str) -> None:
+    """Refuse a component of `path` that is empty, `.`, `..` or opens as .git."""
+    if part in ("", "."):
+        raise BadInput(f"{what} {path!r} is not normalized", f"use {posixpath.normpath(path)!r}")
+    if part == "..":
+        raise BadInput(f"{what} {path!r} leaves the repository ('..')")
+    if _aliases(part, ".git"):
+        alias = "" if part == ".git" else f" ({part!r} opens as .git on NTFS or HFS+)"
+        raise BadInput(f"{what} {path!r} has a .git component{alias}")
 
 
 def check_distinct(paths: list[str], *, what: str = "allowed paths") -> None:

@@ -122,25 +122,35 @@ def _sandbox(doc: object) -> SandboxInfo:
     w = "receipt predicate sandbox"
     if not isinstance(doc, dict) or set(doc) != SANDBOX_FIELDS:
         raise BadInput(f"{w} must have exactly {', '.join(sorted(SANDBOX_FIELDS))}")
-    lists = {}
-    for name in ("hosts", "ro", "rw"):
-        value = doc[name]
-        if not isinstance(value, list) or len(value) > 256:
-            raise BadInput(f"{w} {name} must be a list of at most 256 strings")
-        lists[name] = tuple(check_label(x, f"{w} {name} entry", 4096) for x in value)
-    limits = doc["limits"]
-    if limits is not None:
-        if not isinstance(limits, dict) or not all(isinstance(k, str) for k in limits) or len(limits) > 16:
-            raise BadInput(f"{w} limits must be an object of integers or null")
-        limits = {check_label(k, f"{w} limit name"): check_int(v, f"{w} limit {k}", 0) for k, v in limits.items()}
+    hosts, ro, rw = (_sandbox_list(doc, name) for name in ("hosts", "ro", "rw"))
+    limits = _sandbox_limits(doc["limits"])
     return SandboxInfo(
         check_choice(doc["mechanism"], f"{w} mechanism", SANDBOX_MECHANISMS),
         check_choice(doc["network"], f"{w} network", SANDBOX_NETWORKS),
-        lists["hosts"],
-        lists["ro"],
-        lists["rw"],
+        hosts,
+        ro,
+        rw,
         limits,
     )
+
+
+def _sandbox_list(doc: dict[str, object], name: str) -> tuple[str, ...]:
+    """One of the sandbox's lists (hosts, ro, rw): at most 256 labels."""
+    w = "receipt predicate sandbox"
+    value = doc[name]
+    if not isinstance(value, list) or len(value) > 256:
+        raise BadInput(f"{w} {name} must be a list of at most 256 strings")
+    return tuple(check_label(x, f"{w} {name} entry", 4096) for x in value)
+
+
+def _sandbox_limits(limits: object) -> dict[str, int] | None:
+    """The sandbox's limits: at most 16 names -> counts, or null."""
+    if limits is None:
+        return None
+    w = "receipt predicate sandbox"
+    if not isinstance(limits, dict) or not all(isinstance(k, str) for k in limits) or len(limits) > 16:
+        raise BadInput(f"{w} limits must be an object of integers or null")
+    return {check_label(k, f"{w} limit name"): check_int(v, f"{w} limit {k}", 0) for k, v in limits.items()}
 
 
 _FP_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -190,29 +200,20 @@ class Predicate:
         w = "receipt predicate"
         if not is_digest(doc["job_digest"]):
             raise BadInput(f"{w} job_digest is not a sha256 digest")
-        outputs = doc["outputs"]
-        if not isinstance(outputs, dict):
-            raise BadInput(f"{w} outputs must be an object")
-        for path, value in outputs.items():
-            if value is not None and not is_digest(value):
-                raise BadInput(f"receipt output {path!r} has a malformed digest")
-        ignored, replays = doc["ignored"], doc["replays"]
-        if not isinstance(ignored, list) or not all(isinstance(x, str) and len(x) <= 4096 for x in ignored):
-            raise BadInput(f"{w} ignored must be a list of paths")
-        if not isinstance(replays, list) or not all(isinstance(x, str) and _FP_RE.match(x) for x in replays):
-            raise BadInput(f"{w} replays must be a list of 64-hex fingerprints")
+        outputs = _outputs(doc["outputs"])
+        ignored, replays = _ignored(doc["ignored"]), _replays(doc["replays"])
         return cls(
             job_digest=doc["job_digest"],
             key=check_label(doc["key"], f"{w} key"),
             claim=check_oid(doc["claim"], f"{w} claim"),
             status=check_choice(doc["status"], f"{w} status", STATUSES),
             reason=check_text(doc["reason"], f"{w} reason"),
-            outputs=dict(outputs),
-            ignored=tuple(ignored),
+            outputs=outputs,
+            ignored=ignored,
             worker_id=check_label(doc["worker_id"], f"{w} worker_id"),
             attempt=check_int(doc["attempt"], f"{w} attempt", 1),
             generator=_generator(doc["generator"]),
-            replays=tuple(replays),
+            replays=replays,
             started_at=check_time(doc["started_at"], f"{w} started_at"),
             finished_at=check_time(doc["finished_at"], f"{w} finished_at"),
             sandbox=_sandbox(doc["sandbox"]) if "sandbox" in doc else None,
@@ -238,6 +239,30 @@ class Predicate:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
         }
+
+
+def _outputs(outputs: object) -> dict[str, str | None]:
+    """The predicate's outputs: path -> sha256 digest, or None for a deleted file."""
+    if not isinstance(outputs, dict):
+        raise BadInput("receipt predicate outputs must be an object")
+    for path, value in outputs.items():
+        if value is not None and not is_digest(value):
+            raise BadInput(f"receipt output {path!r} has a malformed digest")
+    return dict(outputs)
+
+
+def _ignored(ignored: object) -> tuple[str, ...]:
+    """The predicate's ignored paths, each at most 4096 characters."""
+    if not isinstance(ignored, list) or not all(isinstance(x, str) and len(x) <= 4096 for x in ignored):
+        raise BadInput("receipt predicate ignored must be a list of paths")
+    return tuple(ignored)
+
+
+def _replays(replays: object) -> tuple[str, ...]:
+    """The predicate's replay fingerprints, each 64 lowercase hex digits."""
+    if not isinstance(replays, list) or not all(isinstance(x, str) and _FP_RE.match(x) for x in replays):
+        raise BadInput("receipt predicate replays must be a list of 64-hex fingerprints")
+    return tuple(replays)
 
 
 def _model(doc: object) -> dict[str, Any]:

@@ -76,7 +76,11 @@ def unseal(raw: bytes, payload_type: str, what: str) -> Sealed:
     if canonical_bytes(doc) != raw:
         raise BadInput(f"{what} envelope is not canonical JSON (SPEC §2)", "re-sign it; never re-encode an envelope")
     payload = _b64(doc["payload"], f"{what} payload")
-    sigs = doc["signatures"]
+    return Sealed(raw, payload_type, payload, _signatures(doc["signatures"], what))
+
+
+def _signatures(sigs: object, what: str) -> tuple[tuple[str, bytes], ...]:
+    """The envelope's (keyid, sig) entries: 1 to MAX_SIGNATURES, each a keyid string and a base64 sig."""
     if not isinstance(sigs, list) or not sigs or len(sigs) > MAX_SIGNATURES:
         raise BadInput(f"{what} has no signatures (or more than {MAX_SIGNATURES})")
     parsed = []
@@ -86,7 +90,7 @@ def unseal(raw: bytes, payload_type: str, what: str) -> Sealed:
         if "sig" not in s:
             raise BadInput(f"{what} signature entry has no sig")
         parsed.append((str(s.get("keyid", "")), _b64(s["sig"], f"{what} signature")))
-    return Sealed(raw, payload_type, payload, tuple(parsed))
+    return tuple(parsed)
 
 
 def signer_of(
