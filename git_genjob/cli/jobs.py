@@ -262,7 +262,7 @@ def show(key: str, log: bool, calls: bool, as_json: bool) -> None:
     commit is shown, or the command says the commit has none."""
     from git_genjob.planner import statusfast
     from git_genjob.planner.queue import show as do_show
-    from git_genjob.planner.queue import show_lines
+    from git_genjob.planner.showtext import show_lines
 
     store = open_store()
     behind = _job_behind(store, key)

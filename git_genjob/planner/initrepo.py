@@ -49,42 +49,60 @@ def init(store: Store, planner: bool = True) -> InitReport:
     report = InitReport()
     if store.workdir is None:
         raise BadInput("init needs a work tree (a bare repository has no .genjob/)", "run it in a clone")
-    gdir = os.path.join(store.workdir, ".genjob")
-    os.makedirs(gdir, exist_ok=True)
-    for name, text in (
-        ("allowed_signers", SIGNERS_HEADER),
-        ("revoked_keys", REVOKED_HEADER),
-        ("config.toml", TEMPLATE),
-    ):
-        path = os.path.join(gdir, name)
-        if not os.path.exists(path):
-            with open(path, "x", encoding="utf-8") as fh:
-                fh.write(text)
-            report.created.append(f".genjob/{name}")
+    report.created = _scaffold(os.path.join(store.workdir, ".genjob"))
     if planner:
         from git_genjob.planner.trust import ensure_planner
 
         report.planner = ensure_planner(store)
+    report.config = _notes_config(store) + _remote_config(store)
+    return report
+
+
+_SCAFFOLD = (("allowed_signers", SIGNERS_HEADER), ("revoked_keys", REVOKED_HEADER), ("config.toml", TEMPLATE))
+
+
+def _scaffold(gdir: str) -> list[str]:
+    """The .genjob/ files that do not exist yet, created with their templates; returns them."""
+    os.makedirs(gdir, exist_ok=True)
+    created = []
+    for name, text in _SCAFFOLD:
+        path = os.path.join(gdir, name)
+        if not os.path.exists(path):
+            with open(path, "x", encoding="utf-8") as fh:
+                fh.write(text)
+            created.append(f".genjob/{name}")
+    return created
+
+
+def _notes_config(store: Store) -> list[str]:
+    """The notes settings: display the summary, keep both refs across rewrites, merge by lines."""
+    done = []
     # A glob matching exactly refs/notes/genjob: git warns "notes ref ... is invalid" on every
     # `git show` while a plain displayRef names a ref that does not exist yet; a glob never does.
     if NOTES_REF in store.config_values("notes.displayRef"):
         store.config_delete("notes.displayRef", f"^{NOTES_REF}$")
     if store.config_add("notes.displayRef", DISPLAY_GLOB):
-        report.config.append(f"notes.displayRef={DISPLAY_GLOB}")
+        done.append(f"notes.displayRef={DISPLAY_GLOB}")
     for ref in NOTES_REFS:  # the summary and the envelope (SPEC §11) both follow rebase and amend
         if store.config_add("notes.rewriteRef", ref):
-            report.config.append(f"notes.rewriteRef={ref}")
+            done.append(f"notes.rewriteRef={ref}")
     for ref in NOTES_REFS:  # `git notes merge` of either ref merges lines, as git genjob fetch does
         name = f"notes.{ref[len('refs/notes/') :]}.mergeStrategy"
         if store.config_get(name) != "cat_sort_uniq":
             store.config_set(name, "cat_sort_uniq")
-            report.config.append(f"{name}=cat_sort_uniq")
+            done.append(f"{name}=cat_sort_uniq")
+    return done
+
+
+def _remote_config(store: Store) -> list[str]:
+    """Each remote's fetch refspecs for the genjob refs, an earlier init's broad one removed."""
+    done = []
     for remote in store.remote_names():
         old = broad_refspec(remote)  # an earlier init's: a stray remote ref could make it fail a fetch
         if old in store.config_values(f"remote.{remote}.fetch"):
             store.config_delete(f"remote.{remote}.fetch", "^" + re.escape(old) + "$")
-            report.config.append(f"remote.{remote}.fetch: removed {old}")
+            done.append(f"remote.{remote}.fetch: removed {old}")
         for spec in fetch_refspecs(remote):
             if store.config_add(f"remote.{remote}.fetch", spec):
-                report.config.append(f"remote.{remote}.fetch={spec}")
-    return report
+                done.append(f"remote.{remote}.fetch={spec}")
+    return done

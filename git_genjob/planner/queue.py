@@ -16,7 +16,7 @@ import pygit2
 
 from git_genjob.documents.canonical import canonical_bytes, digest, parse_strict, utc_now
 from git_genjob.documents.config import Config, read_config
-from git_genjob.documents.display import one_line, printable, usage_text
+from git_genjob.documents.display import one_line, printable
 from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused
 from git_genjob.documents.job import Job, describe_difference, seal_job
 from git_genjob.documents.keys import SigningKey
@@ -44,6 +44,7 @@ from git_genjob.storage.records import (
     parse_trailers,
 )
 from git_genjob.storage.store import Store, blocking_prefix, lookup
+from git_genjob.storage.truststore import TrustStore
 
 _DIRTY = (
     pygit2.enums.FileStatus.INDEX_NEW
@@ -94,50 +95,63 @@ def _read_inputs(
     store: Store, base: pygit2.Commit | None, paths: list[str], rev: str | None, cfg: Config, allow_secrets: bool
 ) -> dict[str, pygit2.Oid]:
     tree = base.tree if base is not None else None
-    where = rev or "HEAD"
     oids: dict[str, pygit2.Oid] = {}
     for path in paths:
-        prefix = blocking_prefix(tree, path)
-        if prefix is not None:
-            if getattr(lookup(tree, prefix), "type_str", None) == "commit":  # a gitlink
-                raise BadInput(
-                    f"{path} is inside the submodule {prefix}, a repository of its own",
-                    f"submit it from inside the submodule: cd {prefix} && git genjob submit ...",
-                )
-            raise BadInput(f"{path}: {prefix} is not a directory at {where}")
-        entry = lookup(tree, path)
-        if entry is None and base is None:
-            raise BadInput(
-                f"this repository has no commits yet, so {path} has no committed content for a job to start from",
-                f"commit it first: git add {path} && git commit (or, for a new file, let the job create it: --create)",
-            )
-        if entry is None:
-            raise BadInput(f"{path} does not exist at {where}", f"to let the job create it, pass --create {path}")
-        mode = getattr(entry, "filemode", None)
-        if entry.type_str == "tree":
-            raise BadInput(f"{path} is a directory", "list the files inside it")
-        if entry.type_str == "commit":
-            raise BadInput(f"{path} is a submodule", "a job may only change regular files")
-        if mode == pygit2.enums.FileMode.LINK:
-            raise BadInput(f"{path} is a symlink", "a job may only change regular files")
+        entry = _input_entry(tree, base, path, rev or "HEAD")
         blob = store.get(entry.id)
         assert isinstance(blob, pygit2.Blob)
-        if blob.size > cfg.limits.file_bytes:
-            raise BadInput(
-                f"{path} is {blob.size} bytes, over the limit of {cfg.limits.file_bytes}",
-                "raise limits.file_bytes in .genjob/config.toml or leave the file out",
-            )
-        if not allow_secrets:
-            found = find_secret(bytes(blob.data))
-            if found:
-                raise BadInput(
-                    f"{path} contains what looks like a {found}",
-                    "remove it, or pass --allow-secrets (jobs are stored and replayable)",
-                )
+        _check_input_blob(path, blob, cfg, allow_secrets)
         oids[path] = entry.id
     if rev is None and store.workdir is not None:
         _refuse_dirty(store, paths)
     return oids
+
+
+_NOT_A_FILE = {  # an input's tree entry type: why a job cannot start from it
+    "tree": ("is a directory", "list the files inside it"),
+    "commit": ("is a submodule", "a job may only change regular files"),
+}
+
+
+def _input_entry(tree: pygit2.Tree | None, base: pygit2.Commit | None, path: str, where: str) -> pygit2.Object:
+    """The tree entry an input path names at `where`, refused unless it is a regular file there."""
+    prefix = blocking_prefix(tree, path)
+    if prefix is not None:
+        if getattr(lookup(tree, prefix), "type_str", None) == "commit":  # a gitlink
+            raise BadInput(
+                f"{path} is inside the submodule {prefix}, a repository of its own",
+                f"submit it from inside the submodule: cd {prefix} && git genjob submit ...",
+            )
+        raise BadInput(f"{path}: {prefix} is not a directory at {where}")
+    entry = lookup(tree, path)
+    if entry is None and base is None:
+        raise BadInput(
+            f"this repository has no commits yet, so {path} has no committed content for a job to start from",
+            f"commit it first: git add {path} && git commit (or, for a new file, let the job create it: --create)",
+        )
+    if entry is None:
+        raise BadInput(f"{path} does not exist at {where}", f"to let the job create it, pass --create {path}")
+    if entry.type_str in _NOT_A_FILE:
+        what, hint = _NOT_A_FILE[entry.type_str]
+        raise BadInput(f"{path} {what}", hint)
+    if getattr(entry, "filemode", None) == pygit2.enums.FileMode.LINK:
+        raise BadInput(f"{path} is a symlink", "a job may only change regular files")
+    return entry
+
+
+def _check_input_blob(path: str, blob: pygit2.Blob, cfg: Config, allow_secrets: bool) -> None:
+    """Refuse an input file over the size limit or holding what looks like a secret."""
+    if blob.size > cfg.limits.file_bytes:
+        raise BadInput(
+            f"{path} is {blob.size} bytes, over the limit of {cfg.limits.file_bytes}",
+            "raise limits.file_bytes in .genjob/config.toml or leave the file out",
+        )
+    found = None if allow_secrets else find_secret(bytes(blob.data))
+    if found:
+        raise BadInput(
+            f"{path} contains what looks like a {found}",
+            "remove it, or pass --allow-secrets (jobs are stored and replayable)",
+        )
 
 
 def _refuse_dirty(store: Store, paths: list[str]) -> None:
@@ -198,21 +212,11 @@ def submit(
     creates = creates or []
     cfg = read_config(store)
     _check_instruction(instruction, cfg, allow_secrets)
-    for p in paths + creates:
-        check_path(p, what="allowed path")
-    dupes = sorted({p for p in paths + creates if (paths + creates).count(p) > 1})
-    if dupes:
-        raise BadInput("path given twice: " + ", ".join(dupes))
-    if not paths and not creates:
-        raise BadInput("a job needs at least one allowed path", "name the files the job may change")
-    if len(paths) + len(creates) > cfg.limits.allowed_paths:
-        raise BadInput(f"{len(paths) + len(creates)} allowed paths, over the limit of {cfg.limits.allowed_paths}")
+    _check_allowed(paths + creates, cfg)
     base = _resolve_base(store, rev)
     oids = _read_inputs(store, base, paths, rev, cfg, allow_secrets)
     _check_creates(store, base, creates, rev)
-    inputs: dict[str, str | None] = {p: digest(store.read(o, limit=None)) for p, o in oids.items()}
-    inputs.update({p: None for p in creates})
-    job = Job.mint(instruction, inputs, key)
+    job = _mint_job(store, instruction, oids, creates, key)
     existing = _existing(store, job)
     if existing is not None:
         return existing
@@ -224,18 +228,10 @@ def submit(
         "base": str(base.id) if base is not None else None,
         "rev": rev,
         "allow_secrets": allow_secrets,
+        **({"supersedes": supersedes} if supersedes is not None else {}),
     }
-    if supersedes is not None:
-        meta["supersedes"] = supersedes
     if signing_key is None:
-        signing_key = planner_key(store)
-        if signing_key is None:  # a job no worker would ever claim: queue nothing (SPEC §12.4)
-            raise BadInput(
-                f"no planner key to sign job {job.key} with (looked for {planner_key_path(store)[0]}); "
-                "workers claim only jobs a trusted planner signed, so nothing was queued",
-                "create yours with git genjob keygen --planner (then commit .genjob/allowed_signers), "
-                "or pass --signing-key FILE; git genjob doctor",
-            )
+        signing_key = _planner_signing_key(store, job.key)
     files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
     files[JOB_ENVELOPE] = store.blob(seal_job(job.canonical(), signing_key))
     files.update({f"inputs/{p}": o for p, o in oids.items()})
@@ -248,6 +244,40 @@ def submit(
         return again
     warnings = _path_warnings(store, job)
     return SubmitResult(job.key, job.digest, JobState.QUEUED, True, warnings=warnings)
+
+
+def _mint_job(store: Store, instruction: str, oids: dict[str, pygit2.Oid], creates: list[str], key: str | None) -> Job:
+    """The job: the instruction and each input's content digest (a path to create has none)."""
+    inputs: dict[str, str | None] = {p: digest(store.read(o, limit=None)) for p, o in oids.items()}
+    inputs.update({p: None for p in creates})
+    return Job.mint(instruction, inputs, key)
+
+
+def _check_allowed(allowed: list[str], cfg: Config) -> None:
+    """Refuse a job's allowed paths (inputs and creates) unless each is a clean, distinct path
+    and there is at least one and no more than the limit."""
+    for p in allowed:
+        check_path(p, what="allowed path")
+    dupes = sorted({p for p in allowed if allowed.count(p) > 1})
+    if dupes:
+        raise BadInput("path given twice: " + ", ".join(dupes))
+    if not allowed:
+        raise BadInput("a job needs at least one allowed path", "name the files the job may change")
+    if len(allowed) > cfg.limits.allowed_paths:
+        raise BadInput(f"{len(allowed)} allowed paths, over the limit of {cfg.limits.allowed_paths}")
+
+
+def _planner_signing_key(store: Store, key: str) -> SigningKey:
+    """The user's planner key to sign job `key` with; none refuses (exit 2) before anything is written."""
+    signing_key: SigningKey | None = planner_key(store)
+    if signing_key is None:  # a job no worker would ever claim: queue nothing (SPEC §12.4)
+        raise BadInput(
+            f"no planner key to sign job {key} with (looked for {planner_key_path(store)[0]}); "
+            "workers claim only jobs a trusted planner signed, so nothing was queued",
+            "create yours with git genjob keygen --planner (then commit .genjob/allowed_signers), "
+            "or pass --signing-key FILE; git genjob doctor",
+        )
+    return signing_key
 
 
 def _check_instruction(instruction: str, cfg: Config, allow_secrets: bool) -> None:
@@ -365,12 +395,22 @@ def _vouched_rows(data: bytes | None, shard_tree: pygit2.Tree, known: bool) -> l
     if known:  # six tab-separated columns per line (JSON escapes tabs and newlines): one split
         c = text.replace("\n", "\t").split("\t")
         return list(map(StatusRow, c[0:-1:6], c[1:-1:6], c[3:-1:6], c[4:-1:6], c[5:-1:6]))
+    fields = _row_fields(text, len(shard_tree))
+    return _decoded_rows(fields, shard_tree) if fields is not None else None
+
+
+def _row_fields(text: str, count: int) -> list[list[str]] | None:
+    """The columns of each of a rows blob's lines, if it holds `count` lines of six columns each."""
     lines = text.split("\n")  # not splitlines: a row's JSON may hold U+2028
-    if lines.pop() != "" or len(lines) != len(shard_tree):
+    if lines.pop() != "" or len(lines) != count:
         return None
     fields = [line.split("\t") for line in lines]
-    if any(len(cols) != 6 for cols in fields):
-        return None
+    return None if any(len(cols) != 6 for cols in fields) else fields
+
+
+def _decoded_rows(fields: list[list[str]], shard_tree: pygit2.Tree) -> list[StatusRow] | None:
+    """Each line's row, if each names a distinct entry of the shard with its tree and ends in
+    exactly one JSON object that agrees with the line (`_vetted`); else None."""
     entries = {str(e.name): str(e.id) for e in shard_tree}
     body = "".join(cols[5] for cols in fields)  # one string, each column decoded in place
     decode, rows, at = _ROW_DECODER.raw_decode, [], 0
@@ -404,24 +444,33 @@ def _archived_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
             out += fast
             passed.append(str(rows_id))
             continue
-        _, lines = parse_rows(data)
-        for entry in shard_tree:
-            key, oid = str(entry.name), entry.id
-            hint = lines.get(key)
-            cols = hint[1].split("\t") if hint is not None and hint[0] == str(oid) else []
-            row = _vetted(_decode_one(cols[5]), cols) if len(cols) == 6 and cols[1] == key else None
-            if row is not None:
-                out.append(row)
-                continue
-            sub = store.get(oid)
-            try:
-                if not isinstance(sub, pygit2.Tree):
-                    raise BadInput(f"archive entry {key} is not a tree")
-                out.append(StatusRow.of(summarize(load_tree(store, key, sub, None, archived=True))))
-            except GenjobError as exc:
-                damaged[key] = exc.message
+        out += _entry_rows(store, shard_tree, parse_rows(data)[1], damaged)
     if set(passed) != checked:
         _write_cache_file(path, "".join(f"{i}\n" for i in passed))
+    return out
+
+
+def _entry_rows(
+    store: Store, shard_tree: pygit2.Tree, lines: dict[str, tuple[str, str]], damaged: dict[str, str]
+) -> list[StatusRow]:
+    """A shard's rows entry by entry: from the entry's own `_rows` line when it vouches for the
+    entry's tree, else from the job's documents (one that does not load goes to `damaged`)."""
+    out = []
+    for entry in shard_tree:
+        key, oid = str(entry.name), entry.id
+        hint = lines.get(key)
+        cols = hint[1].split("\t") if hint is not None and hint[0] == str(oid) else []
+        row = _vetted(_decode_one(cols[5]), cols) if len(cols) == 6 and cols[1] == key else None
+        if row is not None:
+            out.append(row)
+            continue
+        sub = store.get(oid)
+        try:
+            if not isinstance(sub, pygit2.Tree):
+                raise BadInput(f"archive entry {key} is not a tree")
+            out.append(StatusRow.of(summarize(load_tree(store, key, sub, None, archived=True))))
+        except GenjobError as exc:
+            damaged[key] = exc.message
     return out
 
 
@@ -448,9 +497,7 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     path = status_rows_path(store.common_dir)
     trust = worker_trust(store)
     stamp = f"#trust\t{trust.fingerprint()}"
-    lines = _read_lines(path)
-    fresh = bool(lines) and lines[0] == stamp
-    cache = dict(line.split("\t", 1) for line in lines[1:] if "\t" in line) if fresh else {}
+    fresh, cache = _row_cache(path, stamp)
     archived = archived_lookup(store)
     rows, seen = [], {}
     for key in store.live_keys():
@@ -460,27 +507,50 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
         if archived(key) and archived_leftover(store, key):
             continue  # archived; the live ref is the leftover of an interrupted move
         tip = str(head_tip)
-        text = cache.get(tip)
-        try:
-            doc = json.loads(text) if text is not None else None
-        except ValueError:
-            doc = None
-        if not isinstance(doc, dict) or doc.get("key") != key:
-            try:
-                record = load_live(store, key)
-            except GenjobError as exc:
-                damaged[key] = exc.message
-                continue
-            if record is None or record.tip != head_tip:
-                continue  # moved or removed while we read: the next status shows it
-            doc = summarize(record)
-            doc["planner"] = job_trust(record.job_bytes, record.job_envelope, trust).label
+        doc = _cached_doc(cache.get(tip), key)
+        if doc is None:
+            doc = _read_live_doc(store, key, head_tip, trust, damaged)
+        if doc is None:
+            continue
         row = StatusRow.of(doc)
         rows.append(row)
         seen[tip] = row.json
     if not fresh or seen != cache:
         _write_cache_file(path, stamp + "\n" + "".join(f"{tip}\t{text}\n" for tip, text in seen.items()))
     return rows
+
+
+def _row_cache(path: str, stamp: str) -> tuple[bool, dict[str, str]]:
+    """Whether the row cache was written under this trust `stamp`, and then its {tip: row JSON}."""
+    lines = _read_lines(path)
+    fresh = bool(lines) and lines[0] == stamp
+    return fresh, dict(line.split("\t", 1) for line in lines[1:] if "\t" in line) if fresh else {}
+
+
+def _cached_doc(text: str | None, key: str) -> dict[str, Any] | None:
+    """A cached row's document, if it decodes to an object naming `key`."""
+    try:
+        doc = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) and doc.get("key") == key else None
+
+
+def _read_live_doc(
+    store: Store, key: str, head_tip: pygit2.Oid, trust: TrustStore, damaged: dict[str, str]
+) -> dict[str, Any] | None:
+    """A live job's row read from its documents at `head_tip`, with whether a trusted planner
+    signed it; None when it does not load (noted in `damaged`) or moved while it was read."""
+    try:
+        record = load_live(store, key)
+    except GenjobError as exc:
+        damaged[key] = exc.message
+        return None
+    if record is None or record.tip != head_tip:
+        return None  # moved or removed while we read: the next status shows it
+    doc = summarize(record)
+    doc["planner"] = job_trust(record.job_bytes, record.job_envelope, trust).label
+    return doc
 
 
 def _write_cache_file(path: str, text: str) -> None:
@@ -577,69 +647,16 @@ def _answers(store: Store, record: JobRecord) -> dict[str, Any]:
                 out["signer"] = {"name": None, "keyid": None, "verified": False, "why": exc.message}
     final = record.meta.final
     if final is not None and final.state == JobState.APPLIED and final.commit:
-        merged = None
-        if store.has(final.commit):
-            merged = parse_trailers(store.get_commit(final.commit).message).get("Genjob-Merged-Onto")
-        out["landed"] = {
-            "commit": final.commit,
-            "branch": final.branch,
-            "merged_onto": merged,
-            "here": store.has(final.commit),
-        }
+        out["landed"] = _landed(store, final.commit, final.branch)
     return out
 
 
-def show_lines(doc: dict[str, Any]) -> list[str]:
-    """`show`'s human text for the document `show` returns."""
-    meta, job = doc["meta"], doc["job"]
-    lines = [
-        f"job      {doc['key']}  ({doc['state']}{', archived' if doc['archived'] else ''})",
-        f"digest   {doc['digest']}",
-        f"created  {printable(str(meta.get('created_at')))} by {printable(str(meta.get('submitter')))}",
-        f"base     {printable(str(meta.get('base')))}",
-        *([f"supersedes {printable(str(meta['supersedes']))}"] if meta.get("supersedes") else []),
-        *(
-            [f"superseded by {printable(str(meta['final']['superseded_by']))}"]
-            if (meta.get("final") or {}).get("superseded_by")
-            else []
-        ),
-        "paths    " + ", ".join(f"{p}{' (create)' if v is None else ''}" for p, v in job["inputs"].items()),
-        "instruction:",
-        *(f"    {printable(line, keep=chr(9))}" for line in job["instruction"].splitlines()),
-        "events:",
-        *(f"    {e['commit'][:12]} {e['event']:<10} -> {e['state']} (epoch {e['epoch']})" for e in doc["events"]),
-        *(
-            printable(f"attempt {a.get('n')}: {a.get('state')} worker={a.get('worker')} epoch={a.get('epoch')}")
-            for a in doc["attempt_records"]
-        ),
-    ]
-    if doc["receipt"]:
-        lines.append(f"receipt  present; outputs: {', '.join(doc['outputs']) or '(none)'}")
-    result, signer, landed = doc.get("ended"), doc.get("signer"), doc.get("landed")
-    if result:
-        reason = f": {result['reason']}" if result.get("reason") else ""
-        lines.append(printable(f"result   {result.get('status')}{reason}"))
-    usage = (result or {}).get("usage")
-    if isinstance(usage, dict):
-        budget = (result or {}).get("budget")
-        spent = f"; budget {budget.get('exceeded')} = {budget.get('limit')} reached" if isinstance(budget, dict) else ""
-        unverified = "" if (signer or {}).get("verified") else " (receipt NOT VERIFIED)"
-        lines.append(printable(f"model    {usage_text(usage)}{spent}{unverified}"))
-    if signer:
-        if signer["verified"]:
-            lines.append(printable(f"signed   by {signer['name']} ({signer['keyid']})"))
-        else:
-            lines.append(printable(f"signed   NOT VERIFIED: {signer.get('why')}"))
-        worker = (result or {}).get("worker_id")
-        if worker and worker != signer.get("name"):
-            lines.append(printable(f"worker   id {worker} (self-asserted, not verified)"))
-    if landed:
-        onto = f", merged onto {landed['merged_onto'][:12]}" if landed.get("merged_onto") else ""
-        where = "" if landed.get("here") else " (not in this clone: fetch that branch)"
-        lines.append(printable(f"applied  as {landed['commit'][:12]} on {landed['branch']}{onto}{where}"))
-    if doc.get("commit_shown"):
-        lines.insert(0, printable(f"commit   {doc['commit_shown']} is the landing of job {doc['key']}"))
-    return lines
+def _landed(store: Store, commit: str, branch: str | None) -> dict[str, Any]:
+    """The commit an applied job became: its branch, what it merged onto, whether this clone has it."""
+    merged = None
+    if store.has(commit):
+        merged = parse_trailers(store.get_commit(commit).message).get("Genjob-Merged-Onto")
+    return {"commit": commit, "branch": branch, "merged_onto": merged, "here": store.has(commit)}
 
 
 def chain_tip(record: JobRecord) -> pygit2.Oid | None:

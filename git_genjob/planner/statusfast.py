@@ -76,29 +76,38 @@ def try_status(args: list[str]) -> int | None:
         return None
     as_json = len(args) == 2
     try:
-        if (
-            not as_json
-            and not os.environ.get("NO_COLOR")
-            and (sys.stdout.isatty() or "color" in os.environ.get("GIT_CONFIG_PARAMETERS", ""))
-        ):
-            return None  # maybe coloured (`git -c color.ui=always`): the slow path decides and paints
-        dirs = repo_dirs()
-        if dirs is None:
-            return None
-        workdir, gitdir = dirs
-        memo = Memo(status_memo_path(gitdir)).load()
-        if memo is None or not Memo.holds(memo, stamp(workdir, gitdir, bool(memo.get("with_head")))):
-            return None
-        if not as_json and memo.get("coloured"):
-            return None  # color.ui = always: the slow path paints
-        text = served(memo, as_json)
-        if text is None:
-            return None
+        # maybe coloured (`git -c color.ui=always`): the slow path decides and paints
+        text = None if _maybe_coloured(as_json) else _memo_status(as_json)
     except Exception:  # noqa: BLE001 - a missing or damaged memo, an unreadable file: the slow path decides
+        return None
+    if text is None:
         return None
     sys.stdout.write(text)
     sys.stdout.flush()
     return 0
+
+
+def _maybe_coloured(as_json: bool) -> bool:
+    """Whether plain `status` may be painted: text to a terminal, or colour set on the command line."""
+    return (
+        not as_json
+        and not os.environ.get("NO_COLOR")
+        and (sys.stdout.isatty() or "color" in os.environ.get("GIT_CONFIG_PARAMETERS", ""))
+    )
+
+
+def _memo_status(as_json: bool) -> str | None:
+    """The memo's text (or JSON) of this repository's `status`, if every stamp it took still holds."""
+    dirs = repo_dirs()
+    if dirs is None:
+        return None
+    workdir, gitdir = dirs
+    memo = Memo(status_memo_path(gitdir)).load()
+    if memo is None or not Memo.holds(memo, stamp(workdir, gitdir, bool(memo.get("with_head")))):
+        return None
+    if not as_json and memo.get("coloured"):
+        return None  # color.ui = always: the slow path paints
+    return served(memo, as_json)
 
 
 def before(store: Store) -> Taken | None:
@@ -129,8 +138,6 @@ def before(store: Store) -> Taken | None:
 def remember(store: Store, taken: Taken, rows: list[StatusRow], coloured: bool = False) -> None:
     """After the slow path listed `rows` for plain `status`: keep its output, unless a job was
     damaged, skipped or moved, or anything stamped moved while it read."""
-    from git_genjob.documents.display import terminal_json
-    from git_genjob.planner.rows import status_lines
     from git_genjob.planner.trust import worker_trust
 
     workdir, gitdir, with_head, st, t0 = taken
@@ -141,14 +148,25 @@ def remember(store: Store, taken: Taken, rows: list[StatusRow], coloured: bool =
         return
     signers = worker_trust(store).signers
     edges = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None]
+    text, as_json = _renderings(rows)
     Memo(status_memo_path(gitdir)).write(
         st,
         with_head=with_head,
         **window(edges, t0),  # from when the listing started: an edge passed since is not in it
-        text="".join(status_lines(rows, plain)) if rows else "no jobs\n",
+        text=text,
         coloured=coloured and not sys.stdout.isatty(),  # painted into a pipe (color.ui = always)
-        json="[\n" + terminal_json(",\n".join(r.json for r in rows)) + "\n]\n" if rows else "[]\n",
+        json=as_json,
     )
+
+
+def _renderings(rows: list[StatusRow]) -> tuple[str, str]:
+    """The listing as plain `status` prints it (uncoloured) and as `status --json` does."""
+    from git_genjob.documents.display import terminal_json
+    from git_genjob.planner.rows import status_lines
+
+    if not rows:
+        return "no jobs\n", "[]\n"
+    return "".join(status_lines(rows, plain)), "[\n" + terminal_json(",\n".join(r.json for r in rows)) + "\n]\n"
 
 
 # -- `show KEY`: one job, named by its full key ----------------------------------------------

@@ -96,13 +96,12 @@ def add(
     roles: tuple[str, ...] = ("worker",),
 ) -> dict[str, Any]:
     """Trust `pubkey` (a line, or a .pub file) as `name` for the namespaces of `roles`."""
-    if not name or any(c.isspace() for c in name) or name.startswith("#"):
+    if not _one_word(name):
         raise BadInput(f"signer name {name!r} must be one word")
     pk, _ = parse_public_key(_key_text(pubkey))
     path = genjob_file(store, "allowed_signers")
     namespaces = tuple(dict.fromkeys(ns for role in roles for ns in ROLES[role]))
-    known = [k for k in parse_allowed_signers(read_text(path)) if k.public == pk and k.principal == name]
-    if any(set(namespaces) <= set(k.namespaces or ()) for k in known):
+    if _already_trusted(read_text(path), name, pk, namespaces):
         return {"name": name, "added": False}
     line = make_line(
         name,
@@ -113,6 +112,17 @@ def add(
     )
     append_lines(path, [line])
     return {"name": name, "added": True, "line": line}
+
+
+def _one_word(name: str) -> bool:
+    """Whether `name` can be a principal of allowed_signers: one word, not a comment."""
+    return bool(name) and not any(c.isspace() for c in name) and not name.startswith("#")
+
+
+def _already_trusted(text: str, name: str, pk: bytes, namespaces: tuple[str, ...]) -> bool:
+    """Whether allowed_signers `text` already trusts `pk` as `name` for all of `namespaces`."""
+    known = [k for k in parse_allowed_signers(text) if k.public == pk and k.principal == name]
+    return any(set(namespaces) <= set(k.namespaces or ()) for k in known)
 
 
 def listing(store: Store) -> list[dict[str, Any]]:
@@ -274,20 +284,25 @@ def ensure_planner(store: Store) -> list[str]:
     """`init`'s part of SPEC §11: this user's planner key (created once, 0600, outside the
     repository) and its line in the work tree's .genjob/allowed_signers for genjob-job and
     genjob-review. Returns what it did, one line each."""
-    done = []
-    path, configured = planner_key_path(store)
-    if not os.path.exists(path):
-        if configured:
-            raise BadInput(f"git config {PLANNER_KEY_CONFIG} names {path}, which does not exist", "fix the setting")
-        sig_email = store.config_get("user.email") or "planner"
-        write_key_files(generate(f"planner {sig_email}"), path)
-        done.append(f"created planner key {path} (signs the jobs you submit)")
+    done = _create_planner_key(store)
     key = planner_key(store)
     signers = genjob_file(store, "allowed_signers")
     trusted = parse_allowed_signers(read_text(signers))
     if not any(k.public == key.public and k.namespaces and "genjob-job" in k.namespaces for k in trusted):
         email = store.config_get("user.email") or ""
-        name = email if email and not any(c.isspace() for c in email) and not email.startswith("#") else "planner"
+        name = email if _one_word(email) else "planner"
         append_lines(signers, [make_line(name, key.public, None, namespaces=ROLES["planner"])])
         done.append(f"trusted {name} ({key.keyid}) as a planner in .genjob/allowed_signers")
     return done
+
+
+def _create_planner_key(store: Store) -> list[str]:
+    """The planner key file, created (0600) unless it exists; a configured path must exist."""
+    path, configured = planner_key_path(store)
+    if os.path.exists(path):
+        return []
+    if configured:
+        raise BadInput(f"git config {PLANNER_KEY_CONFIG} names {path}, which does not exist", "fix the setting")
+    sig_email = store.config_get("user.email") or "planner"
+    write_key_files(generate(f"planner {sig_email}"), path)
+    return [f"created planner key {path} (signs the jobs you submit)"]

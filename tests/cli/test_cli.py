@@ -219,8 +219,9 @@ def test_coloured_reports_render_through_the_painter_they_are_given(tmp_path: Pa
 
 def test_status_and_show_render_their_own_lines(repo: Path) -> None:
     """`status` rows and `show` text come from the planner; the cli prints them as they are."""
-    from git_genjob.planner.queue import show, show_lines
+    from git_genjob.planner.queue import show
     from git_genjob.planner.rows import StatusRow, status_lines, summarize
+    from git_genjob.planner.showtext import show_lines
     from git_genjob.storage.records import find_job
     from tests.helpers.common import submit_key
 
