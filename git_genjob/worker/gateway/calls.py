@@ -13,15 +13,17 @@ import re
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import pygit2
 
-from git_genjob.documents.canonical import parse_strict, sha256_hex, utc_now
+from git_genjob.documents.canonical import canonical_bytes, parse_strict, sha256_hex, utc_now
 from git_genjob.documents.display import printable
 from git_genjob.documents.errors import GenjobError
 from git_genjob.documents.keys import NS_REPLAY, verify_signature
+from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.signing import REPLAY_TYPE, pae, signer_of, unseal
 from git_genjob.replay.cache import Cache, Sealed, accept
 from git_genjob.replay.prompt import normalize_text
@@ -32,6 +34,7 @@ from git_genjob.worker.gateway.dialects import Upstream
 from git_genjob.worker.gateway.journal import (
     REQUEST_SUFFIX,
     drop_answer,
+    fsync_dir,
     journal_rows,
     request_of,
     sweep_answers,
@@ -51,6 +54,9 @@ MODEL_MAX = 200  # characters of a call's model name kept in the journal and the
 _HEX_ID = re.compile(r"\b(?:req|msg|chatcmpl|resp|call|toolu)_[A-Za-z0-9]{8,}\b")
 # A UUID anywhere, also inside an id (Codex names each input item `msg_<uuid>`, `at_<uuid>`, new
 # every run); before _HEX_ID, which would take only its first group.
+# fsyncs issued beside a call's own path: its request while the call is out, answers/' names while
+# its answer is synced (SPEC §12.1's order kept: each is waited for before the row that names it)
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="genjob-gateway-sync")
 _UUID = re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{8}-(?:[0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}(?![0-9A-Fa-f])")
 
 
@@ -84,6 +90,7 @@ class Session:
         self.store, self.job_key, self.attempt = store, job_key, attempt
         self.cache = Cache(store, sign)
         self.journal = gateway_journal_path(store.common_dir, job_key)
+        self._journal_fd: int | None = None  # append-only, open while the Session writes rows
         os.makedirs(os.path.dirname(self.journal), exist_ok=True)
         self.calls: list[dict[str, Any]] = []
         self.diverged = refresh  # retry --refresh: every call is sent
@@ -179,7 +186,32 @@ class Session:
                     self.diverged = True  # from the first call that differs on, everything is sent
             call["_doc"] = doc
             self._journal(call)
+            if replay is None:  # written and fsynced beside the send, off the answer's path
+                call["_request"] = _POOL.submit(self._write_request, doc, self._early_path(self.attempt, n))
             return call, replay
+
+    def _early_path(self, attempt: int, n: int) -> str:
+        """Where call n of `attempt` has its request written while it is out (`_write_request`)."""
+        name = sha256_hex(f"genjob early request\0{self.job_key}\0{attempt}\0{n}".encode())
+        return os.path.join(self.answers, name + REQUEST_SUFFIX)
+
+    def _write_request(self, doc: dict[str, Any], path: str) -> tuple[str, bytes] | None:
+        """Call n's request document at `path` in answers/ (`record` renames it beside its
+        answer), fsynced; None when its prompt looks like a credential (`seal` refuses it: never
+        on disk). One a worker killed mid-call left goes when the job's next Session opens
+        (`_leftovers`), or with SWEEP_AGE_S."""
+        if find_secret(str(doc["prompt"]).encode("utf-8")):
+            return None
+        raw = canonical_bytes(doc)
+        os.makedirs(self.answers, exist_ok=True)
+        write_synced(path, raw)
+        return path, raw
+
+    def _early_request(self, call: dict[str, Any]) -> tuple[str, bytes] | None:
+        """What `_write_request` wrote for `call` (waited for), taken from it; None when
+        nothing was (its error raised: the answer is not recorded)."""
+        future = call.pop("_request", None)
+        return future.result() if future is not None else None
 
     def _spend(self) -> None:
         """Budget: raised before call n is journaled or sent (SPEC §12.1); hold `lock`."""
@@ -260,9 +292,19 @@ class Session:
         wal = {"event": base64.b64encode(sealed.event).decode("ascii"), "event_id": sealed.event_id}
         os.makedirs(self.answers, exist_ok=True)
         if sealed.request is not None:  # as big as the agent's request: beside the answer, never in the journal
-            write_synced(os.path.join(self.answers, sealed.event_id + REQUEST_SUFFIX), sealed.request)
+            request = os.path.join(self.answers, sealed.event_id + REQUEST_SUFFIX)
+            early = self._early_request(call)
+            if early is not None and early[1] == sealed.request:
+                os.replace(early[0], request)  # fsynced while the call was out; its new name below
+            else:
+                write_synced(request, sealed.request)
             wal["request_sha256"] = sha256_hex(sealed.request)
-        kept = spool.keep(self.answers, sealed.event_id)  # its directory fsynced: both names durable
+        kept = spool.move(self.answers, sealed.event_id)
+        # The answer's bytes and the names in answers/ made durable at once (fsyncs issued together
+        # share the file system's journal commit), both before the row that names them.
+        names = _POOL.submit(fsync_dir, self.answers)
+        spool.sync()
+        names.result()
         with self.lock:
             call.update(answer_sha256=sha, input_tokens=spool.tokens[0], output_tokens=spool.tokens[1], status="ok")
             call["_logged"] = True
@@ -344,8 +386,13 @@ class Session:
             return []
         out = []
         for row in journal_rows(self.journal):
+            if row.get("key") != self.job_key:
+                continue
+            if isinstance(row.get("attempt"), int) and row["attempt"] < self.attempt and isinstance(row.get("n"), int):
+                with contextlib.suppress(OSError):  # an earlier attempt's call that recorded no answer
+                    os.unlink(self._early_path(row["attempt"], row["n"]))
             wal = row.get("wal")
-            if not isinstance(wal, dict) or row.get("key") != self.job_key:
+            if not isinstance(wal, dict):
                 continue
             try:
                 event, event_id = base64.b64decode(wal["event"], validate=True), str(wal["event_id"])
@@ -411,7 +458,15 @@ class Session:
             isinstance(doc, dict) and doc.get("type") == "recorded" and doc.get("fp") == fp and doc.get("answer") == sha
         )
 
+    def _drop_early(self, call: dict[str, Any]) -> None:
+        """The early request file of a call no answer was recorded beside, removed."""
+        with contextlib.suppress(OSError):
+            early = self._early_request(call)
+            if early is not None:
+                os.unlink(early[0])
+
     def end(self, call: dict[str, Any], status: str) -> None:
+        self._drop_early(call)
         with self.lock:
             if status == "ok" and call.get("_logged"):
                 return  # record's row said it, fsynced
@@ -423,12 +478,25 @@ class Session:
         row.update(key=self.job_key, attempt=self.attempt, time=utc_now())
         if wal is not None:
             row["wal"] = wal
-        fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, json.dumps(row, sort_keys=True).encode("utf-8") + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        line = json.dumps(row, sort_keys=True).encode("utf-8") + b"\n"
+        if self._journal_fd is None:  # opened once a Session: its name made durable then, not per row
+            self._journal_fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fsync_dir(os.path.dirname(self.journal))
+        os.write(self._journal_fd, line)
+        os.fdatasync(self._journal_fd)  # append-only: the data and the size that reaches it
+
+    def close_journal(self) -> None:
+        """The journal's descriptor closed (the gateway's close; a later row opens it again)."""
+        with self.lock:
+            if self._journal_fd is not None:
+                os.close(self._journal_fd)
+                self._journal_fd = None
+
+    def __del__(self) -> None:  # a Session no gateway closed (a direct generator's): its descriptor too
+        fd, self._journal_fd = getattr(self, "_journal_fd", None), None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def model_record(self) -> dict[str, Any]:
         """The receipt's `model`."""

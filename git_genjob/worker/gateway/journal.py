@@ -80,6 +80,15 @@ def write_synced(path: str, data: bytes) -> None:
         os.fsync(fh.fileno())
 
 
+def fsync_dir(folder: str) -> None:
+    """The names in `folder` made durable (a file created or moved there)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def request_of(answer_path: str, wal: dict[str, Any]) -> bytes | None:
     """The request document a row's `wal` names: its file beside the answer when it hashes to
     the row's `request_sha256`, else None (the event folds without it)."""

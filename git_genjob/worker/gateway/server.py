@@ -91,6 +91,7 @@ class Gateway:
             self.server.server_close()
         self.client.close()
         self.session.fold_or_say()
+        self.session.close_journal()
 
 
 def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:

@@ -131,22 +131,20 @@ class Spool:
         end = b'",' + tail[1:]
         self.record.write(end)
         self.hash.update(end)
-        self.record.flush()
-        os.fsync(self.record.fileno())  # on disk before a journal row names it (Session.record)
-        self.record.close()
+        self.record.flush()  # written; `sync` makes it durable (Session.record, before a row names it)
         return self.hash.hexdigest()
 
-    def keep(self, folder: str, name: str) -> str:
-        """The finished answer document moved to `folder/name`, durably (the directory entry
-        too), where the gateway's journal names it until it is folded into the replay cache."""
+    def sync(self) -> None:
+        """The finished answer document on disk, its file closed."""
+        os.fsync(self.record.fileno())
+        self.record.close()
+
+    def move(self, folder: str, name: str) -> str:
+        """The finished answer document renamed to `folder/name` (not yet durable: the caller
+        fsyncs `folder` and `sync`s the file before a journal row names it)."""
         os.makedirs(folder, exist_ok=True)
         dest = os.path.join(folder, name)
         os.replace(self.path, dest)
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         self.path, self.kept = dest, True
         return dest
 
