@@ -385,11 +385,6 @@ def _raw_tree(store: Store, entries: list[tuple[str, bytes, pygit2.Oid]]) -> pyg
     return raw_repo(store).odb.write(pygit2.enums.ObjectType.TREE, body)
 
 
-@pytest.fixture
-def ready(repo: Path) -> tuple[Path, Path]:
-    return repo, setup_worker(repo)
-
-
 def _queued_job(repo: Path) -> str:
     return submit_key(repo, "-m", "Add a timeout", "src/user.py")
 

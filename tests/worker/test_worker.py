@@ -46,11 +46,6 @@ def receipt_of(repo: Path, key: str) -> dict:  # type: ignore[type-arg]
     return json.loads(base64.b64decode(env["payload"]))["predicate"]  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def ready(repo: Path) -> tuple[Path, Path]:
-    return repo, setup_worker(repo)
-
-
 def test_exec_worker_changes_creates_and_deletes(ready: tuple[Path, Path]) -> None:
     repo, key = ready
     k = submit_key(repo, "-m", "edit", "src/user.py", "README.md", "--create", "src/new.py")
