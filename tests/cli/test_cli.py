@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import click
-import pytest
 
 from git_genjob.cli import main
 from git_genjob.fasthelp import GROUPS
@@ -128,7 +127,6 @@ def _keys(doc: object) -> set[str]:
 
 def test_documented_json_shapes_match_the_output(repo: Path, tmp_path: Path) -> None:
     from git_genjob.cli.docgen import JSON_SHAPES
-    from tests.helpers.common import setup_worker
 
     key = setup_worker(repo)
     runs: dict[str, list[str]] = {
@@ -166,7 +164,7 @@ def test_reports_print_their_own_lines(tmp_path: Path) -> None:
 
     from git_genjob.planner.ledger import claim
     from git_genjob.storage.publish import publisher
-    from tests.helpers.common import repo_with_remote, setup_worker, submit_key
+    from tests.helpers.common import repo_with_remote, submit_key
 
     _, repo = repo_with_remote(tmp_path)
     setup_worker(repo)  # runs init
@@ -189,7 +187,7 @@ def test_coloured_reports_render_through_the_painter_they_are_given(tmp_path: Pa
     from git_genjob.landing.audit import audit, audit_lines
     from git_genjob.landing.verify import verify
     from git_genjob.worker.run import JobOutcome, WorkReport
-    from tests.helpers.common import make_repo, setup_worker, submit_key, work
+    from tests.helpers.common import make_repo, submit_key, work
 
     def mark(text: str, colour: str) -> str:
         return f"<{colour}>{text}</{colour}>"
@@ -293,11 +291,6 @@ def test_bash_completion_lists_commands_through_gits_completion(tmp_path: Path) 
         assert proc.stdout.split() == ["status"], proc.stderr
 
 
-@pytest.fixture
-def ready(repo: Path) -> tuple[Path, Path]:
-    return repo, setup_worker(repo)
-
-
 def _queued_job(repo: Path) -> str:
     return submit_key(repo, "-m", "Add a timeout", "src/user.py")
 
@@ -341,7 +334,6 @@ def test_unexpected_exception_goes_through_one_funnel(repo: Path, hermetic_seal:
 
 # From tests/test_newcomer.py: a newcomer's first day (issue 11).
 def test_key_prefixes_work_everywhere_a_key_is_typed(repo: Path) -> None:
-    from tests.helpers.common import setup_worker
 
     key = setup_worker(repo)
     a = submit_key(repo, "-m", "a", "src/user.py")
@@ -364,7 +356,6 @@ def test_key_prefixes_work_everywhere_a_key_is_typed(repo: Path) -> None:
 
 # From tests/test_newcomer.py: a newcomer's first day (issue 11).
 def test_ambiguous_prefix_is_refused(repo: Path) -> None:
-    from tests.helpers.common import setup_worker
 
     setup_worker(repo)
     a = submit_key(repo, "-m", "a", "src/user.py", "--key", "fix-timeout-1")

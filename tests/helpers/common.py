@@ -167,6 +167,12 @@ def setup_worker(repo: Path, name: str = "w1") -> Path:
     return key
 
 
+@pytest.fixture
+def ready(repo: Path) -> tuple[Path, Path]:
+    """A repository ready for work and apply, and its worker's signing key (setup_worker)."""
+    return repo, setup_worker(repo)
+
+
 def submit_key(repo: Path, *args: str) -> str:
     import json
 

@@ -1,4 +1,5 @@
-"""verify and apply: the hostile corpus, idempotence, crash reconcile, notes and audit (SPEC §6, §10)."""
+"""verify and apply: idempotence, crash reconcile, notes and audit (SPEC §6, §10); the hostile corpus of
+receipts is data, tests/contract/hostile_corpus.toml."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,8 @@ import pygit2
 import pytest
 
 from git_genjob.documents.canonical import canonical_bytes, digest
-from git_genjob.documents.keys import generate, read_signing_key
-from git_genjob.documents.receipt import build_statement, sign_statement, subjects_for
+from git_genjob.documents.keys import read_signing_key
+from git_genjob.documents.receipt import build_statement, sign_statement
 from git_genjob.planner.ledger import claim, record_sending, recover
 from git_genjob.storage.blobs import STREAM_ABOVE
 from git_genjob.storage.layout import job_ref
@@ -76,125 +76,7 @@ def _statement(repo: Path, k: str) -> dict[str, Any]:
     return json.loads(base64.b64decode(_envelope(repo, k)["payload"]))  # type: ignore[no-any-return]
 
 
-def _resign(
-    repo: Path,
-    key_path: Path | None,
-    k: str,
-    mutate: Callable[[dict[str, Any]], None],
-    extra: dict[str, bytes | None] | None = None,
-) -> None:
-    st = _statement(repo, k)
-    mutate(st)
-    signer = read_signing_key(str(key_path)) if key_path else generate("intruder")
-    _replace_tip(repo, k, {"receipt.json": sign_statement(st, signer), **(extra or {})})
-
-
-def _raw(repo: Path, k: str, mutate: Callable[[dict[str, Any]], None]) -> None:
-    env = _envelope(repo, k)
-    mutate(env)
-    _replace_tip(repo, k, {"receipt.json": canonical_bytes(env)})
-
-
-def _flip_sig(env: dict[str, Any]) -> None:
-    sig = bytearray(base64.b64decode(env["signatures"][0]["sig"]))
-    sig[0] ^= 1
-    env["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
-
-
-def _pred(**changes: Any) -> Callable[[dict[str, Any]], None]:
-    """Change predicate fields and keep the subject consistent, as a forger with the key would."""
-
-    def mutate(st: dict[str, Any]) -> None:
-        st["predicate"].update(changes)
-        st["subject"] = subjects_for(st["predicate"])
-
-    return mutate
-
-
-BAD = "sha256:" + "0" * 64
 OUT = digest(b"x\n")
-
-# (name, the exact checks that fail, tamper): an unsafe output path names no storable blob, so
-# check 6 fails beside check 5.
-CORPUS: list[tuple[str, int | tuple[int, ...], Callable[[Path, Path, str], None]]] = [
-    ("forged signature", 2, lambda r, kp, k: _raw(r, k, _flip_sig)),
-    ("untrusted key", 2, lambda r, kp, k: _resign(r, None, k, lambda st: None)),
-    ("revoked key", 2, lambda r, kp, k: run_genjob("trust", "revoke", "w1", cwd=r)),
-    (
-        "expired key",
-        2,
-        lambda r, kp, k: (r / ".genjob/allowed_signers").write_text(
-            (r / ".genjob/allowed_signers")
-            .read_text()
-            .replace(
-                'namespaces="genjob-receipt,genjob-replay"', 'namespaces="genjob-receipt",valid-before="20200101Z"'
-            )
-        ),
-    ),
-    (
-        "no namespaces option",
-        2,
-        lambda r, kp, k: (r / ".genjob/allowed_signers").write_text(
-            (r / ".genjob/allowed_signers").read_text().replace('namespaces="genjob-receipt,genjob-replay" ', "")
-        ),
-    ),
-    ("empty trust store", (2, 9), lambda r, kp, k: (r / ".genjob/allowed_signers").write_text("# none\n")),
-    ("wrong payloadType", 1, lambda r, kp, k: _raw(r, k, lambda e: e.update(payloadType="application/json"))),
-    ("wrong predicateType", 1, lambda r, kp, k: _resign(r, kp, k, lambda st: st.update(predicateType="urn:x"))),
-    ("key mismatch", 3, lambda r, kp, k: _resign(r, kp, k, _pred(key="someone-else"))),
-    ("digest mismatch", 3, lambda r, kp, k: _resign(r, kp, k, _pred(job_digest=BAD))),
-    ("status rejected", 4, lambda r, kp, k: _resign(r, kp, k, _pred(status="rejected"))),
-    ("status aborted", 4, lambda r, kp, k: _resign(r, kp, k, _pred(status="aborted"))),
-    (
-        "output outside allowed paths",
-        5,
-        lambda r, kp, k: _resign(
-            r, kp, k, _pred(outputs={"README.md": OUT}), {"outputs/README.md": b"x\n", "outputs/src/user.py": None}
-        ),
-    ),
-    ("dot-dot output path", (5, 6), lambda r, kp, k: _resign(r, kp, k, _pred(outputs={"../evil.py": OUT}))),
-    ("absolute output path", (5, 6), lambda r, kp, k: _resign(r, kp, k, _pred(outputs={"/etc/passwd": OUT}))),
-    (".git output path", (5, 6), lambda r, kp, k: _resign(r, kp, k, _pred(outputs={".git/hooks/post-commit": OUT}))),
-    ("output blob swapped", 6, lambda r, kp, k: _replace_tip(r, k, {"outputs/src/user.py": b"evil\n"})),
-    ("truncated JSON", 1, lambda r, kp, k: _replace_tip(r, k, {"receipt.json": canonical_bytes(_envelope(r, k))[:-9]})),
-    (
-        "duplicate JSON keys",
-        1,
-        lambda r, kp, k: _replace_tip(
-            r,
-            k,
-            {
-                "receipt.json": canonical_bytes(_envelope(r, k)).replace(
-                    b'{"payload"', b'{"payload":"eA==","payload"', 1
-                )
-            },
-        ),
-    ),
-    ("non-base64 payload", 1, lambda r, kp, k: _raw(r, k, lambda e: e.update(payload="%%%"))),
-    (
-        "stale inputs",
-        8,
-        lambda r, kp, k: ((r / "src/user.py").write_text("changed on main\n"), git(r, "commit", "-qam", "moved on")),
-    ),
-]
-
-
-@pytest.mark.parametrize("name, check, tamper", CORPUS, ids=[c[0] for c in CORPUS])
-def test_hostile_corpus_is_refused(
-    done: tuple[Path, Path, str], name: str, check: int | tuple[int, ...], tamper: Callable[[Path, Path, str], None]
-) -> None:
-    repo, key_path, k = done
-    tamper(repo, key_path, k)
-    before, refs_before = snapshot(repo), refs(repo)
-    res = run_genjob("verify", k, "--json", cwd=repo)
-    assert res.code == 1, (name, res.err)
-    failed = [c["check"] for c in json.loads(res.out)["checks"] if not c["ok"]]
-    expected = [check] if isinstance(check, int) else list(check)
-    assert failed == expected, (name, res.out)
-    res = run_genjob("apply", k, cwd=repo)
-    assert res.code == 1, res.err
-    assert all(f"check {n} " in res.err for n in expected) if expected != [8] else ("is stale" in res.err), res.err
-    assert snapshot(repo) == before and refs(repo) == refs_before
 
 
 def test_receipt_copied_from_another_job_is_refused(done: tuple[Path, Path, str]) -> None:
@@ -503,11 +385,6 @@ def _raw_tree(store: Store, entries: list[tuple[str, bytes, pygit2.Oid]]) -> pyg
     return raw_repo(store).odb.write(pygit2.enums.ObjectType.TREE, body)
 
 
-@pytest.fixture
-def ready(repo: Path) -> tuple[Path, Path]:
-    return repo, setup_worker(repo)
-
-
 def _queued_job(repo: Path) -> str:
     return submit_key(repo, "-m", "Add a timeout", "src/user.py")
 
@@ -521,40 +398,6 @@ def _done_job(repo: Path, key: Path) -> str:
 def _apply_killed_at(repo: Path, point: str, k: str) -> None:
     res = run_genjob_process("apply", k, cwd=repo, env={"GENJOB_FAULT": point})
     assert res.code == -9, (point, res.code, res.err)
-
-
-# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
-def test_check8_ignores_a_swapped_inputs_blob(ready: tuple[Path, Path]) -> None:
-    """Swapping inputs/ (no key needed) must not let a stale receipt revert a newer human commit."""
-    repo, key = ready
-    k = _queued_job(repo)
-    assert work(repo, key, GOOD, "--once").code == 0
-    (repo / "src/user.py").write_text("def fetch_user(uid):\n    return 'newer human work'\n")
-    git(repo, "commit", "-qam", "human moves on")
-    newer = (repo / "src/user.py").read_bytes()
-    _replace_tip(repo, k, {"inputs/src/user.py": newer})  # the forger points inputs/ at the new blob
-    before, refs_before = snapshot(repo), refs(repo)
-    # SPEC §11: a job is its submit commit; an event that changes inputs/ makes it damaged, so the
-    # swapped blob never reaches check 8 (which reads only job.json's digests anyway).
-    res = run_genjob("verify", k, "--json", cwd=repo)
-    assert res.code == 2 and "changed inputs since the submit commit" in res.err, res.out + res.err
-    res = run_genjob("apply", k, cwd=repo)
-    assert res.code == 2 and "changed inputs" in res.err
-    assert snapshot(repo) == before and refs(repo) == refs_before
-
-
-# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
-def test_aliased_output_path_fails_check5(ready: tuple[Path, Path]) -> None:
-    repo, key = ready
-    k = _queued_job(repo)
-    assert work(repo, key, GOOD, "--once").code == 0
-    st = _statement(repo, k)
-    st["predicate"]["outputs"] = {".git./hooks/post-checkout": digest(b"x\n")}
-    st["subject"] = subjects_for(st["predicate"])
-    _replace_tip(repo, k, {"receipt.json": sign_statement(st, read_signing_key(str(key)))})
-    res = run_genjob("verify", k, "--json", cwd=repo)
-    failed = [c["check"] for c in json.loads(res.out)["checks"] if not c["ok"]]
-    assert res.code == 1 and failed == [5, 6], failed  # 6: the stored output blob is not in the receipt
 
 
 # From tests/test_hostile.py: a hole the hostile review of issue 9 found.
@@ -659,36 +502,6 @@ def test_reapply_finishes_an_interrupted_archive_move(ready: tuple[Path, Path]) 
     res = run_genjob("apply", k, "--json", cwd=repo)
     assert res.code == 0 and json.loads(res.out)["already"]
     assert f"refs/genjob/jobs/{k}" not in refs(repo)
-
-
-# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
-def test_file_directory_conflict_refuses_before_any_write(ready: tuple[Path, Path]) -> None:
-    repo, key = ready
-    k = submit_key(repo, "-m", "Create a module", "--create", "src/new/x.py")
-    assert work(repo, key, "echo 'x = 1' > src/new/x.py", "--once").code == 0
-    (repo / "src/new").write_text("a human's file\n")
-    git(repo, "add", "src/new")
-    git(repo, "commit", "-qm", "human adds a file src/new")
-    before, refs_before = snapshot(repo), refs(repo)
-    res = run_genjob("verify", k, "--json", cwd=repo)
-    check8 = [c for c in json.loads(res.out)["checks"] if c["check"] == 8][0]
-    assert res.code == 1 and "file/directory conflict" in check8["detail"]
-    res = run_genjob("apply", k, cwd=repo)
-    assert res.code == 1 and "file/directory conflict" in res.err, res.err
-    assert snapshot(repo) == before and refs(repo) == refs_before
-    assert (repo / "src/new").read_text() == "a human's file\n"
-
-
-# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
-def test_untracked_file_in_the_way_refuses_before_any_write(ready: tuple[Path, Path]) -> None:
-    repo, key = ready
-    k = submit_key(repo, "-m", "Create a module", "--create", "src/new/x.py")
-    assert work(repo, key, "echo 'x = 1' > src/new/x.py", "--once").code == 0
-    (repo / "src/new").write_text("untracked, not committed\n")
-    before, refs_before = snapshot(repo), refs(repo)
-    res = run_genjob("apply", k, cwd=repo)
-    assert res.code == 1 and "src/new is a file in the work tree" in res.err, res.err
-    assert snapshot(repo) == before and refs(repo) == refs_before
 
 
 # From tests/test_hostile.py: a hole the hostile review of issue 9 found.

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pygit2
-import pytest
 
 from git_genjob.storage.archive import Archive
 from git_genjob.storage.layout import ARCHIVE_REF, ROWS_DIR, shard
@@ -239,11 +238,6 @@ def test_a_rows_blob_is_parsed_once_then_remembered(repo: Path) -> None:
     assert sorted((r["key"], r["state"]) for r in _all(repo)) == sorted([(k1, "dropped"), (k2, "dropped")])
     assert forged in blob_ids()
     assert checked.read_text().split() == []  # the forged blob failed; k2's shard has none now
-
-
-@pytest.fixture
-def ready(repo: Path) -> tuple[Path, Path]:
-    return repo, setup_worker(repo)
 
 
 def _queued_job(repo: Path) -> str:

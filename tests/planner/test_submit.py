@@ -261,67 +261,6 @@ def test_push_to_a_missing_remote_writes_nothing(repo: Path) -> None:
     assert refs(repo) == before
 
 
-ALIASES = [
-    (".GENJOB/allowed_signers", "lies under .genjob/"),
-    ("GENJOB~1/allowed_signers", "lies under .genjob/"),
-    (".git./config", "has a .git component"),
-    (".git::$INDEX_ALLOCATION/config", "has a .git component"),
-    ("git~1/config", "has a .git component"),
-    (".g\u200cit/config", "has a .git component"),
-    ("src/a\u0085b.py", "control character"),
-    ("src/a\u009bb.py", "control character"),
-]
-
-
-GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
-
-
-AWS_SECRET = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-
-
-# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
-@pytest.mark.parametrize("path, message", ALIASES, ids=[a[0].encode("unicode_escape").decode() for a in ALIASES])
-def test_file_system_aliases_are_refused_at_submit(repo: Path, path: str, message: str) -> None:
-    before = refs(repo)
-    res = run_genjob("submit", "-m", "x", "--create", path, cwd=repo)
-    assert res.code == 2 and message in res.err, res.err
-    assert refs(repo) == before
-
-
-# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
-@pytest.mark.parametrize(
-    "a, b", [("src/Readme.md", "src/README.md"), ("src/caf\u00e9.py", "src/cafe\u0301.py")], ids=["case", "nfc-nfd"]
-)
-def test_folded_duplicates_within_one_job_are_refused(repo: Path, a: str, b: str) -> None:
-    before = refs(repo)
-    res = run_genjob("submit", "-m", "x", "--create", a, "--create", b, cwd=repo)
-    assert res.code == 2 and "name the same file" in res.err, res.err
-    assert refs(repo) == before
-
-
-# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
-@pytest.mark.parametrize(
-    "instruction", [AWS_SECRET, f"use TOKEN_{GHP} here", f"export GH={GHP}"], ids=["aws-secret", "glued", "plain"]
-)
-def test_secrets_in_the_instruction_are_refused(repo: Path, instruction: str) -> None:
-    before = refs(repo)
-    res = run_genjob("submit", "-m", instruction, "src/user.py", cwd=repo)
-    assert res.code == 2 and "looks like a" in res.err
-    assert GHP not in res.err and "wJalrXUtnFEMI" not in res.err
-    assert refs(repo) == before
-
-
-# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
-def test_a_token_in_a_utf16_file_is_refused(repo: Path) -> None:
-    (repo / "notes.txt").write_bytes(f"token {GHP}\n".encode("utf-16"))
-    git(repo, "add", "notes.txt")
-    git(repo, "commit", "-qm", "utf-16 notes")
-    before = refs(repo)
-    res = run_genjob("submit", "-m", "x", "notes.txt", cwd=repo)
-    assert res.code == 2 and "GitHub token" in res.err
-    assert refs(repo) == before
-
-
 # From tests/test_first_messages.py: a first-time mistake gets a message naming its real cause (issue 22 item 15).
 def test_submit_in_a_repository_with_no_commits_says_so(tmp_path: Path) -> None:
     repo = tmp_path / "empty"

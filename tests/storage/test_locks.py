@@ -5,21 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.helpers.common import (
     run_genjob,
     run_genjob_process,
-    setup_worker,
     submit_key,
     work,
 )
 from tests.landing.test_apply import GOOD
-
-
-@pytest.fixture
-def ready(repo: Path) -> tuple[Path, Path]:
-    return repo, setup_worker(repo)
 
 
 def _queued_job(repo: Path) -> str:

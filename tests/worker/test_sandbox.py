@@ -47,11 +47,6 @@ def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return name
 
 
-@pytest.fixture
-def ready(repo: Path) -> tuple[Path, Path]:
-    return repo, setup_worker(repo)
-
-
 def _job(out: str) -> dict:  # type: ignore[type-arg]
     doc = json.loads(out)
     return doc["jobs"][0]  # type: ignore[no-any-return]

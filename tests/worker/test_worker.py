@@ -38,17 +38,12 @@ from tests.helpers.common import (
     submit_key,
     work,
 )
-from tests.landing.test_apply import GOOD, _replace_tip
+from tests.landing.test_apply import _replace_tip
 
 
 def receipt_of(repo: Path, key: str) -> dict:  # type: ignore[type-arg]
     env = json.loads(git(repo, "show", f"refs/genjob/jobs/{key}:receipt.json"))
     return json.loads(base64.b64decode(env["payload"]))["predicate"]  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def ready(repo: Path) -> tuple[Path, Path]:
-    return repo, setup_worker(repo)
 
 
 def test_exec_worker_changes_creates_and_deletes(ready: tuple[Path, Path]) -> None:
@@ -902,18 +897,6 @@ def test_worker_refuses_planted_files_and_mismatched_inputs(ready: tuple[Path, P
 
 
 # From tests/test_hostile.py: a hole the hostile review of issue 9 found.
-def test_worker_refuses_input_bytes_that_do_not_match_the_digest(ready: tuple[Path, Path], tmp_path: Path) -> None:
-    repo, key = ready
-    k = _queued_job(repo)
-    _replace_tip(repo, k, {"inputs/src/user.py": b"swapped by a hostile remote\n"})
-    snap = refs(repo)
-    res = work(repo, key, f"touch {tmp_path / 'ran'}", "--once")
-    outcome = json.loads(res.out)["jobs"][0]
-    assert outcome["result"] == "damaged" and "hashes to" in outcome["reason"]
-    assert not (tmp_path / "ran").exists() and refs(repo) == snap
-
-
-# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
 @pytest.mark.parametrize("name", ["..", ".git", "."])
 def test_hostile_tree_entry_names_are_damaged_not_fatal(ready: tuple[Path, Path], tmp_path: Path, name: str) -> None:
     repo, key = ready
@@ -939,17 +922,6 @@ def test_bundle_member_names_come_from_job_json(ready: tuple[Path, Path], tmp_pa
     assert run_genjob("bundle", k, "-o", str(tar), cwd=repo).code == 0
     with tarfile.open(tar) as t:
         assert t.getnames() == ["inputs/src/user.py", "job.json"]
-
-
-# From tests/test_hostile.py: a hole the hostile review of issue 9 found.
-def test_newline_in_worker_id_is_refused_before_anything_is_written(ready: tuple[Path, Path]) -> None:
-    repo, key = ready
-    k = _queued_job(repo)
-    before = refs(repo)
-    res = work(repo, key, GOOD, "--once", "--worker-id", "w1\nSigned-off-by: Mallory <m@x>")
-    assert res.code == 2 and "--worker-id" in res.err
-    assert refs(repo) == before
-    assert json.loads(run_genjob("status", k, "--json", cwd=repo).out)["state"] == "queued"
 
 
 # From tests/test_hostile.py: a hole the hostile review of issue 9 found.
