@@ -20,12 +20,11 @@ from git_genjob.documents.canonical import canonical_bytes, digest
 from git_genjob.documents.keys import generate, read_signing_key
 from git_genjob.documents.receipt import sign_statement, subjects_for
 from git_genjob.storage.layout import job_ref
-from git_genjob.storage.store import RefUpdate, Store
 from tests.helpers.common import (
     git,
     make_repo,
-    raw_repo,
     refs,
+    replace_tip,
     run_genjob,
     run_genjob_process,
     setup_worker,
@@ -106,20 +105,7 @@ SETUPS: dict[str, Callable[[Case], None]] = {
 
 def _replace_tip(case: Case, files: dict[str, bytes | None]) -> None:
     """Rewrite the job tip's tree in place (same parent, same message): a tampered ref."""
-    store = Store.open(str(case.repo))
-    tip = store.ref_target(job_ref(case.key))
-    assert tip is not None
-    commit = store.get_commit(tip)
-    tree_files = store.tree_files(commit.tree)
-    for path, data in files.items():
-        if data is None:
-            tree_files.pop(path, None)
-        else:
-            tree_files[path] = store.blob(data)
-    new = raw_repo(store).create_commit(
-        None, commit.author, commit.committer, commit.message, store.build_tree(tree_files), list(commit.parent_ids)
-    )
-    store.update_refs([RefUpdate(job_ref(case.key), tip, new)])
+    replace_tip(case.repo, case.key, files)
 
 
 def _receipt(case: Case) -> bytes:

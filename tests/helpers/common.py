@@ -343,3 +343,25 @@ def raw_repo(store: Any) -> pygit2.Repository:
     if gitdir not in _RAW:
         _RAW[gitdir] = pygit2.Repository(gitdir)
     return _RAW[gitdir]
+
+
+def replace_tip(repo: Path, key: str, files: dict[str, bytes | None]) -> None:
+    """Rewrite job `key`'s tip tree in place (same parent, same message; None drops a file): a
+    tampered ref, as an attacker with write access to the repository makes it."""
+    from git_genjob.storage.layout import job_ref
+    from git_genjob.storage.store import RefUpdate, Store
+
+    store = Store.open(str(repo))
+    tip = store.ref_target(job_ref(key))
+    assert tip is not None
+    commit = store.get_commit(tip)
+    tree_files = store.tree_files(commit.tree)
+    for path, data in files.items():
+        if data is None:
+            tree_files.pop(path, None)
+        else:
+            tree_files[path] = store.blob(data)
+    new = raw_repo(store).create_commit(
+        None, commit.author, commit.committer, commit.message, store.build_tree(tree_files), list(commit.parent_ids)
+    )
+    store.update_refs([RefUpdate(job_ref(key), tip, new)])

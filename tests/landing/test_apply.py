@@ -28,6 +28,7 @@ from tests.helpers.common import (
     live,
     raw_repo,
     refs,
+    replace_tip,
     run_genjob,
     run_genjob_process,
     setup_worker,
@@ -50,24 +51,6 @@ def done(repo: Path) -> tuple[Path, Path, str]:
     return repo, key, k
 
 
-def _replace_tip(repo: Path, k: str, files: dict[str, bytes | None]) -> None:
-    """Rewrite the receipt event's tree in place (same parent, same message): a tampered ref."""
-    store = Store.open(str(repo))
-    tip = store.ref_target(job_ref(k))
-    assert tip is not None
-    commit = store.get_commit(tip)
-    tree_files = store.tree_files(commit.tree)
-    for path, data in files.items():
-        if data is None:
-            tree_files.pop(path, None)
-        else:
-            tree_files[path] = store.blob(data)
-    new = raw_repo(store).create_commit(
-        None, commit.author, commit.committer, commit.message, store.build_tree(tree_files), list(commit.parent_ids)
-    )
-    store.update_refs([RefUpdate(job_ref(k), tip, new)])
-
-
 def _envelope(repo: Path, k: str) -> dict[str, Any]:
     return json.loads(git(repo, "show", f"refs/genjob/jobs/{k}:receipt.json"))  # type: ignore[no-any-return]
 
@@ -83,7 +66,7 @@ def test_receipt_copied_from_another_job_is_refused(done: tuple[Path, Path, str]
     repo, key_path, k = done
     other = submit_key(repo, "-m", "Something else", "src/user.py")
     assert work(repo, key_path, GOOD, "--once").code == 0
-    _replace_tip(repo, other, {"receipt.json": git(repo, "show", f"refs/genjob/jobs/{k}:receipt.json").encode()})
+    replace_tip(repo, other, {"receipt.json": git(repo, "show", f"refs/genjob/jobs/{k}:receipt.json").encode()})
     res = run_genjob("verify", other, "--json", cwd=repo)
     failed = [c["check"] for c in json.loads(res.out)["checks"] if not c["ok"]]
     assert res.code == 1 and failed == [3, 7], res.out  # another job's key and digest, another chain's claim
@@ -465,7 +448,7 @@ def test_trusted_receipt_with_malformed_fields_fails_check1(
             {"keyid": signer.keyid, "sig": base64.b64encode(signer.sign(pae(PAYLOAD_TYPE, payload))).decode()}
         ],
     }
-    _replace_tip(repo, k, {"receipt.json": canonical_bytes(env)})
+    replace_tip(repo, k, {"receipt.json": canonical_bytes(env)})
     before, refs_before = snapshot(repo), refs(repo)
     res = run_genjob("verify", k, "--json", cwd=repo)
     assert res.code == 1, res.err

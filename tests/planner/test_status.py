@@ -13,13 +13,13 @@ from git_genjob.storage.store import RefUpdate, Store
 from tests.helpers.common import (
     git,
     raw_repo,
+    replace_tip,
     repo_with_remote,
     run_genjob,
     setup_worker,
     submit_key,
     work,
 )
-from tests.landing.test_apply import _replace_tip
 
 
 def _all(repo: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -249,7 +249,7 @@ def test_hostile_attempts_json_is_one_damaged_row(ready: tuple[Path, Path]) -> N
     repo, _ = ready
     bad = _queued_job(repo)
     good = submit_key(repo, "-m", "Other", "tests/test_user.py")
-    _replace_tip(repo, bad, {"attempts.json": b'{"epoch":"x","state":"queued","attempts":[{"n":1}]}'})
+    replace_tip(repo, bad, {"attempts.json": b'{"epoch":"x","state":"queued","attempts":[{"n":1}]}'})
     res = run_genjob("status", "--json", cwd=repo)
     assert res.code == 0, res.err
     rows = {r["key"]: r["state"] for r in json.loads(res.out)}

@@ -13,13 +13,13 @@ from tests.helpers.common import (
     git,
     make_repo,
     refs,
+    replace_tip,
     repo_with_remote,
     run_genjob,
     setup_worker,
     submit_key,
     work,
 )
-from tests.landing.test_apply import _replace_tip
 
 
 def _objects(repo: Path) -> dict[str, set[str]]:
@@ -280,7 +280,7 @@ def test_a_document_bomb_from_a_remote_is_one_damaged_row_and_never_claimed(tmp_
     assert run_genjob("init", cwd=a).code == 0  # the planner's key, which b trusts below (one HOME)
     bad = submit_key(a, "-m", "bomb", "README.md")
     good = submit_key(a, "-m", "fine", "src/user.py")
-    _replace_tip(a, bad, {"attempts.json": b"\0" * (DOCUMENT_MAX + 1)})
+    replace_tip(a, bad, {"attempts.json": b"\0" * (DOCUMENT_MAX + 1)})
     git(a, "push", "-q", "origin", "refs/genjob/*:refs/genjob/*")
     git(tmp_path, "clone", "-q", str(bare), "b")
     b = tmp_path / "b"

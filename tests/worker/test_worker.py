@@ -30,6 +30,7 @@ from tests.helpers.common import (
     make_repo,
     raw_repo,
     refs,
+    replace_tip,
     run_genjob,
     run_genjob_process,
     running,
@@ -38,7 +39,6 @@ from tests.helpers.common import (
     submit_key,
     work,
 )
-from tests.landing.test_apply import _replace_tip
 
 
 def receipt_of(repo: Path, key: str) -> dict:  # type: ignore[type-arg]
@@ -942,7 +942,7 @@ def test_allow_secrets_in_meta_is_not_honoured_by_a_worker(ready: tuple[Path, Pa
     k = _queued_job(repo)
     meta = json.loads(git(repo, "show", f"refs/genjob/jobs/{k}:meta.json"))
     meta["allow_secrets"] = True
-    _replace_tip(repo, k, {"meta.json": canonical_bytes(meta)})
+    replace_tip(repo, k, {"meta.json": canonical_bytes(meta)})
     res = work(repo, key, f"echo 'T = \"{GHP}\"' > src/user.py", "--once")
     outcome = json.loads(res.out)["jobs"][0]
     assert outcome["result"] == "rejected" and "GitHub token" in outcome["reason"]
