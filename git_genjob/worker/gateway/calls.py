@@ -54,10 +54,10 @@ MODEL_MAX = 200  # characters of a call's model name kept in the journal and the
 _HEX_ID = re.compile(r"\b(?:req|msg|chatcmpl|resp|call|toolu)_[A-Za-z0-9]{8,}\b")
 # A UUID anywhere, also inside an id (Codex names each input item `msg_<uuid>`, `at_<uuid>`, new
 # every run); before _HEX_ID, which would take only its first group.
+_UUID = re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{8}-(?:[0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}(?![0-9A-Fa-f])")
 # fsyncs issued beside a call's own path: its request while the call is out, answers/' names while
 # its answer is synced (SPEC §12.1's order kept: each is waited for before the row that names it)
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="genjob-gateway-sync")
-_UUID = re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{8}-(?:[0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}(?![0-9A-Fa-f])")
 
 
 @dataclass
