@@ -70,7 +70,9 @@ def test_calls_are_journaled_metered_and_replayed(repo: Path, monkeypatch: pytes
     model = gw.session.model_record()
     assert model["usage"] == {"calls": 3, "sent": 3, "replayed": 0, "input_tokens": 41, "output_tokens": 21}
     journal = Path(gw.session.journal).read_text()
-    assert KEY not in journal and len(journal.splitlines()) == 6  # sending, then ok, per call
+    rows = [json.loads(line) for line in journal.splitlines()]
+    assert KEY not in journal and len(rows) == 7  # sending, then ok, per call; then the fold's
+    assert [r["status"] for r in rows[:6]] == ["sending", "ok"] * 3 and "folded" in rows[6]
     # The next attempt of the job replays every call: nothing is sent, the same bytes come back.
     gw2, base2 = attempt(store, stub.url, 2, monkeypatch)
     again = session_calls(base2, gw2.env(base2))
@@ -261,15 +263,16 @@ def test_a_worker_killed_mid_session_is_unknown_and_the_retry_sends_only_the_res
     assert calls["calls"][0]["answer"] and "hello" in calls["calls"][0]["answer"]
     human = run_genjob("show", job, "--calls", cwd=repo).out
     assert "call 3  openai m  unknown, sent" in human and KEY not in human
-    # the two answers are in the journal's write-ahead rows and answers/, not yet in the cache
+    # the two answers are in the journal's write-ahead rows (small: the rows carry them), not yet in the cache
     assert json.loads(run_genjob("cache", "ls", "--json", cwd=repo).out) == []
-    assert len([n for n in os.listdir(repo / ".git/genjob/gateway/answers") if "." not in n]) == 2
+    journal = repo / f".git/genjob/gateway/{job}.jsonl"
+    assert _waiting(journal) == 2
     assert run_genjob("retry", job, cwd=repo).code == 0
     r = run_genjob("work", *gen[:-2], "--json", cwd=repo)
     assert r.code == 0, r.err
     assert len(stub.requests) == 4  # n - k: only the call in flight at the kill is sent again
     assert len(json.loads(run_genjob("cache", "ls", "--json", cwd=repo).out)) == 3  # folded, and the third
-    assert os.listdir(repo / ".git/genjob/gateway/answers") == []
+    assert _waiting(journal) == 0 and os.listdir(repo / ".git/genjob/gateway/answers") == []
     shown = run_genjob("show", job, cwd=repo).out
     assert "model    3 calls (1 sent, 2 replayed), 30 in / 15 out tokens" in shown, shown
     doc = json.loads(run_genjob("show", job, "--calls", "--json", cwd=repo).out)
@@ -369,19 +372,23 @@ def test_a_codex_retry_replays_though_its_session_ids_are_new(repo: Path, monkey
     stub.close()
 
 
+@pytest.mark.parametrize("big", [False, True], ids=["held", "spilled"])
 @pytest.mark.parametrize("stream", [False, True])
-def test_the_spooled_answer_document_is_the_canonical_one(tmp_path: Path, stream: bool) -> None:
+def test_the_spooled_answer_document_is_the_canonical_one(tmp_path: Path, stream: bool, big: bool) -> None:
     """The answer written chunk by chunk (a multi-byte character split across chunks, quotes,
-    control characters, a usage line split too) is byte for byte canonical_bytes of the whole."""
+    control characters, a usage line split too) is byte for byte canonical_bytes of the whole:
+    held in memory when small (its journal row carries it, no file made), in a file past
+    INLINE_MAX, and no file left once closed."""
     import hashlib
 
     from git_genjob.documents.canonical import canonical_bytes
-    from git_genjob.worker.gateway.spool import Spool
+    from git_genjob.worker.gateway.spool import INLINE_MAX, Spool
 
-    body = ('data: {"choices": [{"delta": {"content": "é\\"\\\\\\u0001 ✓ 𝄞"}}]}\n\n'
+    pad = "ü" * (INLINE_MAX if big else 8)
+    body = ('data: {"choices": [{"delta": {"content": "é\\"\\\\\\u0001 ✓ 𝄞' + pad + '"}}]}\n\n'
             'data: {"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7}}\n\n')  # fmt: skip
     if not stream:
-        body = json.dumps({"choices": [{"message": {"content": "é\" \\ ✓ 𝄞\u0001"}}],
+        body = json.dumps({"choices": [{"message": {"content": "é\" \\ ✓ 𝄞\u0001" + pad}}],
                            "usage": {"prompt_tokens": 11, "completion_tokens": 7}}, ensure_ascii=False)  # fmt: skip
     data = body.encode("utf-8")
     spool = Spool(str(tmp_path), 1 << 20, "openai", stream)
@@ -398,10 +405,18 @@ def test_the_spooled_answer_document_is_the_canonical_one(tmp_path: Path, stream
             "output_tokens": 7,
         }  # fmt: skip
     )
-    assert Path(spool.path).read_bytes() == want and sha == hashlib.sha256(want).hexdigest()
+    assert sha == hashlib.sha256(want).hexdigest()
+    if big:
+        assert spool.inline() is None and Path(spool.file()).read_bytes() == want
+    else:
+        assert spool.inline() == want and list(tmp_path.iterdir()) == []
     assert spool.tokens == (11, 7)
+    replayed: list[bytes] = []
+    if not stream:
+        spool.replay_to(replayed.append)
+        assert b"".join(replayed) == data
     spool.close()
-    assert not Path(spool.path).exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 class Quiet(BaseHTTPRequestHandler):
@@ -531,7 +546,8 @@ def test_four_concurrent_attempts_lose_and_duplicate_no_record(repo: Path, monke
     fingerprints = set(Cache(Store.open(str(repo))).fingerprints())
     for gw, _ in gateways:
         rows = [json.loads(line) for line in Path(gw.session.journal).read_text().splitlines()]
-        assert sorted((r["n"], r["status"]) for r in rows) == sorted(
+        assert [r for r in rows if "n" not in r] == [r for r in rows if "folded" in r]
+        assert sorted((r["n"], r["status"]) for r in rows if "n" in r) == sorted(
             [(n, "sending") for n in range(1, 26)] + [(n, "ok") for n in range(1, 26)]
         )
         assert {c["fingerprint"] for c in gw.session.model_record()["calls"]} <= fingerprints
@@ -731,12 +747,16 @@ def _crash(gw: Gateway) -> None:
     gw.client.close()
 
 
-def test_a_journal_row_this_worker_did_not_sign_is_never_folded(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("held", [False, True], ids=["answer-file", "answer-in-row"])
+def test_a_journal_row_this_worker_did_not_sign_is_never_folded(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, held: bool
+) -> None:
     """A leftover is folded into the cache as *this clone's own* event (replay-local: trusted
     here without a signature), so a row must prove it is what this worker recorded: its event
     signed by the session's key, a `recorded` event naming the row's fingerprint and answer. A
-    row someone wrote into the journal (an unsigned event of their own and an answer file that
-    hashes to it) never becomes the answer the job's retry replays."""
+    row someone wrote into the journal (an unsigned event of their own and an answer that hashes
+    to it, in a file of answers/ or carried in the row) never becomes the answer the job's retry
+    replays."""
     import base64
     import hashlib
 
@@ -758,7 +778,10 @@ def test_a_journal_row_this_worker_did_not_sign_is_never_folded(repo: Path, monk
     rows = [json.loads(line) for line in Path(s1.journal).read_text().splitlines()]
     (row,) = [r for r in rows if "wal" in r]
     answers = repo / ".git/genjob/gateway/answers"
-    os.unlink(answers / row["wal"]["event_id"])  # only the forged one is left to fold
+    assert "answer" in row["wal"]  # a small answer: the row carries it, no file in answers/
+    answers.mkdir(exist_ok=True)
+    kept = [line for line in Path(s1.journal).read_text().splitlines() if "wal" not in json.loads(line)]
+    Path(s1.journal).write_text("".join(line + "\n" for line in kept))  # only the forged one is left to fold
     evil = canonical_bytes({"body": '{"choices":[{"message":{"content":"EVIL"}}]}', "content_type": "application/json",
                             "input_tokens": None, "output_tokens": None, "status": 200, "stream": False})  # fmt: skip
     sha = hashlib.sha256(evil).hexdigest()
@@ -766,8 +789,12 @@ def test_a_journal_row_this_worker_did_not_sign_is_never_folded(repo: Path, monk
         {"type": "recorded", "answer": sha, "fp": row["fingerprint"], "time": row["time"], "host": "x"}
     )
     event_id = sha256_hex(event)
-    (answers / event_id).write_bytes(evil)
-    forged = dict(row, answer_sha256=sha, wal={"event": base64.b64encode(event).decode(), "event_id": event_id})
+    wal = {"event": base64.b64encode(event).decode(), "event_id": event_id}
+    if held:
+        wal["answer"] = base64.b64encode(evil).decode()
+    else:
+        (answers / event_id).write_bytes(evil)
+    forged = dict(row, answer_sha256=sha, wal=wal)
     with open(s1.journal, "a") as fh:
         fh.write(json.dumps(forged) + "\n")
     s2 = Session(store, "job-1", 2, False, sign)
@@ -806,9 +833,10 @@ def test_a_request_with_a_lone_surrogate_is_refused_and_the_gateway_serves_on(
 def test_the_journal_stays_small_whatever_the_agent_sends(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An agent chooses its requests' size (a whole conversation each call, up to REQUEST_MAX):
     the journal, kept for good, read whole by every later Session and by `show --calls`, holds
-    each call's identity and its event, never a copy of the request (that waits beside the
-    answer in answers/ until the fold). A crashed attempt's leftovers still fold with their
-    request, and `show --calls` still shows it unfolded."""
+    each call's identity and its event, never a copy of a request over INLINE_MAX (that waits
+    beside the answer in answers/ until the fold; a small one the row carries). A crashed
+    attempt's leftovers still fold with their request, and `show --calls` still shows it
+    unfolded."""
     from git_genjob.replay.cache import Cache
     from git_genjob.worker.gateway.transcript import transcript
 
@@ -837,9 +865,10 @@ def test_the_journal_stays_small_whatever_the_agent_sends(repo: Path, monkeypatc
 
 
 class Counting:
-    """An upstream whose n-th answer says n: two sends of one call answer differently."""
+    """An upstream whose n-th answer says n: two sends of one call answer differently. `pad`
+    characters more make each answer's document pass INLINE_MAX: kept in a file of answers/."""
 
-    def __init__(self) -> None:
+    def __init__(self, pad: int = 0) -> None:
         self.count = 0
         counting = self
 
@@ -847,7 +876,8 @@ class Counting:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length") or 0))
                 counting.count += 1
-                data = json.dumps({"choices": [{"message": {"content": f"answer {counting.count}"}}]}).encode()
+                text = f"answer {counting.count}" + "z" * pad
+                data = json.dumps({"choices": [{"message": {"content": text}}]}).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -875,6 +905,23 @@ def _one_call(store: Store, job: str, n: int, url: str, crash: bool = False) -> 
     return session
 
 
+def _waiting(journal: Path | str) -> int:
+    """How many answers a job's journal holds that no fold took yet: rows with a `wal` that no
+    `folded` row names, whose answer the row carries or whose file is in answers/."""
+    rows = [json.loads(line) for line in Path(journal).read_text().splitlines()]
+    folded = {i for r in rows for i in r.get("folded", [])}
+    answers = Path(journal).parent / "answers"
+    return sum(
+        1
+        for r in rows
+        if "wal" in r and r["wal"]["event_id"] not in folded
+        and ("answer" in r["wal"] or (answers / r["wal"]["event_id"]).exists())
+    )  # fmt: skip
+
+
+BIG = 32 * 1024  # pad of an answer kept in a file (Counting(pad=BIG)), past INLINE_MAX
+
+
 def _served(store: Store, fp: str) -> tuple[str | None, list[str]]:
     from git_genjob.replay.cache import Cache
 
@@ -882,14 +929,15 @@ def _served(store: Store, fp: str) -> tuple[str | None, list[str]]:
     return (entry.served(), entry.pending()) if entry is not None else (None, [])
 
 
+@pytest.mark.parametrize("pad", [0, BIG], ids=["answer-in-row", "answer-file"])
 def test_a_fold_that_fails_at_close_says_so_and_loses_nothing(
-    repo: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], pad: int
 ) -> None:
     """Red team (gateway leftovers 1): a stale lock on refs/genjob/replays made the fold at the
     gateway's close fail with no word; the answers waited for the next Session unannounced. Now
     stderr says what failed, that the answers are kept and folded by the next attempt, and what
     to do; the next Session folds them once the lock is gone."""
-    stub = Stub()
+    stub = Counting(pad)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     store = Store.open(str(repo))
     lock = repo / ".git/refs/genjob/replays.lock"
@@ -902,22 +950,25 @@ def test_a_fold_that_fails_at_close_says_so_and_loses_nothing(
     assert "the job's next attempt in this clone folds them" in err and "hint: " in err
     fp, sha = s1.calls[0]["fingerprint"], s1.calls[0]["answer_sha256"]
     assert _served(store, fp) == (None, [])
-    assert len(os.listdir(repo / ".git/genjob/gateway/answers")) == 2  # the answer and its request
+    assert _waiting(s1.journal) == 1
+    if pad:  # the answer's file; its small request the row carries
+        assert len(os.listdir(repo / ".git/genjob/gateway/answers")) == 1
     lock.unlink()
     Session(store, "job-1", 2, False, None)
     stub.close()
     assert _served(store, fp) == (sha, [])
-    assert os.listdir(repo / ".git/genjob/gateway/answers") == []
+    assert _waiting(s1.journal) == 0 and os.listdir(repo / ".git/genjob/gateway/answers") == []
 
 
+@pytest.mark.parametrize("pad", [0, BIG], ids=["answer-in-row", "answer-file"])
 def test_an_oserror_in_the_leftover_fold_is_said_and_the_worker_goes_on(
-    repo: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], pad: int
 ) -> None:
     """Red team (gateway leftovers 3): an OSError inside the leftover fold (here replay-local,
     which the fold appends to, is a directory) crashed the next Session's init, so the worker
     died before its generator ran. Now it is a warning, the journal and the answer stay, the
     attempt goes on, and a later Session folds them."""
-    stub = Stub()
+    stub = Counting(pad)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     store = Store.open(str(repo))
     s1 = _one_call(store, "job-1", 1, stub.url, crash=True)
@@ -934,7 +985,7 @@ def test_an_oserror_in_the_leftover_fold_is_said_and_the_worker_goes_on(
     Session(store, "job-1", 3, False, None)
     stub.close()
     assert _served(store, s1.calls[0]["fingerprint"]) == (s2.calls[0]["answer_sha256"], [])
-    assert os.listdir(repo / ".git/genjob/gateway/answers") == []
+    assert _waiting(s1.journal) == 0 and os.listdir(repo / ".git/genjob/gateway/answers") == []
 
 
 def test_a_late_leftover_never_competes_with_the_answer_a_later_attempt_sent(
@@ -944,8 +995,9 @@ def test_a_late_leftover_never_competes_with_the_answer_a_later_attempt_sent(
     fold it (a lock), sent the call afresh and got answer 2. Folding both made two `recorded`
     heads for one fingerprint (a drift nobody asked for); and a leftover the cache no longer
     needs (a later attempt's answer already folded) did the same when it turned up. The last
-    answer is the one folded; the superseded leftover's files go."""
-    up = Counting()
+    answer is the one folded; the superseded leftover's files go. (Answers kept in files: the
+    second half hides attempt 1's from attempt 2 by moving answers/ aside.)"""
+    up = Counting(BIG)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     store = Store.open(str(repo))
     answers = repo / ".git/genjob/gateway/answers"
@@ -1020,7 +1072,7 @@ def test_orphaned_answer_files_are_swept_and_no_live_one(repo: Path, monkeypatch
 
     from tests.conftest import git
 
-    stub = Stub()
+    stub = Counting(BIG)  # answers kept in files
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     store = Store.open(str(repo))
     answers = repo / ".git/genjob/gateway/answers"
@@ -1037,9 +1089,9 @@ def test_orphaned_answer_files_are_swept_and_no_live_one(repo: Path, monkeypatch
         if name != fresh:
             os.utime(answers / name, (old, old))
     before = set(os.listdir(answers))
-    assert len(before) == 7  # job-live's answer and request, job-gone's two, the orphan's two, a fresh one
+    assert len(before) == 5  # job-live's answer, job-gone's, the orphan's two, a fresh one (small requests: in rows)
     Session(store, "job-other", 1, False, None)
-    assert set(os.listdir(answers)) == {live_id, live_id + ".request", fresh}
+    assert set(os.listdir(answers)) == {live_id, fresh}
 
 
 class RefusingProxy:
@@ -1133,7 +1185,7 @@ def test_a_libgit2_failure_in_the_fold_at_close_is_said_never_raised(
     cannot read an answer or write the cache's objects (a file gone from answers/, a full disk)
     is pygit2.GitError. It went up through Gateway.close, so the worker died before it signed its
     receipt. Now it is the same warning, and the next Session starts."""
-    stub = Stub()
+    stub = Counting(BIG)  # an answer kept in a file, which libgit2 reads at the fold
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     store = Store.open(str(repo))
     session = Session(store, "job-1", 1, False, None)
@@ -1150,3 +1202,24 @@ def test_a_libgit2_failure_in_the_fold_at_close_is_said_never_raised(
     assert session.calls[0]["status"] == "ok"
     Session(store, "job-1", 2, False, None)  # the leftover's file is gone: nothing to fold, no crash
     stub.close()
+
+
+def test_an_answer_its_row_carries_is_folded_once(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small answer stays in its journal row for good (the row is its record before the fold);
+    once the cache holds it, a `folded` row names it, so no later Session of the job folds it
+    again: a replay cache the owner cleared stays clear, and the job's next attempt asks afresh."""
+    from tests.conftest import git
+
+    up = Counting()
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    store = Store.open(str(repo))
+    s1 = _one_call(store, "job-1", 1, up.url)
+    fp, sha = s1.calls[0]["fingerprint"], s1.calls[0]["answer_sha256"]
+    assert _served(store, fp) == (sha, []) and _waiting(s1.journal) == 0
+    git(repo, "update-ref", "-d", "refs/genjob/replays")
+    (repo / ".git/genjob/replay-local").unlink(missing_ok=True)
+    assert _served(store, fp) == (None, [])
+    s2 = _one_call(store, "job-1", 2, up.url)
+    up.close()
+    assert up.count == 2 and s2.calls[0]["replayed"] is False
+    assert _served(store, fp) == (s2.calls[0]["answer_sha256"], []) != (sha, [])

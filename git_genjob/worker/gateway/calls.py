@@ -22,7 +22,7 @@ import pygit2
 from git_genjob.documents.canonical import canonical_bytes, parse_strict, sha256_hex, utc_now
 from git_genjob.documents.display import printable
 from git_genjob.documents.errors import GenjobError
-from git_genjob.documents.keys import NS_REPLAY, verify_signature
+from git_genjob.documents.keys import NS_REPLAY, SigningKey, verify_signature
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.signing import REPLAY_TYPE, pae, signer_of, unseal
 from git_genjob.replay.cache import Cache, Sealed, accept
@@ -35,12 +35,13 @@ from git_genjob.worker.gateway.journal import (
     REQUEST_SUFFIX,
     drop_answer,
     fsync_dir,
+    held,
     journal_rows,
     request_of,
     sweep_answers,
     write_synced,
 )
-from git_genjob.worker.gateway.spool import Spool
+from git_genjob.worker.gateway.spool import INLINE_MAX, Spool, sweep_spools
 
 # What a fold may raise when the cache cannot be written or an answer read: genjob's own refusal
 # (a held lock), the OS's, and libgit2's (an answer file gone, objects it cannot write: a full disk).
@@ -83,7 +84,7 @@ class Session:
         job_key: str,
         attempt: int,
         refresh: bool,
-        sign: Any,
+        sign: SigningKey | None,
         max_calls: int | None = None,
         max_tokens: int | None = None,
     ):
@@ -99,7 +100,12 @@ class Session:
         self.budget: dict[str, Any] | None = None
         self.volatile: list[str] = []  # the scratch path, the attempt's token: placeholders in fingerprints
         self.answers = gateway_answers_dir(store.common_dir)  # answer documents the journal names, not yet folded
-        self.pending: list[tuple[Sealed, str, str]] = []  # (event, answer sha256, its file) to fold
+        # (event, answer sha256, its file or, held in its row, its bytes) to fold
+        self.pending: list[tuple[Sealed, str, str | bytes]] = []
+        self.spools = os.path.join(os.path.dirname(self.journal), "spool")
+        for folder in (self.spools, self.answers):
+            os.makedirs(folder, exist_ok=True)
+        sweep_spools(self.spools)  # once a Session, not once a call
         self._fold_leftovers()  # answers an attempt that died (or whose fold failed) left in the journal
         with contextlib.suppress(OSError):
             sweep_answers(store, time.time())
@@ -186,7 +192,8 @@ class Session:
                     self.diverged = True  # from the first call that differs on, everything is sent
             call["_doc"] = doc
             self._journal(call)
-            if replay is None:  # written and fsynced beside the send, off the answer's path
+            if replay is None and len(body) > INLINE_MAX:  # a small one goes in the answer's row
+                # written and fsynced beside the send, off the answer's path
                 call["_request"] = _POOL.submit(self._write_request, doc, self._early_path(self.attempt, n))
             return call, replay
 
@@ -271,13 +278,13 @@ class Session:
     ) -> Spool:
         """Where call's answer goes as it arrives (`record` takes it from there); an answer that
         holds one of `keys` (the worker's, echoed by an upstream) is never recorded."""
-        folder = os.path.join(os.path.dirname(self.journal), "spool")
-        return Spool(folder, limit, up.dialect, stream, tuple(k.encode("utf-8") for k in keys if k), recording)
+        return Spool(self.spools, limit, up.dialect, stream, tuple(k.encode("utf-8") for k in keys if k), recording)
 
     def record(self, call: dict[str, Any], spool: Spool, status: int, content_type: str) -> None:
         """The spooled answer recorded, signed, before the caller sends its last byte: its
-        document fsynced into `answers/`, its sealed event in the journal's fsynced row (a
-        write-ahead log); `fold` puts the attempt's answers into the replay cache in one commit
+        sealed event in the journal's fsynced row (a write-ahead log), and its document in that
+        row when it is small (INLINE_MAX: one write, one fsync), else fsynced into `answers/`
+        before the row; `fold` puts the attempt's answers into the replay cache in one commit
         (at the gateway's close, or when the next Session of the job opens after a crash).
         GenjobError when it may not be stored (not UTF-8 is the caller's UnicodeDecodeError)."""
         sha = spool.finish(status, content_type, self.paths())
@@ -290,29 +297,55 @@ class Session:
             return
         sealed = self.cache.seal(fp, {"type": "recorded", "answer": sha}, request=call["_doc"])
         wal = {"event": base64.b64encode(sealed.event).decode("ascii"), "event_id": sealed.event_id}
-        os.makedirs(self.answers, exist_ok=True)
-        if sealed.request is not None:  # as big as the agent's request: beside the answer, never in the journal
-            request = os.path.join(self.answers, sealed.event_id + REQUEST_SUFFIX)
-            early = self._early_request(call)
-            if early is not None and early[1] == sealed.request:
-                os.replace(early[0], request)  # fsynced while the call was out; its new name below
-            else:
-                write_synced(request, sealed.request)
-            wal["request_sha256"] = sha256_hex(sealed.request)
-        kept = spool.move(self.answers, sealed.event_id)
+        named = self._keep_request(call, sealed, wal)
+        answer = spool.inline()
+        kept: str | bytes
+        if answer is not None:  # small: the row carries it, durable with the row
+            wal["answer"] = base64.b64encode(answer).decode("ascii")
+            kept = answer
+            names = _POOL.submit(fsync_dir, self.answers) if named else None
+        else:
+            kept = spool.move(self.answers, sealed.event_id)
+            names = _POOL.submit(fsync_dir, self.answers)
+            spool.sync()
         # The answer's bytes and the names in answers/ made durable at once (fsyncs issued together
         # share the file system's journal commit), both before the row that names them.
-        names = _POOL.submit(fsync_dir, self.answers)
-        spool.sync()
-        names.result()
+        if names is not None:
+            names.result()
         with self.lock:
             call.update(answer_sha256=sha, input_tokens=spool.tokens[0], output_tokens=spool.tokens[1], status="ok")
             call["_logged"] = True
             self.pending.append((sealed, sha, kept))
             self._journal(call, wal)
 
+    def _keep_request(self, call: dict[str, Any], sealed: Sealed, wal: dict[str, str]) -> bool:
+        """Call's request document kept for the row `wal` will be: carried in the row when small
+        and none was written while the call was out, else in answers/ beside the answer (the early
+        file renamed, fsynced already). Whether a name in answers/ was made (its folder to sync)."""
+        early = self._early_request(call)
+        if sealed.request is None:  # §7 stores none (it looked like a credential)
+            if early is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(early[0])
+            return False
+        wal["request_sha256"] = sha256_hex(sealed.request)
+        if early is None and len(sealed.request) <= INLINE_MAX:
+            wal["request"] = base64.b64encode(sealed.request).decode("ascii")
+            return False
+        os.makedirs(self.answers, exist_ok=True)
+        request = os.path.join(self.answers, sealed.event_id + REQUEST_SUFFIX)
+        if early is not None and early[1] == sealed.request:
+            os.replace(early[0], request)  # fsynced while the call was out; its new name synced by the caller
+        else:
+            if early is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(early[0])
+            write_synced(request, sealed.request)
+        return True
+
     def _record_again(self, call: dict[str, Any], spool: Spool, sha: str, served: str) -> None:
-        blob = self.store.blob_from_file(spool.path)
+        answer = spool.inline()
+        blob = self.store.blob(answer) if answer is not None else self.store.blob_from_file(spool.file())
         fp = call["fingerprint"]
         with self.lock:
             if served == sha:
@@ -322,7 +355,7 @@ class Session:
                 accept(self.cache, fp, sha)
             call.update(answer_sha256=sha, input_tokens=spool.tokens[0], output_tokens=spool.tokens[1])
 
-    def fold(self, items: list[tuple[Sealed, str, str]] | None = None) -> None:
+    def fold(self, items: list[tuple[Sealed, str, str | bytes]] | None = None) -> None:
         """The answers recorded in the journal into the replay cache, in one commit (a CAS on
         refs/genjob/replays, re-read and retried while another writer moves it); their files go
         once the cache holds them. Of several answers for one fingerprint (an earlier attempt's
@@ -343,10 +376,26 @@ class Session:
             return
         last = {sealed.fp: sealed.event_id for sealed, _, _ in items}
         current = [item for item in items if last[item[0].fp] == item[0].event_id]
-        batch = [(sealed, {sha: self.store.blob_from_file(path)}) for sealed, sha, path in current]
+        batch = [(sealed, {sha: self._blob(kept)}) for sealed, sha, kept in current]
         self.cache.add_sealed(batch)
-        for _, _, path in items:
-            drop_answer(path)
+        self._done(items)
+
+    def _done(self, items: list[tuple[Sealed, str, str | bytes]]) -> None:
+        """Items the cache holds (or needs no more): their files gone, and a row saying so, so no
+        later Session folds an answer its row carries again (a replay cache the owner cleared
+        would fill again)."""
+        for sealed, _, kept in items:
+            drop_answer(self._file_of(sealed, kept))
+        with self.lock:
+            self._write_row({"folded": sorted({sealed.event_id for sealed, _, _ in items})})
+
+    def _file_of(self, sealed: Sealed, kept: str | bytes) -> str:
+        """Where an item's answer file is, or would be when its row carries it (its request's
+        file is beside it either way)."""
+        return kept if isinstance(kept, str) else os.path.join(self.answers, sealed.event_id)
+
+    def _blob(self, kept: str | bytes) -> pygit2.Oid:
+        return self.store.blob(kept) if isinstance(kept, bytes) else self.store.blob_from_file(kept)
 
     def fold_or_say(self) -> bool:
         """`fold` of this attempt's answers at the gateway's close; a failure is said on stderr
@@ -378,16 +427,14 @@ class Session:
         sys.stderr.write("\n".join(printable(line) for line in lines) + "\n")
         sys.stderr.flush()
 
-    def _leftovers(self) -> list[tuple[Sealed, str, str]]:
+    def _leftovers(self) -> list[tuple[Sealed, str, str | bytes]]:
         """Answers the journal names whose files are still in `answers/` (a worker that died
         before its gateway folded them): each checked against the row (the file must hash to the
         answer's sha256, the event to its id)."""
-        if not os.path.isdir(self.answers):
-            return []
         out = []
-        for row in journal_rows(self.journal):
-            if row.get("key") != self.job_key:
-                continue
+        rows = [row for row in journal_rows(self.journal) if row.get("key") == self.job_key]
+        folded = {i for row in rows if isinstance(row.get("folded"), list) for i in row["folded"]}
+        for row in rows:
             if isinstance(row.get("attempt"), int) and row["attempt"] < self.attempt and isinstance(row.get("n"), int):
                 with contextlib.suppress(OSError):  # an earlier attempt's call that recorded no answer
                     os.unlink(self._early_path(row["attempt"], row["n"]))
@@ -400,26 +447,34 @@ class Session:
             except (KeyError, TypeError, ValueError):
                 continue
             path = os.path.join(self.answers, event_id)
-            if not re.fullmatch(r"[0-9a-f]{64}", event_id) or sha256_hex(event) != event_id:
+            if event_id in folded or not re.fullmatch(r"[0-9a-f]{64}", event_id) or sha256_hex(event) != event_id:
                 continue
             request = request_of(path, wal)
             if not self._own(event, fp, sha):
                 continue  # folded, it would count as this clone's own: only what this worker sealed
-            try:
-                with open(path, "rb") as fh:
-                    if hashlib.file_digest(fh, "sha256").hexdigest() != sha:
-                        continue
-            except OSError:
-                continue  # folded already (its file went once the cache held it)
-            out.append((Sealed(fp, event_id, event, request, "recorded"), sha, path))
+            kept = self._answer_of(wal, path, sha)
+            if kept is not None:
+                out.append((Sealed(fp, event_id, event, request, "recorded"), sha, kept))
         return self._unanswered(out)
 
-    def _unanswered(self, items: list[tuple[Sealed, str, str]]) -> list[tuple[Sealed, str, str]]:
+    def _answer_of(self, wal: dict[str, Any], path: str, sha: str) -> str | bytes | None:
+        """A row's answer when it hashes to the row's sha256: the bytes the row carries, or its
+        file in answers/; None when neither (a file folded already goes once the cache holds it)."""
+        answer = held(wal, "answer")
+        if answer is not None:
+            return answer if sha256_hex(answer) == sha else None
+        try:
+            with open(path, "rb") as fh:
+                return path if hashlib.file_digest(fh, "sha256").hexdigest() == sha else None
+        except OSError:
+            return None
+
+    def _unanswered(self, items: list[tuple[Sealed, str, str | bytes]]) -> list[tuple[Sealed, str, str | bytes]]:
         """The leftovers whose fingerprint the cache answers no other way yet. One it already
         serves (a later attempt sent the call afresh while these waited, and folded its answer)
         is superseded: folded, it would be a competing head (SPEC §7's drift) for a call that
         replays fine. Its files go; its row stays, as history."""
-        out = []
+        out, superseded = [], []
         for item in items:
             try:
                 entry = self.cache.entry(item[0].fp)
@@ -429,7 +484,9 @@ class Session:
             if served is None:
                 out.append(item)
             else:
-                drop_answer(item[2])
+                superseded.append(item)
+        if superseded:
+            self._done(superseded)
         return out
 
     def _own(self, event: bytes, fp: str, sha: str) -> bool:
@@ -475,9 +532,13 @@ class Session:
 
     def _journal(self, call: dict[str, Any], wal: dict[str, str] | None = None) -> None:
         row = {k: v for k, v in call.items() if not k.startswith("_")}
-        row.update(key=self.job_key, attempt=self.attempt, time=utc_now())
         if wal is not None:
             row["wal"] = wal
+        self._write_row(row)
+
+    def _write_row(self, row: dict[str, Any]) -> None:
+        """One row appended to the journal, fdatasynced; hold `lock`."""
+        row.update(key=self.job_key, attempt=self.attempt, time=utc_now())
         line = json.dumps(row, sort_keys=True).encode("utf-8") + b"\n"
         if self._journal_fd is None:  # opened once a Session: its name made durable then, not per row
             self._journal_fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

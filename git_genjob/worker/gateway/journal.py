@@ -5,6 +5,8 @@ Session ever will."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import os
@@ -89,12 +91,27 @@ def fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+def held(wal: dict[str, Any], field: str) -> bytes | None:
+    """A small answer (`answer`) or request (`request`) document the row carries itself
+    (base64), or None: it is in its file in answers/, or the row is damaged."""
+    value = wal.get(field)
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
 def request_of(answer_path: str, wal: dict[str, Any]) -> bytes | None:
-    """The request document a row's `wal` names: its file beside the answer when it hashes to
-    the row's `request_sha256`, else None (the event folds without it)."""
+    """The request document a row's `wal` names: carried in the row, or its file beside the
+    answer, when it hashes to the row's `request_sha256`; else None (the event folds without it)."""
     want = wal.get("request_sha256")
     if not isinstance(want, str):
         return None
+    inline = held(wal, "request")
+    if inline is not None:
+        return inline if sha256_hex(inline) == want else None
     try:
         if os.path.getsize(answer_path + REQUEST_SUFFIX) > UNFOLDED_SHOWN_MAX * 8:
             return None

@@ -4,16 +4,20 @@ The gateway never holds an answer whole: each chunk goes to the agent (streamed 
 the replay record (the canonical answer document, its body JSON-escaped as it comes, hashed as
 it is written), through the secret scan (in blocks that overlap), and through the usage reader
 (the SSE lines that carry `usage`). An answer over the limit is cut where it crosses it, so an
-endless one costs the limit in disk and a chunk in memory."""
+endless one costs the limit in disk and a chunk in memory. A small answer (its document at most
+INLINE_MAX bytes, most of a chat's) stays in memory: its row in the journal carries it, one
+write and one fsync where a file would cost three (SPEC §12.1's order holds: the row is the
+record)."""
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO
 
 from git_genjob.documents.canonical import canonical_bytes
@@ -27,6 +31,48 @@ OVERLAP = 64 * 1024  # longer than any credential pattern the scan knows
 LINE_MAX = 1024 * 1024  # an SSE line longer than this carries no usage worth reading
 PLAIN_USAGE_MAX = 16 * 1024 * 1024  # a plain answer's usage is read from a JSON document this size at most
 HEAD = b'{"body":"'  # "body" sorts first of the answer document's keys (canonical JSON)
+INLINE_MAX = 16 * 1024  # an answer document up to this size is kept in memory, then in its journal row
+
+
+class _Sink:
+    """Bytes kept in memory up to `spill` bytes, then in a file of `folder` (`path`) made the
+    moment they pass it: a small answer never touches the disk until it is recorded."""
+
+    def __init__(self, folder: str, prefix: str, spill: int):
+        self.folder, self.prefix, self.spill = folder, prefix, spill
+        self.buf: bytearray | None = bytearray()
+        self.fh: IO[bytes] | None = None
+        self.path: str | None = None
+
+    def write(self, data: bytes) -> None:
+        if self.buf is not None and len(self.buf) + len(data) <= self.spill:
+            self.buf += data
+            return
+        if self.fh is None:
+            os.makedirs(self.folder, exist_ok=True)
+            fd, self.path = tempfile.mkstemp(dir=self.folder, prefix=self.prefix)
+            self.fh = os.fdopen(fd, "w+b")
+            self.fh.write(self.buf or b"")
+            self.buf = None
+        self.fh.write(data)
+
+    def held(self) -> bytes | None:
+        """The bytes, when they are all still in memory."""
+        return bytes(self.buf) if self.buf is not None else None
+
+    def chunks(self, size: int = 64 * 1024) -> Iterator[bytes]:
+        """The bytes written, from the start."""
+        if self.fh is None:
+            yield bytes(self.buf or b"")
+            return
+        self.fh.flush()
+        self.fh.seek(0)
+        while chunk := self.fh.read(size):
+            yield chunk
+
+    def close(self) -> None:
+        if self.fh is not None and not self.fh.closed:
+            self.fh.close()
 
 
 class TooBig(Exception):
@@ -37,14 +83,14 @@ class Spool:
     def __init__(
         self, folder: str, limit: int, dialect: str, stream: bool, keys: tuple[bytes, ...] = (), recording: bool = True
     ):
-        os.makedirs(folder, exist_ok=True)
-        _sweep(folder)
         self.limit, self.dialect, self.stream = limit, dialect, stream
         self.recording = recording  # an error answer is passed through as it is, never recorded
         self.keys = tuple(k for k in keys if len(k) >= 8)  # the worker's own keys: never recorded, whatever their form
-        fd, self.path = tempfile.mkstemp(dir=folder, prefix=f"answer-{os.getpid()}-")
-        self.record: IO[bytes] = os.fdopen(fd, "wb")
-        self.raw: IO[bytes] | None = None if stream else tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (closed by close)
+        self.folder = folder
+        self.record = _Sink(folder, f"answer-{os.getpid()}-", INLINE_MAX)
+        # a plain answer's bytes, replayed to the agent once recorded: in memory up to a chunk
+        self.raw = None if stream else _Sink(folder, f"answer-{os.getpid()}-raw-", 1024 * 1024)
+        self.path: str | None = None  # the answer document's file, once `move` put it in place
         self.record.write(HEAD)
         self.hash = hashlib.sha256(HEAD)
         self.decoder = codecs.getincrementaldecoder("utf-8")()
@@ -111,8 +157,7 @@ class Spool:
         if self.stream and self.line and not self.skipping:
             self._usage_line(bytes(self.line))
         if self.raw is not None and self.size <= PLAIN_USAGE_MAX:
-            self.raw.seek(0)
-            self.tokens = usage_of(self.dialect, self.raw.read(), False)
+            self.tokens = usage_of(self.dialect, b"".join(self.raw.chunks()), False)
         if self.secret:
             raise BadInput(
                 f"refusing to store an answer that looks like a {self.secret}",
@@ -131,43 +176,67 @@ class Spool:
         end = b'",' + tail[1:]
         self.record.write(end)
         self.hash.update(end)
-        self.record.flush()  # written; `sync` makes it durable (Session.record, before a row names it)
         return self.hash.hexdigest()
 
+    def inline(self) -> bytes | None:
+        """The finished answer document when it is small enough to be held (INLINE_MAX): its
+        journal row carries it, and no file is made."""
+        return self.record.held()
+
+    def file(self) -> str:
+        """The finished answer document in a file of its own (written out now when it was held),
+        not yet durable: `sync` makes it so."""
+        if self.record.path is None:
+            os.makedirs(self.folder, exist_ok=True)
+            fd, path = tempfile.mkstemp(dir=self.folder, prefix=f"answer-{os.getpid()}-")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(self.record.held() or b"")
+            self.record.path = path
+        elif self.record.fh is not None:
+            self.record.fh.flush()
+        return self.record.path
+
     def sync(self) -> None:
-        """The finished answer document on disk, its file closed."""
-        os.fsync(self.record.fileno())
+        """The finished answer document's file on disk, closed."""
+        fh = self.record.fh
+        if fh is not None and not fh.closed:
+            fh.flush()
+            os.fsync(fh.fileno())
+        else:  # written out whole by `file`
+            assert self.path is not None
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         self.record.close()
 
     def move(self, folder: str, name: str) -> str:
-        """The finished answer document renamed to `folder/name` (not yet durable: the caller
-        fsyncs `folder` and `sync`s the file before a journal row names it)."""
+        """The finished answer document's file renamed to `folder/name` (not yet durable: the
+        caller fsyncs `folder` and `sync`s the file before a journal row names it)."""
         os.makedirs(folder, exist_ok=True)
         dest = os.path.join(folder, name)
-        os.replace(self.path, dest)
-        self.path, self.kept = dest, True
+        os.replace(self.file(), dest)
+        self.path = self.record.path = dest
+        self.kept = True
         return dest
 
     def replay_to(self, write: Callable[[bytes], object]) -> None:
         """The raw bytes of a plain answer, in chunks, to `write` (the agent's connection)."""
         assert self.raw is not None
-        self.raw.seek(0)
-        while chunk := self.raw.read(64 * 1024):
+        for chunk in self.raw.chunks():
             write(chunk)
 
     def close(self) -> None:
-        for fh in (self.record, self.raw):
-            if fh is not None and not fh.closed:
-                fh.close()
-        if self.kept:
-            return
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        for sink in (self.record, self.raw):
+            if sink is not None:
+                sink.close()
+                if sink.path is not None and not (sink is self.record and self.kept):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(sink.path)
 
 
-def _sweep(folder: str) -> None:
+def sweep_spools(folder: str) -> None:
     """Drop the spools of workers that died mid-answer (partial, never served): a name carries
     the pid of the process that made it."""
     try:

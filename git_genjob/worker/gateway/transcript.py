@@ -16,7 +16,7 @@ from git_genjob.documents.secretscan import redact
 from git_genjob.replay.cache import Cache
 from git_genjob.storage.layout import gateway_answers_dir
 from git_genjob.storage.store import Store
-from git_genjob.worker.gateway.journal import UNFOLDED_SHOWN_MAX, journal_calls, request_of
+from git_genjob.worker.gateway.journal import UNFOLDED_SHOWN_MAX, held, journal_calls, request_of
 
 CALL_FIELDS = ("n", "upstream", "model", "status", "replayed", "input_tokens", "output_tokens")
 TRANSCRIPT_CUT = 4096  # characters of each request and answer `show --calls` prints
@@ -80,11 +80,13 @@ def _unfolded(store: Store, call: dict[str, Any], sha: str) -> tuple[str | None,
     if not isinstance(wal, dict) or not re.fullmatch(r"[0-9a-f]{64}", str(wal.get("event_id"))):
         return None, None
     path = os.path.join(gateway_answers_dir(store.common_dir), str(wal["event_id"]))
+    data = held(wal, "answer")  # a small answer: the row carries it
     try:
-        if os.path.getsize(path) > UNFOLDED_SHOWN_MAX:
-            return None, None
-        with open(path, "rb") as fh:
-            data = fh.read()
+        if data is None:
+            if os.path.getsize(path) > UNFOLDED_SHOWN_MAX:
+                return None, None
+            with open(path, "rb") as fh:
+                data = fh.read()
     except OSError:
         return None, None
     request = None
