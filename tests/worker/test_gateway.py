@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from git_genjob.storage.store import Store
 from git_genjob.worker.gateway.calls import Session
@@ -1223,3 +1225,33 @@ def test_an_answer_its_row_carries_is_folded_once(repo: Path, monkeypatch: pytes
     up.close()
     assert up.count == 2 and s2.calls[0]["replayed"] is False
     assert _served(store, fp) == (s2.calls[0]["answer_sha256"], []) != (sha, [])
+
+
+@given(
+    st.lists(st.sampled_from(["short", "usage", "long"]), max_size=12),
+    st.lists(st.integers(1, 300), min_size=1, max_size=8),
+)
+@settings(max_examples=200, deadline=None)
+def test_usage_is_read_from_short_lines_whatever_the_chunks(lines: list[str], cuts: list[int]) -> None:
+    """The stream's usage is read from its SSE lines however the upstream chunks them (a line
+    split anywhere, many lines in one chunk, lines past LINE_MAX around it that the reader skips
+    while it carries them)."""
+    import git_genjob.worker.gateway.spool as spool_module
+
+    text = {
+        "short": b'data: {"choices":[{"delta":{"content":"hi"}}]}',
+        "usage": b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}',
+        "long": b'data: {"c":"' + b"x" * 200 + b'"}',
+    }
+    data = b"".join(text[k] + b"\n\n" for k in lines)
+    old, spool_module.LINE_MAX = spool_module.LINE_MAX, 100
+    try:
+        spool = spool_module.Spool("/nonexistent", 1 << 20, "openai", True)
+        at = n = 0
+        while at < len(data):
+            size = cuts[n % len(cuts)]
+            spool._lines(data[at : at + size])
+            at, n = at + size, n + 1
+    finally:
+        spool_module.LINE_MAX = old
+    assert spool.tokens == ((3, 4) if "usage" in lines else (None, None))

@@ -130,15 +130,24 @@ class Spool:
             del self.scan[: max(0, len(self.scan) - OVERLAP)]
 
     def _lines(self, data: bytes) -> None:
-        *complete, rest = data.split(b"\n")
-        for part in complete:
-            if not self.skipping:
-                self._usage_line(bytes(self.line + part))
+        """The SSE lines `data` completes, read for usage (only when one of them names it: a
+        real stream is thousands of short lines a MiB); the line it leaves open carried on."""
+        cut = data.rfind(b"\n")
+        if cut != -1:
+            head, data = data[:cut], data[cut + 1 :]
+            if self.skipping:  # the first line it completes is past LINE_MAX: not read
+                first = head.find(b"\n")
+                lines = head[first + 1 :] if first != -1 else b""
+            else:
+                lines = bytes(self.line) + head
             self.line.clear()
             self.skipping = False
+            if b"usage" in lines:
+                for part in lines.split(b"\n"):
+                    self._usage_line(part)
         if self.skipping:
             return
-        self.line += rest
+        self.line += data
         if len(self.line) > LINE_MAX:
             self.line.clear()
             self.skipping = True
