@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -26,12 +27,18 @@ from tests.helpers.stubprovider import Stub
 KEY = "sk-real-worker-key-0123456789"
 
 
+# The agent's side reaches the gateway on 127.0.0.1 directly, whatever proxy a test sets for the
+# worker (urlopen's shared opener keeps the proxies of the environment it first saw: a test run
+# alone went through the dead proxy it set for the gateway's upstream)
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def post(url: str, token: str, doc: dict[str, Any], anthropic: bool = False) -> tuple[int, bytes]:
     headers = {"content-type": "application/json"}
     headers.update({"x-api-key": token} if anthropic else {"authorization": f"Bearer {token}"})
     req = urllib.request.Request(url, json.dumps(doc).encode(), headers)
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with DIRECT.open(req, timeout=10) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -1118,9 +1125,33 @@ class RefusingProxy:
         self.server.server_close()
 
 
-def _proxied(monkeypatch: pytest.MonkeyPatch, how: str) -> RefusingProxy | None:
-    """HTTPS_PROXY set to a proxy that refuses the tunnel, or to a closed port."""
-    proxy = RefusingProxy() if how == "refusing" else None
+class HungProxy:
+    """A proxy port whose TCP connect never completes (httpx.ConnectTimeout): a listener whose
+    backlog is full, so the kernel drops every further SYN."""
+
+    def __init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(0)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.fill = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                c.connect(self.listener.getsockname())
+            self.fill.append(c)
+        self.connects: list[str] | None = None  # nothing gets as far as a CONNECT
+
+    def close(self) -> None:
+        for c in [*self.fill, self.listener]:
+            c.close()
+
+
+def _proxied(monkeypatch: pytest.MonkeyPatch, how: str) -> RefusingProxy | HungProxy | None:
+    """HTTPS_PROXY set to a proxy that refuses the tunnel, one whose connect hangs, or a closed
+    port."""
+    proxy: RefusingProxy | HungProxy | None = {"refusing": RefusingProxy, "hung": HungProxy}.get(how, lambda: None)()
     if proxy is not None:
         url = proxy.url
     else:
@@ -1135,31 +1166,32 @@ def _proxied(monkeypatch: pytest.MonkeyPatch, how: str) -> RefusingProxy | None:
     return proxy
 
 
-@pytest.mark.parametrize("how", ["refusing", "closed"])
+@pytest.mark.parametrize("how", ["refusing", "closed", "hung"])
 def test_a_proxy_that_never_carries_the_call_is_not_sent(repo: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     """Red team (gateway leftovers 6): a proxy that refuses the tunnel (httpx.ProxyError) was a
     call `unknown`, answered 504 "stalled or broke mid-answer", as if the upstream may have
     acted on it. The request never left: 502 naming the failure, the call `failed` (safe to
-    send again), nothing cached; a closed proxy port is the same."""
+    send again), nothing cached; a closed proxy port is the same, and so is one whose connect
+    never completes (httpx.ConnectTimeout, within the call's deadline)."""
     from tests.conftest import refs
 
     proxy = _proxied(monkeypatch, how)
     store = Store.open(str(repo))
     session = Session(store, "job-1", 1, False, None)
-    gw = Gateway([parse_gateway("openai=https://api.openai.invalid/v1")], session)
+    gw = Gateway([parse_gateway("openai=https://api.openai.invalid/v1")], session, deadline_s=2.0)
     env = gw.env(f"http://127.0.0.1:{gw.listen_tcp()}")
     before = refs(repo)
     status, body = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], CALL)
     gw.close()
     if proxy is not None:
         proxy.close()
-        assert proxy.connects == ["api.openai.invalid:443"]
+        assert proxy.connects in (["api.openai.invalid:443"], None)
     assert status == 502 and b"nothing was sent" in body, body
     assert session.model_record()["calls"][0]["status"] == "failed"
     assert session.model_record()["usage"]["sent"] == 1 and refs(repo) == before
 
 
-@pytest.mark.parametrize("how", ["refusing", "closed"])
+@pytest.mark.parametrize("how", ["refusing", "closed", "hung"])
 def test_the_direct_door_through_a_proxy_that_never_carries_the_call(
     repo: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
@@ -1170,9 +1202,9 @@ def test_the_direct_door_through_a_proxy_that_never_carries_the_call(
 
     proxy = _proxied(monkeypatch, how)
     session = Session(Store.open(str(repo)), "job-1", 1, False, None)
-    door = Direct(session, openai_upstream("https://api.openai.invalid/v1"), 10.0)
+    door = Direct(session, openai_upstream("https://api.openai.invalid/v1"), 2.0)
     with pytest.raises(GeneratorUnavailable) as failed:
-        door.post("/chat/completions", CALL, "f" * 64, 10.0)
+        door.post("/chat/completions", CALL, "f" * 64, 2.0)
     door.close()
     if proxy is not None:
         proxy.close()

@@ -45,7 +45,7 @@ class Gateway:
         session.volatile.append(self.token)
         self.deadline_s = deadline_s
         self.answer_max = answer_max  # SPEC §8's limit: an answer past it is cut there, nothing recorded
-        self.client = Client(read_s=deadline_s)
+        self.client = Client(connect_s=min(10.0, deadline_s), read_s=deadline_s)  # a connect within the call's deadline
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.server: socketserver.BaseServer | None = None
         self.thread: threading.Thread | None = None
