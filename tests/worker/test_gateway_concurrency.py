@@ -1,11 +1,12 @@
 """The gateway under load and races (SPEC §12.1): attempts of one job and of several at once on
-one machine."""
+one machine, a retry opened while an earlier attempt's call is out."""
 
 from __future__ import annotations
 
 import json
 import os
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,7 +18,7 @@ from git_genjob.storage.store import Store
 from git_genjob.worker.gateway.calls import Session
 from git_genjob.worker.gateway.dialects import parse_gateway
 from git_genjob.worker.gateway.server import Gateway
-from tests.worker.test_gateway import KEY, Quiet, serve
+from tests.worker.test_gateway import CALL, KEY, Quiet, serve
 
 
 class Tagged:
@@ -155,3 +156,34 @@ def test_four_attempts_at_once_and_their_retries_lose_duplicate_and_swap_nothing
     assert up.count == 200
     assert _fds(repo) == fds == []
     up.close()
+
+
+def test_a_retry_opened_while_a_call_is_out_leaves_that_call_recorded(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later attempt's Session (a retry on this clone) opened while an earlier attempt's call
+    is out removes the early request files of the earlier attempt's calls it takes for a killed
+    worker's: the call that is out still has its answer recorded (its request written afresh),
+    never a 502 for an answer the upstream gave."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    up = Tagged(hold=True)
+    store = Store.open(str(repo))
+    gw, env = _open(store, "job-1", 1, up.url)
+    out: list[tuple[int, bytes]] = []
+    t = threading.Thread(
+        target=lambda: out.append(post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], CALL))
+    )
+    t.start()
+    assert up.held.wait(10)
+    for _ in range(200):  # the early request file written while the call is out
+        if any(name.endswith(".request") for name in os.listdir(gw.session.answers)):
+            break
+        time.sleep(0.01)
+    Session(store, "job-1", 2, False, None)
+    up.release.set()
+    t.join(10)
+    gw.close()
+    up.close()
+    assert out[0][0] == 200 and gw.session.model_record()["calls"][0]["status"] == "ok"
+    again = Session(store, "job-1", 3, False, None)
+    assert again._recorded(gw.session.calls[0]["fingerprint"])[0] is not None

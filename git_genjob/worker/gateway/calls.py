@@ -293,10 +293,8 @@ class Session:
         os.makedirs(self.answers, exist_ok=True)
         if sealed.request is not None:  # as big as the agent's request: beside the answer, never in the journal
             request = os.path.join(self.answers, sealed.event_id + REQUEST_SUFFIX)
-            early = self._early_request(call)
-            if early is not None and early[1] == sealed.request:
-                os.replace(early[0], request)  # fsynced while the call was out; its new name below
-            else:
+            early = self._early_request(call)  # fsynced while the call was out; its new name below
+            if not (early is not None and early[1] == sealed.request and _renamed(early[0], request)):
                 write_synced(request, sealed.request)
             wal["request_sha256"] = sha256_hex(sealed.request)
         kept = spool.move(self.answers, sealed.event_id)
@@ -520,6 +518,16 @@ def _usage(calls: list[dict[str, Any]]) -> dict[str, int]:
         "input_tokens": sum(c["input_tokens"] or 0 for c in calls),
         "output_tokens": sum(c["output_tokens"] or 0 for c in calls),
     }
+
+
+def _renamed(src: str, dest: str) -> bool:
+    """`src` renamed to `dest`; False when it is gone (a later attempt's Session, opened while
+    this call was out, took it for a killed worker's and removed it)."""
+    try:
+        os.replace(src, dest)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _slug(path: str) -> str:
