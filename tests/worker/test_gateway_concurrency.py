@@ -1,10 +1,12 @@
-"""The gateway under load and races (SPEC §12.1): attempts of one job and of several at once on
-one machine, a retry opened while an earlier attempt's call is out."""
+"""The gateway under load, races and a hostile agent (SPEC §12.1): attempts of one job and of
+several at once on one machine, a retry opened while an earlier attempt's call is out, a
+request whose length is no byte count."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 import urllib.error
@@ -187,3 +189,25 @@ def test_a_retry_opened_while_a_call_is_out_leaves_that_call_recorded(
     assert out[0][0] == 200 and gw.session.model_record()["calls"][0]["status"] == "ok"
     again = Session(store, "job-1", 3, False, None)
     assert again._recorded(gw.session.calls[0]["fingerprint"])[0] is not None
+
+
+@pytest.mark.parametrize("length", ["-1", "abc", "1e3", "+5"])
+def test_a_content_length_that_is_no_byte_count_is_a_400_and_the_gateway_serves_on(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, length: str
+) -> None:
+    """`content-length: -1` made the gateway read the body till the agent hung up (past
+    REQUEST_MAX, into memory); one that is no number raised in the handler (a traceback on the
+    worker's stderr, no answer). Both are a 400 now, the connection closed, nothing journaled."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    up = Tagged()
+    gw, env = _open(Store.open(str(repo)), "job-1", 1, up.url)
+    port = int(env["GENJOB_GATEWAY_URL"].rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        head = f"POST /openai/v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {gw.token}\r\n"
+        sock.sendall(f"{head}content-length: {length}\r\n\r\n{{}}".encode())
+        answer = sock.makefile("rb").read()  # to the end: the gateway closes the connection
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"not a number of bytes" in answer
+    assert post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], CALL)[0] == 200
+    gw.close()
+    up.close()
+    assert [c["n"] for c in gw.session.model_record()["calls"]] == [1]
