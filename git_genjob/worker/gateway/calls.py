@@ -334,9 +334,8 @@ class Session:
             return False
         os.makedirs(self.answers, exist_ok=True)
         request = os.path.join(self.answers, sealed.event_id + REQUEST_SUFFIX)
-        if early is not None and early[1] == sealed.request:
-            os.replace(early[0], request)  # fsynced while the call was out; its new name synced by the caller
-        else:
+        # the early file fsynced while the call was out; its new name synced by the caller
+        if not (early is not None and early[1] == sealed.request and _renamed(early[0], request)):
             if early is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(early[0])
@@ -581,6 +580,16 @@ def _usage(calls: list[dict[str, Any]]) -> dict[str, int]:
         "input_tokens": sum(c["input_tokens"] or 0 for c in calls),
         "output_tokens": sum(c["output_tokens"] or 0 for c in calls),
     }
+
+
+def _renamed(src: str, dest: str) -> bool:
+    """`src` renamed to `dest`; False when it is gone (a later attempt's Session, opened while
+    this call was out, took it for a killed worker's and removed it)."""
+    try:
+        os.replace(src, dest)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _slug(path: str) -> str:

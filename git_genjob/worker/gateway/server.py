@@ -94,6 +94,16 @@ class Gateway:
         self.session.close_journal()
 
 
+def _content_length(value: str | None) -> int | None:
+    """A request's content-length header as a byte count (0 when there is none); None when it
+    is not one: a negative number (`rfile.read(-1)` would read till the agent hangs up, past
+    REQUEST_MAX) or no number at all."""
+    if not value:
+        return 0
+    value = value.strip()
+    return int(value) if value.isascii() and value.isdigit() else None
+
+
 def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -141,7 +151,10 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
             auth = self.headers.get("x-api-key") or self.headers.get("authorization", "").removeprefix("Bearer ")
             if not secrets.compare_digest(auth.strip().encode(), gw.token.encode()):
                 return self._error(401, "not this attempt's token", "authentication_error")
-            size = int(self.headers.get("content-length") or 0)
+            size = _content_length(self.headers.get("content-length"))
+            if size is None:  # its body never read (till EOF, past REQUEST_MAX): the connection goes
+                self.close_connection = True
+                return self._error(400, "the request's content-length is not a number of bytes")
             if size > REQUEST_MAX:
                 return self._error(400, "request too large")
             body = self.rfile.read(size) if size else b""
