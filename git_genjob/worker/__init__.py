@@ -1,7 +1,7 @@
 """The worker plane: the worker side of a job (SPEC §4, §5).
 
-Owns the claim-run-sign loop (`run`, whose `Gate` checks a job's limits and its planner's
-signature before each claim), the worker's configuration resolved before any claim
+Owns the claim-run-sign loop (`run`), the check before each claim (`gate`: a job's limits and
+its planner's signature), the worker's configuration resolved before any claim
 (`options`), the scratch tree a generator sees (`scratch`), the judgement of what it left there
 (`judge`: the outputs read back, anything else named) and the generators themselves
 (`generators`, which see a scratch directory, the job and a replay client, never the

@@ -35,14 +35,15 @@ from git_genjob.documents.receipt import build_statement, sign_statement
 from git_genjob.documents.secretscan import redact
 from git_genjob.documents.states import LEASE_S, TIMEOUT_S, AttemptState, JobState
 from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, stop_attempt, store_receipt
-from git_genjob.planner.live import archived_leftover
-from git_genjob.planner.trust import job_trust, missing_trust_error, worker_trust, worker_trust_missing
+from git_genjob.planner.live import Head, archived_leftover
+from git_genjob.planner.trust import missing_trust_error
 from git_genjob.replay.cache import CacheClient
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import Publisher, publisher
-from git_genjob.storage.records import JobRecord, bundle_inputs, find_job, load_live, requeue_problem
+from git_genjob.storage.records import JobRecord, bundle_inputs, find_job, load_live
 from git_genjob.storage.store import Store
+from git_genjob.worker.gate import Gate
 from git_genjob.worker.gateway.calls import Session
 from git_genjob.worker.generators import sandbox_record
 from git_genjob.worker.generators.base import GenContext, Generator, GenResult
@@ -154,57 +155,100 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
     pub = publisher(store, opts.remote)
     report = WorkReport(strict=opts.strict)
     picker = Picker(store, shard=opts.shard, spread=pub.remote is not None)
+    pace = _FetchPace(opts.refresh_s, remote=pub.remote is not None)
     refused: list[JobOutcome] = []  # the claims the remote refused in a row, lately
     done = 0
-    fetched_at = float("-inf")  # when this worker last fetched from where events are published
-    contended_until = float("-inf")  # until when this worker fetches before each claim (it lost a race)
     try:
         while opts.max_jobs is None or done < opts.max_jobs:
-            now = time.monotonic()
-            fresh = pub.remote is None or now - fetched_at > opts.refresh_s or now < contended_until
+            fresh = pace.due()
             if fresh:  # a receipt held for the next claim's push stays held: its lease is its own
                 pub.refresh()
-                fetched_at = time.monotonic()
+                pace.fetched()
             picker.refreshed(fresh)
             lease = _claim_next(pub, opts, report, progress, picker)
             if lease is None:
-                pub.flush()  # no next claim to carry a held receipt: it goes out on its own
-                if not fresh:  # the queue looks empty from a view up to refresh_s old: fetch, then decide
-                    fetched_at = float("-inf")
-                    continue
-                if opts.wait or picker.held:  # held: only jobs other shards' owners are about to take
-                    time.sleep(opts.poll_s if opts.wait else min(opts.poll_s, opts.refresh_s))
-                    fetched_at = float("-inf")
+                if _pick_again(pub, opts, picker, pace, fresh):
                     continue
                 break
             outcome = run_claimed(pub, lease, opts, progress, ride=True)
             report.outcomes.append(outcome)
-            if outcome.result in ("lost", "fenced"):
-                fetched_at = float("-inf")  # the remote moved under this worker: fetch before the next claim
-            if outcome.result == "refused":  # the remote's hook, a permission, a quota: no race decided it
-                refused.append(outcome)
-                picker.skip.add(outcome.key)
-                if len(refused) >= MAX_REFUSALS:
-                    raise _refusals(pub, refused)
-                continue
-            refused = []
-            if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
-                picker.lost_on(outcome.key)
-                contended_until = time.monotonic() + CONTENDED * opts.refresh_s
-                continue
-            done += 1
+            done += _count_outcome(outcome, pub, picker, pace, refused)
         pub.flush()  # the last receipt, before the report
     except BaseException as exc:  # an error, SIGINT or SIGTERM: a receipt held for the next push still goes out
-        with contextlib.suppress(GenjobError):
-            pub.flush()
-        if isinstance(exc, GenjobError):  # never lost unsaid: each receipt still held is named
-            exc.details += [
-                f"job {name.rsplit('/', 1)[-1]}: its receipt was not published; the job stays sending on "
-                f"{pub.remote} until git genjob recover holds it unknown (then retry or drop it)"
-                for name in pub.unpublished()
-            ]
+        _flush_before_raise(pub, exc)
         raise
     return report
+
+
+@dataclass
+class _FetchPace:
+    """When a worker fetches before a claim (see `work`): always without a remote; through one,
+    when its last fetch is older than refresh_s, or while it is contended (it lost a race)."""
+
+    refresh_s: float
+    remote: bool
+    fetched_at: float = float("-inf")  # when this worker last fetched from where events are published
+    contended_until: float = float("-inf")  # until when this worker fetches before each claim (it lost a race)
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        return not self.remote or now - self.fetched_at > self.refresh_s or now < self.contended_until
+
+    def fetched(self) -> None:
+        self.fetched_at = time.monotonic()
+
+    def stale(self) -> None:
+        """Fetch before the next claim."""
+        self.fetched_at = float("-inf")
+
+    def contended(self) -> None:
+        self.contended_until = time.monotonic() + CONTENDED * self.refresh_s
+
+
+def _pick_again(pub: Publisher, opts: WorkerOptions, picker: Picker, pace: _FetchPace, fresh: bool) -> bool:
+    """No job was claimed: True to pick again (after a fetch, or a pause), False when the queue is done."""
+    pub.flush()  # no next claim to carry a held receipt: it goes out on its own
+    if not fresh:  # the queue looks empty from a view up to refresh_s old: fetch, then decide
+        pace.stale()
+        return True
+    if opts.wait or picker.held:  # held: only jobs other shards' owners are about to take
+        time.sleep(opts.poll_s if opts.wait else min(opts.poll_s, opts.refresh_s))
+        pace.stale()
+        return True
+    return False
+
+
+def _count_outcome(
+    outcome: JobOutcome, pub: Publisher, picker: Picker, pace: _FetchPace, refused: list[JobOutcome]
+) -> int:
+    """1 for a job this run counts toward max_jobs; 0 for a claim refused or lost at the remote,
+    which steers the next pick instead (MAX_REFUSALS refusals in a row stop the worker)."""
+    if outcome.result in ("lost", "fenced"):
+        pace.stale()  # the remote moved under this worker: fetch before the next claim
+    if outcome.result == "refused":  # the remote's hook, a permission, a quota: no race decided it
+        refused.append(outcome)
+        picker.skip.add(outcome.key)
+        if len(refused) >= MAX_REFUSALS:
+            raise _refusals(pub, refused)
+        return 0
+    refused.clear()
+    if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
+        picker.lost_on(outcome.key)
+        pace.contended()
+        return 0
+    return 1
+
+
+def _flush_before_raise(pub: Publisher, exc: BaseException) -> None:
+    """Publish a receipt still held for the next push; a GenjobError names each one that could not go."""
+    with contextlib.suppress(GenjobError):
+        pub.flush()
+    if isinstance(exc, GenjobError):  # never lost unsaid: each receipt still held is named
+        exc.details += [
+            f"job {name.rsplit('/', 1)[-1]}: its receipt was not published; the job stays sending on "
+            f"{pub.remote} until git genjob recover holds it unknown (then retry or drop it)"
+            for name in pub.unpublished()
+        ]
 
 
 MAX_REFUSALS = 3  # claims the remote refuses in a row before a worker stops (exit 1)
@@ -237,34 +281,11 @@ def _claim_next(
         head = picker.next()  # the hint, or one fresh scan when it ran out or is old
         if head is None:
             break
-        if store.ref_target(job_ref(head.key)) != head.tip:
-            continue  # an event since the hint was read: claimed elsewhere (the next scan sees a requeue)
-        if archived_leftover(store, head.key):
+        record = _claimable(pub, gate, head, skipped)
+        if record is None:
             continue
-        if gate.missing:  # a job is there, and not one could be judged: say why, not "untrusted" for each
-            raise missing_trust_error()
-        try:
-            record = load_live(store, head.key)
-            if record is None or record.state != JobState.QUEUED:
-                continue
-            if not pub.shares(job_ref(head.key), record.tip):
-                continue  # local events the remote lacks: never claim from a view the remote does not share
-            refusal = gate.refusal(record)  # checked before the claim: a job no trusted planner signed never starts
-        except GenjobError as exc:
-            skipped[head.key] = ("damaged", exc.message)
-            continue
-        if refusal is not None:
-            skipped[head.key] = refusal
-            continue
-        try:
-            # through a remote the claim goes out with its `sending`, in one push (run_claimed)
-            lease = claim(pub, record, opts.worker_id, opts.lease_s, opts.signing_key, defer=True)
-        except StaleLock:
-            raise  # no race to lose: a dead writer's lock blocks the job until recover clears it
-        except Conflict as exc:  # its own words say which race: the ref moved, or a lock was held
-            report.outcomes.append(JobOutcome(record.key, "lost", f"another writer got there first: {exc.message}"))
-            progress(f"lost    {record.key} (claimed elsewhere)")
-            picker.lost_on(record.key)
+        lease = _try_claim(pub, record, opts, report, progress, picker)
+        if lease is None:
             continue
         try:
             progress(f"claimed {record.key} attempt {lease.n}")
@@ -276,32 +297,45 @@ def _claim_next(
     return None
 
 
-class Gate:
-    """What a worker checks before it claims a job (SPEC §8, §11): the job's inputs are within
-    the limits and re-hash to job.json, and its planner's signature verifies against the trust
-    store of this clone's work tree (its committed .genjob/ in a fresh CI clone)."""
+def _claimable(pub: Publisher, gate: Gate, head: Head, skipped: dict[str, tuple[str, str]]) -> JobRecord | None:
+    """The picked job's record when it is still queued, shared with the remote and passes the
+    gate; None to pass it by (a damaged, unsigned or untrusted job is noted in `skipped`)."""
+    store = pub.store
+    if store.ref_target(job_ref(head.key)) != head.tip:
+        return None  # an event since the hint was read: claimed elsewhere (the next scan sees a requeue)
+    if archived_leftover(store, head.key):
+        return None
+    if gate.missing:  # a job is there, and not one could be judged: say why, not "untrusted" for each
+        raise missing_trust_error()
+    try:
+        record = load_live(store, head.key)
+        if record is None or record.state != JobState.QUEUED:
+            return None
+        if not pub.shares(job_ref(head.key), record.tip):
+            return None  # local events the remote lacks: never claim from a view the remote does not share
+        refusal = gate.refusal(record)  # checked before the claim: a job no trusted planner signed never starts
+    except GenjobError as exc:
+        skipped[head.key] = ("damaged", exc.message)
+        return None
+    if refusal is not None:
+        skipped[head.key] = refusal
+        return None
+    return record
 
-    def __init__(self, store: Store, trust_file: str | None = None):
-        self.store = store
-        self.limits = read_config(store).limits
-        self.trust = worker_trust(store, trust_file)
-        self.missing = trust_file is None and not self.trust.signers and worker_trust_missing(store)
 
-    def refusal(self, record: JobRecord) -> tuple[str, str] | None:
-        """(unsigned | untrusted, why) for a job no trusted planner signed; None for a claimable
-        job. A damaged job raises (GenjobError)."""
-        if self.missing:
-            raise missing_trust_error()
-        bundle_inputs(self.store, record, self.limits)
-        verdict = job_trust(record.job_bytes, record.job_envelope, self.trust)
-        if not verdict.ok:
-            return (
-                verdict.label,
-                f"{verdict.detail}; never claimed (its planner signs it: git genjob init, then submit)",
-            )
-        resend = requeue_problem(self.store, record, self.trust.signers, self.trust.revoked)
-        if resend is not None:
-            return "unsigned requeue", f"{resend} (its owner decides: git genjob retry {record.key})"
+def _try_claim(
+    pub: Publisher, record: JobRecord, opts: WorkerOptions, report: WorkReport, progress: Progress, picker: Picker
+) -> Lease | None:
+    """Claim a vetted job; None when another writer got there first (the lost race is reported)."""
+    try:
+        # through a remote the claim goes out with its `sending`, in one push (run_claimed)
+        return claim(pub, record, opts.worker_id, opts.lease_s, opts.signing_key, defer=True)
+    except StaleLock:
+        raise  # no race to lose: a dead writer's lock blocks the job until recover clears it
+    except Conflict as exc:  # its own words say which race: the ref moved, or a lock was held
+        report.outcomes.append(JobOutcome(record.key, "lost", f"another writer got there first: {exc.message}"))
+        progress(f"lost    {record.key} (claimed elsewhere)")
+        picker.lost_on(record.key)
         return None
 
 
