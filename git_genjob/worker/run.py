@@ -7,9 +7,9 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 from git_genjob.documents.attempts import as_text
 from git_genjob.documents.canonical import digest, utc_now
@@ -34,7 +34,7 @@ from git_genjob.documents.paths import check_path
 from git_genjob.documents.receipt import build_statement, sign_statement
 from git_genjob.documents.secretscan import redact
 from git_genjob.documents.states import LEASE_S, TIMEOUT_S, AttemptState, JobState
-from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, stop_attempt, store_receipt
+from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, store_receipt
 from git_genjob.planner.live import Head, archived_leftover
 from git_genjob.planner.trust import missing_trust_error
 from git_genjob.replay.cache import CacheClient
@@ -51,6 +51,7 @@ from git_genjob.worker.judge import Verdict, judge
 from git_genjob.worker.picker import PICK_WINDOW as PICK_WINDOW
 from git_genjob.worker.picker import Picker as Picker
 from git_genjob.worker.scratch import clean_stale_scratch, scratch_dir
+from git_genjob.worker.stop import end_stopped
 
 Progress = Callable[[str], None]
 
@@ -291,7 +292,7 @@ def _claim_next(
             progress(f"claimed {record.key} attempt {lease.n}")
             _report_skipped(report, skipped, progress)
         except KeyboardInterrupt as stop:  # stopped right after the claim: it is released now
-            _end_stopped(pub, lease, stop)
+            end_stopped(pub, lease, stop)
         return lease
     _report_skipped(report, skipped, progress)
     return None
@@ -386,61 +387,39 @@ def run_claimed(
     try:
         return _run_claimed(pub, lease, opts, progress, ride)
     except KeyboardInterrupt as stop:
-        _end_stopped(pub, lease, stop)
-
-
-def _end_stopped(pub: Publisher, lease: Lease, stop: KeyboardInterrupt) -> NoReturn:
-    """End the attempt a stop signal interrupted, then let the interrupt go on, carrying what
-    became of the job (the cli says it as the interrupt's last word)."""
-    signal_name = str(stop.args[0]) if stop.args else "SIGINT"
-    said = _stopped(pub, lease, signal_name)
-    if said is None:
-        raise stop
-    raise KeyboardInterrupt(signal_name, said) from None
-
-
-def _stopped(pub: Publisher, lease: Lease, signal_name: str) -> str | None:
-    """End a stopped attempt (ledger.stop_attempt), with further stop signals held off while it
-    is written, and say what became of the job; an attempt that already ended (a receipt) is
-    left as it is (None)."""
-    if lease.record.state not in (JobState.CLAIMED, JobState.SENDING):
-        return None
-    key = lease.record.key
-    with _signals_held():
-        try:
-            state = stop_attempt(pub, lease, signal_name)
-            pub.flush()
-        except GenjobError as exc:  # fenced, or the remote is gone: recover decides once the lease lapses
-            return f"stopped {key}: its attempt could not be ended ({exc.message}); git genjob recover will"
-    if state == JobState.QUEUED:
-        return f"stopped {key}: its claim was released, the job is queued again"
-    return (
-        f"stopped {key}: unknown, its generator was stopped and calls may have been sent; its owner decides "
-        f"now: git genjob retry {key} or git genjob drop {key} --why TEXT"
-    )
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Another Ctrl-C while the stopped attempt's end is written does not cut the write short."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    names = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in names}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        end_stopped(pub, lease, stop)
 
 
 def _run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Progress, ride: bool) -> JobOutcome:
     store, record = pub.store, lease.record
     key = record.key
     crash_point("after-claim")
+    not_sent = _record_sending(pub, lease, progress)
+    if not_sent is not None:
+        return not_sent
+    crash_point("after-sending")
+    cfg = read_config(store)
+    tmp = scratch_dir()
+    try:
+        scratch, ctx = _prepare(store, record, tmp, opts)
+        result, fenced = _generate(pub, lease, opts, ctx, progress)
+        crash_point("after-generate")
+        _report_cache(ctx, key, progress)
+        if fenced is not None:
+            progress(f"fenced  {key}: {fenced}")
+            return JobOutcome(key, "fenced", fenced, lease.n)
+        if isinstance(result, GeneratorUnavailable):
+            return _end_unavailable(pub, lease, result, ctx, opts, progress)
+        outcome = _finish(pub, lease, record, result, scratch, ctx, cfg, opts, progress, ride)
+        outcome.replayed = [fp for fp, source in getattr(ctx.cache, "sources", []) if source == "replay"]
+        return outcome
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _record_sending(pub: Publisher, lease: Lease, progress: Progress) -> JobOutcome | None:
+    """Record `sending`; the outcome when that lost a race, was fenced or refused (None: the attempt goes on)."""
+    key = lease.record.key
     try:
         record_sending(pub, lease)
     except Conflict as exc:
@@ -454,45 +433,44 @@ def _run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pr
         # the claim went out with it and the remote declined the push: nothing moved there or here
         progress(f"refused {key}: {exc.message}")
         return JobOutcome(key, "refused", exc.message)
-    crash_point("after-sending")
-    cfg = read_config(store)
-    tmp = scratch_dir()
+    return None
+
+
+def _generate(
+    pub: Publisher, lease: Lease, opts: WorkerOptions, ctx: GenContext, progress: Progress
+) -> tuple[GenResult | GeneratorUnavailable, str | None]:
+    """Run the generator while the lease is renewed: its result, and why the attempt was fenced meanwhile (or None)."""
+    lock, stop = threading.Lock(), ctx.stop
+    renewer = _Renewer(pub, lease, lock, stop, time.monotonic() + opts.timeout_s)
+    renewer.start()
+    progress(f"sending {lease.record.key} to {opts.generator.kind}")
     try:
-        scratch, ctx = _prepare(store, record, tmp, opts)
-        lock, stop = threading.Lock(), ctx.stop
-        renewer = _Renewer(pub, lease, lock, stop, time.monotonic() + opts.timeout_s)
-        renewer.start()
-        progress(f"sending {key} to {opts.generator.kind}")
-        try:
-            result: GenResult | GeneratorUnavailable = opts.generator.generate(ctx)
-        except GeneratorUnavailable as exc:
-            result = exc
-        except GenjobError as exc:
-            # A model's answer refused (it looked like a credential) or a damaged replay-cache
-            # entry: the attempt ends now with a receipt that says why, not `sending` until the
-            # lease lapses; the owner retries or drops it.
-            result = GenResult("aborted", exc.message + (f" ({exc.hint})" if exc.hint else ""))
-        finally:
-            renewer.finished.set()
-            renewer.join()
-        crash_point("after-generate")
-        _report_cache(ctx, key, progress)
-        if renewer.fenced is not None:
-            progress(f"fenced  {key}: {renewer.fenced}")
-            return JobOutcome(key, "fenced", renewer.fenced, lease.n)
-        if isinstance(result, GeneratorUnavailable):
-            state = AttemptState.UNKNOWN if result.sent else AttemptState.FAILED_BEFORE_SEND
-            try:
-                end_attempt(pub, lease, state, result.message, ctx.replays, sign=opts.signing_key)
-            except Conflict as exc:
-                return JobOutcome(key, "fenced", exc.message, lease.n)
-            progress(f"{state} {key}: {result.message}")
-            return JobOutcome(key, state, result.message, lease.n)
-        outcome = _finish(pub, lease, record, result, scratch, ctx, cfg, opts, progress, ride)
-        outcome.replayed = [fp for fp, source in getattr(ctx.cache, "sources", []) if source == "replay"]
-        return outcome
+        result: GenResult | GeneratorUnavailable = opts.generator.generate(ctx)
+    except GeneratorUnavailable as exc:
+        result = exc
+    except GenjobError as exc:
+        # A model's answer refused (it looked like a credential) or a damaged replay-cache
+        # entry: the attempt ends now with a receipt that says why, not `sending` until the
+        # lease lapses; the owner retries or drops it.
+        result = GenResult("aborted", exc.message + (f" ({exc.hint})" if exc.hint else ""))
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        renewer.finished.set()
+        renewer.join()
+    return result, renewer.fenced
+
+
+def _end_unavailable(
+    pub: Publisher, lease: Lease, result: GeneratorUnavailable, ctx: GenContext, opts: WorkerOptions, progress: Progress
+) -> JobOutcome:
+    """End the attempt the generator could not serve: unknown if a call may have been sent, else failed_before_send."""
+    key = lease.record.key
+    state = AttemptState.UNKNOWN if result.sent else AttemptState.FAILED_BEFORE_SEND
+    try:
+        end_attempt(pub, lease, state, result.message, ctx.replays, sign=opts.signing_key)
+    except Conflict as exc:
+        return JobOutcome(key, "fenced", exc.message, lease.n)
+    progress(f"{state} {key}: {result.message}")
+    return JobOutcome(key, state, result.message, lease.n)
 
 
 def _report_cache(ctx: GenContext, key: str, progress: Progress) -> None:
@@ -514,23 +492,9 @@ def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> 
     os.makedirs(scratch)
     os.makedirs(meta)
     inputs = bundle_inputs(store, record, read_config(store).limits)
-    for path in record.job.allowed_paths:  # a path the job may create gets its directory, as in the repo
-        os.makedirs(os.path.dirname(os.path.join(scratch, path)), exist_ok=True)
-    for path, data in inputs.items():
-        target = os.path.join(scratch, path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as fh:
-            fh.write(data)
-    instruction_file = os.path.join(meta, "instruction.txt")
-    with open(instruction_file, "w", encoding="utf-8") as fh:
-        fh.write(record.job.instruction)
-    job_file = os.path.join(meta, "job.json")
-    with open(job_file, "wb") as fh:
-        fh.write(record.job_bytes)
-    cache = None
-    if opts.generator.kind in ("http", "openai"):
-        mode = "refresh" if record.attempts_doc.refresh else "replay"
-        cache = CacheClient(store, scope_key=record.key, mode=mode, sign=opts.signing_key)  # who paid signs the answer
+    _write_scratch(scratch, record.job.allowed_paths, inputs)
+    instruction_file, job_file = _write_meta(meta, record)
+    cache = _replay_cache(store, record, opts)
     ctx = GenContext(
         record.job, scratch, instruction_file, job_file, inputs, opts.timeout_s, threading.Event(), opts.pass_env, cache
     )
@@ -540,6 +504,36 @@ def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> 
         ctx.gateway = Session(store, record.key, n, refresh, opts.signing_key, opts.max_calls, opts.max_tokens)
         ctx.upstreams = opts.gateways
     return scratch, ctx
+
+
+def _write_scratch(scratch: str, allowed_paths: list[str], inputs: dict[str, bytes]) -> None:
+    """The scratch tree: the job's input files, and the directory of each path it may create."""
+    for path in allowed_paths:  # a path the job may create gets its directory, as in the repo
+        os.makedirs(os.path.dirname(os.path.join(scratch, path)), exist_ok=True)
+    for path, data in inputs.items():
+        target = os.path.join(scratch, path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data)
+
+
+def _write_meta(meta: str, record: JobRecord) -> tuple[str, str]:
+    """The job's instruction and job.json beside the scratch tree; their paths."""
+    instruction_file = os.path.join(meta, "instruction.txt")
+    with open(instruction_file, "w", encoding="utf-8") as fh:
+        fh.write(record.job.instruction)
+    job_file = os.path.join(meta, "job.json")
+    with open(job_file, "wb") as fh:
+        fh.write(record.job_bytes)
+    return instruction_file, job_file
+
+
+def _replay_cache(store: Store, record: JobRecord, opts: WorkerOptions) -> CacheClient | None:
+    """The model-answer cache of an http: or openai: generator (None for others)."""
+    if opts.generator.kind not in ("http", "openai"):
+        return None
+    mode = "refresh" if record.attempts_doc.refresh else "replay"
+    return CacheClient(store, scope_key=record.key, mode=mode, sign=opts.signing_key)  # who paid signs the answer
 
 
 def predicate_for(
@@ -643,12 +637,7 @@ def receipt_out_of_band(
     pub = publisher(store, remote)
     pub.refresh()
     record = find_job(store, key)
-    for path in deletes:
-        check_path(path)
-        if path not in record.job.allowed_paths:
-            raise BadInput(f"--delete {path}: not an allowed path of job {key}")
-    if outputs_dir is not None and not os.path.isdir(outputs_dir):
-        raise BadInput(f"--outputs {outputs_dir} is not a directory")
+    _check_out_of_band(key, record, outputs_dir, deletes)
     opts = WorkerOptions(OutOfBand(), signing_key, worker_id)
     refusal = Gate(store).refusal(record)  # a damaged or untrusted job is refused before the claim
     if refusal is not None:
@@ -657,13 +646,28 @@ def receipt_out_of_band(
     tmp = scratch_dir()
     try:
         scratch, ctx = _prepare(store, lease.record, tmp, opts)
-        if outputs_dir is not None:
-            shutil.copytree(outputs_dir, scratch, symlinks=True, dirs_exist_ok=True)
-        for path in deletes:
-            target = os.path.join(scratch, path)
-            if os.path.lexists(target):
-                os.unlink(target)
+        _lay_out(scratch, outputs_dir, deletes)
         result = GenResult(status, reason)
         return _finish(pub, lease, lease.record, result, scratch, ctx, read_config(store), opts, lambda _: None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _check_out_of_band(key: str, record: JobRecord, outputs_dir: str | None, deletes: list[str]) -> None:
+    """BadInput unless each --delete is an allowed path of the job and --outputs is a directory."""
+    for path in deletes:
+        check_path(path)
+        if path not in record.job.allowed_paths:
+            raise BadInput(f"--delete {path}: not an allowed path of job {key}")
+    if outputs_dir is not None and not os.path.isdir(outputs_dir):
+        raise BadInput(f"--outputs {outputs_dir} is not a directory")
+
+
+def _lay_out(scratch: str, outputs_dir: str | None, deletes: list[str]) -> None:
+    """The scratch tree as the outputs made elsewhere left it: --outputs copied over, each --delete removed."""
+    if outputs_dir is not None:
+        shutil.copytree(outputs_dir, scratch, symlinks=True, dirs_exist_ok=True)
+    for path in deletes:
+        target = os.path.join(scratch, path)
+        if os.path.lexists(target):
+            os.unlink(target)
