@@ -196,11 +196,16 @@ def landlock_launch(opts: SandboxOptions, view: View) -> Launch:
             tied=True,
             spawner=_in_thread(_thread_confiner(flags, relay, user, setid, restrict)),
         )
-    # Else the Python child is confined. The generator must be the first process of its PID
-    # namespace: util-linux `unshare --fork` (no namespace of its own to make) is the small
-    # process that forks it and waits; a fork in the Python child would copy the worker's page
-    # tables a second time and tear them down at the end, a cost that grows with the worker's
-    # memory. It runs as the generator, confined.
+    return _child_launch(view, flags, rec, ruleset, restrict)
+
+
+def _child_launch(view: View, flags: int, rec: dict[str, object], ruleset: int, restrict: Callable[[], None]) -> Launch:
+    """The launch whose Python child is confined before it execs the generator."""
+    argv, attempt, user, limits, relay = view.argv, view.attempt, view.user, view.limits, view.relay
+    # The generator must be the first process of its PID namespace: util-linux `unshare --fork`
+    # (no namespace of its own to make) is the small process that forks it and waits; a fork in
+    # the Python child would copy the worker's page tables a second time and tear them down at
+    # the end, a cost that grows with the worker's memory. It runs as the generator, confined.
     forker = unshare_exe() if flags & CLONE_NEWPID else None
     if forker is not None:
         argv = [forker, "--fork", "--kill-child", "--", *argv]
