@@ -107,12 +107,16 @@ def judge(
         return Verdict("rejected", "; ".join(diff.problems), ignored=ignored)
     if not diff.outputs:  # an ok receipt with nothing in it would make an empty commit
         return Verdict("rejected", UNCHANGED, ignored=ignored)
-    if not allow_secrets:
-        leaks = [
-            f"{p} contains what looks like a {name}"
-            for p, data in diff.outputs.items()
-            if data is not None and (name := find_secret(data))
-        ]
-        if leaks:
-            return Verdict("rejected", "; ".join(leaks), ignored=ignored)
+    leaks = [] if allow_secrets else _leaks(diff.outputs)
+    if leaks:
+        return Verdict("rejected", "; ".join(leaks), ignored=ignored)
     return Verdict("ok", "", diff.outputs, ignored)
+
+
+def _leaks(outputs: dict[str, bytes | None]) -> list[str]:
+    """One line for each output that holds what looks like a credential."""
+    return [
+        f"{p} contains what looks like a {name}"
+        for p, data in outputs.items()
+        if data is not None and (name := find_secret(data))
+    ]

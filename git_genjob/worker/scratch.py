@@ -23,16 +23,21 @@ def clean_stale_scratch() -> list[str]:
     root = tempfile.gettempdir()
     removed = []
     for name in os.listdir(root):
-        if not name.startswith(SCRATCH_PREFIX):
-            continue
-        pid = name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or running(int(pid)):
+        if not _left_by_a_dead_worker(name):
             continue
         path = os.path.join(root, name)
         if os.path.isdir(path) and not os.path.islink(path) and os.stat(path).st_uid == os.getuid():
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
+
+
+def _left_by_a_dead_worker(name: str) -> bool:
+    """Whether `name` is a scratch directory's, named by a process that is no longer running."""
+    if not name.startswith(SCRATCH_PREFIX):
+        return False
+    pid = name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+    return pid.isdigit() and int(pid) != os.getpid() and not running(int(pid))
 
 
 def scratch_entries(root: str) -> list[str]:

@@ -180,16 +180,23 @@ def _bwrap_etc(allow_net: bool, copy: bool) -> tuple[list[str], list[int]]:
     fds: list[int] = []
     try:
         for p in etc_paths():
-            for d in reversed(ancestors(p)):
-                if inside(d, "/etc") and d not in made:
-                    made.add(d)
-                    args += ["--perms", "0755", "--dir", d]
+            args += _etc_dirs(p, made)
             args += _etc_file(p, allow_net, copy, fds)
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
     return args, fds
+
+
+def _etc_dirs(p: str, made: set[str]) -> list[str]:
+    """The directories of /etc above `p` not made yet (added to `made`), each made 0755."""
+    args: list[str] = []
+    for d in reversed(ancestors(p)):
+        if inside(d, "/etc") and d not in made:
+            made.add(d)
+            args += ["--perms", "0755", "--dir", d]
+    return args
 
 
 def _etc_file(p: str, allow_net: bool, copy: bool, fds: list[int]) -> list[str]:

@@ -144,27 +144,32 @@ def landlock_ruleset(rules: list[tuple[str, int]], deny_tcp: bool) -> int:
     )
     try:
         for path, rights in rules:
-            try:
-                target = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue  # an optional system path that is not there
-            try:
-                if not stat.S_ISDIR(os.fstat(target).st_mode):  # fstat of an O_PATH fd: Linux 3.6+
-                    rights &= FILE_RIGHTS
-                beneath = _PathBeneath(rights & handled, target)
-                syscall(
-                    SYS_LANDLOCK_ADD_RULE,
-                    fd,
-                    ctypes.c_int(RULE_PATH_BENEATH),
-                    ctypes.byref(beneath),
-                    0,
-                )
-            finally:
-                os.close(target)
+            _add_rule(fd, path, rights, handled)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _add_rule(fd: int, path: str, rights: int, handled: int) -> None:
+    """Allow `rights` (of those handled; a file's only) beneath `path`, if it is there."""
+    try:
+        target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # an optional system path that is not there
+    try:
+        if not stat.S_ISDIR(os.fstat(target).st_mode):  # fstat of an O_PATH fd: Linux 3.6+
+            rights &= FILE_RIGHTS
+        beneath = _PathBeneath(rights & handled, target)
+        syscall(
+            SYS_LANDLOCK_ADD_RULE,
+            fd,
+            ctypes.c_int(RULE_PATH_BENEATH),
+            ctypes.byref(beneath),
+            0,
+        )
+    finally:
+        os.close(target)
 
 
 def landlock_launch(opts: SandboxOptions, view: View) -> Launch:
