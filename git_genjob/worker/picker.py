@@ -118,7 +118,7 @@ class Picker:
 
     def next(self) -> Head | None:
         self.held = False
-        if not self.candidates or (not self.scanned and time.monotonic() - self.read_at > self.ttl):
+        if self._read_due():
             self.candidates = [h for h in self.read(self.store) if h.key not in self.skip]
             self.read_at, self.scanned = time.monotonic(), True
         if not self.candidates:
@@ -128,6 +128,10 @@ class Picker:
             self.held = True
             return None
         return self.candidates.pop(index)
+
+    def _read_due(self) -> bool:
+        """The queue is read again when the list is used up, or older than `ttl` and not yet read this pick."""
+        return not self.candidates or (not self.scanned and time.monotonic() - self.read_at > self.ttl)
 
     def _choose(self) -> int | None:
         """The index in `candidates` (oldest first) to try next; None: only reserved jobs are left."""
