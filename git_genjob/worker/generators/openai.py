@@ -73,7 +73,7 @@ class OpenAIGenerator:
         try:
             return chat_completion(self.endpoint, body, timeout, hint, post)
         except HttpStatusError as exc:
-            if schema is None or not (400 <= exc.status < 500 or "response_format" in exc.body):
+            if schema is None or not _refused_the_schema(exc):
                 raise
         body["response_format"] = {"type": "json_object", "schema": schema}
         return chat_completion(self.endpoint, body, max(0.001, deadline - time.monotonic()), hint, post)
@@ -112,6 +112,11 @@ class OpenAIGenerator:
         door.settled(result.fp, self.model, result.source, result.answer, result.tokens)
         ctx.replays.append(result.fp)
         return _write_files(ctx.scratch, paths, schema is None, result.answer)
+
+
+def _refused_the_schema(exc: HttpStatusError) -> bool:
+    """Whether a server's error answer to a json_schema request calls for the json_object fallback."""
+    return 400 <= exc.status < 500 or "response_format" in exc.body
 
 
 def _write_files(scratch: str, paths: list[str], text: bool, answer: str) -> GenResult:

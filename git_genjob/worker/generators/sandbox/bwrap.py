@@ -76,11 +76,17 @@ def _owner_binds(ro: list[str], rw: list[str]) -> tuple[list[str], list[str]]:
             continue  # already visible read-only
         shown.append(p)
         args += [flag, p, p]
+    return args + _symlinks(links, shown), shown
+
+
+def _symlinks(links: list[tuple[str, str]], shown: list[str]) -> list[str]:
+    """Each (target, path) symlink made at its path unless that is visible already (added to `shown`)."""
+    args: list[str] = []
     for target, p in links:
         if not any(inside(p, q) for q in shown):
             args += ["--symlink", target, p]
             shown.append(p)
-    return args, shown
+    return args
 
 
 def _binds_and_links(ro: list[str], rw: list[str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
