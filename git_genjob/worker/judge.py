@@ -12,7 +12,7 @@ from git_genjob.documents.config import Config
 from git_genjob.documents.secretscan import find_secret, redact
 from git_genjob.storage.records import JobRecord
 from git_genjob.worker.generators.base import GenContext, GenResult
-from git_genjob.worker.scratch import read_back, scratch_entries
+from git_genjob.worker.scratch import ReadBack, read_back, scratch_entries
 
 
 def _ignored(path: str, patterns: tuple[str, ...]) -> bool:
@@ -32,6 +32,22 @@ class Diff:
     ignored: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
+    def name_outside(self, rel: str, patterns: tuple[str, ...]) -> None:
+        """A path written outside the allowed ones: ignored when a scratch ignore pattern says so, else a problem."""
+        if _ignored(rel, patterns):
+            self.ignored.append(rel)
+        else:
+            self.problems.append(f"wrote {rel} outside the allowed paths")
+
+
+def _unreadable(rel: str, got: ReadBack, limit: int) -> str | None:
+    """Why an allowed path's bytes are not taken as an output (not a regular file, over the limit); None: they are."""
+    if not got.regular:
+        return f"{rel} is not a regular file (a symlink or special file is never read)"
+    if got.data is None:
+        return f"{rel} is {got.size} bytes, over the limit of {limit}"
+    return None
+
 
 def diff_scratch(scratch: str, record: JobRecord, inputs: dict[str, bytes], cfg: Config) -> Diff:
     """Outputs = allowed paths whose bytes changed, were created or deleted; anything else is named."""
@@ -41,20 +57,15 @@ def diff_scratch(scratch: str, record: JobRecord, inputs: dict[str, bytes], cfg:
     total = 0
     for rel in scratch_entries(scratch):
         if rel not in allowed:
-            if _ignored(rel, cfg.scratch_ignore):
-                result.ignored.append(rel)
-            else:
-                result.problems.append(f"wrote {rel} outside the allowed paths")
+            result.name_outside(rel, cfg.scratch_ignore)
             continue
         got = read_back(scratch, rel, cfg.limits.file_bytes)  # descriptors only: never a host file
         if got is None:
             continue  # gone since the walk: read as deleted
         seen.add(rel)
-        if not got.regular:
-            result.problems.append(f"{rel} is not a regular file (a symlink or special file is never read)")
-            continue
-        if got.data is None:
-            result.problems.append(f"{rel} is {got.size} bytes, over the limit of {cfg.limits.file_bytes}")
+        problem = _unreadable(rel, got, cfg.limits.file_bytes)
+        if problem is not None:
+            result.problems.append(problem)
             continue
         total += got.size
         if inputs.get(rel) != got.data:
@@ -96,12 +107,16 @@ def judge(
         return Verdict("rejected", "; ".join(diff.problems), ignored=ignored)
     if not diff.outputs:  # an ok receipt with nothing in it would make an empty commit
         return Verdict("rejected", UNCHANGED, ignored=ignored)
-    if not allow_secrets:
-        leaks = [
-            f"{p} contains what looks like a {name}"
-            for p, data in diff.outputs.items()
-            if data is not None and (name := find_secret(data))
-        ]
-        if leaks:
-            return Verdict("rejected", "; ".join(leaks), ignored=ignored)
+    leaks = [] if allow_secrets else _leaks(diff.outputs)
+    if leaks:
+        return Verdict("rejected", "; ".join(leaks), ignored=ignored)
     return Verdict("ok", "", diff.outputs, ignored)
+
+
+def _leaks(outputs: dict[str, bytes | None]) -> list[str]:
+    """One line for each output that holds what looks like a credential."""
+    return [
+        f"{p} contains what looks like a {name}"
+        for p, data in outputs.items()
+        if data is not None and (name := find_secret(data))
+    ]

@@ -76,12 +76,7 @@ def gateway_upstreams(
     """The gateway's upstreams (`[gateway]` of the config file, each `--gateway` overriding its
     URL and keeping its dialect and key_env) and the per-job budgets. An upstream's key in
     --pass-env is refused: the key stays with the worker (SPEC §12.1)."""
-    named = {name: parse_gateway(f"{name}={url}", dialect, key_env) for name, url, dialect, key_env in config.gateways}
-    for text in gateways:  # --gateway overrides the file's URL, keeping its dialect and key_env
-        known = named.get(text.partition("=")[0].strip())
-        up = parse_gateway(text, known.dialect if known else None, known.key_env if known else None)
-        named[up.name] = up
-    upstreams = tuple(named.values())
+    upstreams = tuple(_named_upstreams(config, gateways).values())
     max_calls = config.max_calls if max_calls is None else max_calls
     max_tokens = config.max_tokens if max_tokens is None else max_tokens
     leaked = sorted({u.key_env for u in upstreams} & set(pass_env))
@@ -91,3 +86,13 @@ def gateway_upstreams(
             "drop it: the generator gets a token for its attempt in that variable, the gateway adds the key",
         )
     return upstreams, max_calls, max_tokens
+
+
+def _named_upstreams(config: Config, gateways: tuple[str, ...]) -> dict[str, Upstream]:
+    """The config file's upstreams by name, then each --gateway's (one the file names keeps its dialect and key_env)."""
+    named = {name: parse_gateway(f"{name}={url}", dialect, key_env) for name, url, dialect, key_env in config.gateways}
+    for text in gateways:  # --gateway overrides the file's URL, keeping its dialect and key_env
+        known = named.get(text.partition("=")[0].strip())
+        up = parse_gateway(text, known.dialect if known else None, known.key_env if known else None)
+        named[up.name] = up
+    return named

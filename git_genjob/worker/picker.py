@@ -118,7 +118,7 @@ class Picker:
 
     def next(self) -> Head | None:
         self.held = False
-        if not self.candidates or (not self.scanned and time.monotonic() - self.read_at > self.ttl):
+        if self._read_due():
             self.candidates = [h for h in self.read(self.store) if h.key not in self.skip]
             self.read_at, self.scanned = time.monotonic(), True
         if not self.candidates:
@@ -129,19 +129,45 @@ class Picker:
             return None
         return self.candidates.pop(index)
 
+    def _read_due(self) -> bool:
+        """The queue is read again when the list is used up, or older than `ttl` and not yet read this pick."""
+        return not self.candidates or (not self.scanned and time.monotonic() - self.read_at > self.ttl)
+
     def _choose(self) -> int | None:
         """The index in `candidates` (oldest first) to try next; None: only reserved jobs are left."""
         if self.shard is None:
-            window = min(PICK_WINDOW, max(1, len(self.candidates) // SPREAD_SHARE))
-            return self.rng.randrange(window) if self.spread else 0
+            return self._unsharded()
         mine, n = self.shard
-        by_shard: dict[int, list[int]] = {}
-        for i, head in enumerate(self.candidates):
-            by_shard.setdefault(shard_of(head.key, n), []).append(i)
+        by_shard = self._by_shard(n)
         if mine in by_shard:
             return by_shard[mine][0]
         if not self.fresh:
             return None  # steal only from a view just fetched: the worker fetches, then picks again
+        return self._steal(self._stealable(by_shard))
+
+    def _unsharded(self) -> int:
+        """Without a shard: the oldest, or with `spread` a random one among the oldest few."""
+        window = min(PICK_WINDOW, max(1, len(self.candidates) // SPREAD_SHARE))
+        return self.rng.randrange(window) if self.spread else 0
+
+    def _steal(self, stealable: dict[int, list[int]]) -> int | None:
+        """A random stealable index, from another shard than the last lost race's when another has
+        one; None when none is stealable."""
+        if self.avoid in stealable and len(stealable) > 1:
+            del stealable[self.avoid]
+        pool = [i for indices in stealable.values() for i in indices]
+        return self.rng.choice(pool) if pool else None
+
+    def _by_shard(self, n: int) -> dict[int, list[int]]:
+        """The indices in `candidates` (oldest first) of each shard of n that has a queued job."""
+        by_shard: dict[int, list[int]] = {}
+        for i, head in enumerate(self.candidates):
+            by_shard.setdefault(shard_of(head.key, n), []).append(i)
+        return by_shard
+
+    def _stealable(self, by_shard: dict[int, list[int]]) -> dict[int, list[int]]:
+        """Of each other shard, the indices a stealer may take: all of a stalled shard's (its oldest
+        job unchanged for STEAL_GRACE_S), else those past its RESERVE oldest."""
         now = time.monotonic()
         stealable: dict[int, list[int]] = {}
         for shard, indices in by_shard.items():
@@ -151,7 +177,4 @@ class Picker:
             stalled = now - self.oldest[shard][1] >= STEAL_GRACE_S
             if stalled or len(indices) > RESERVE:
                 stealable[shard] = indices if stalled else indices[RESERVE:]
-        if self.avoid in stealable and len(stealable) > 1:
-            del stealable[self.avoid]
-        pool = [i for indices in stealable.values() for i in indices]
-        return self.rng.choice(pool) if pool else None
+        return stealable

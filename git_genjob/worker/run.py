@@ -7,9 +7,9 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 from git_genjob.documents.attempts import as_text
 from git_genjob.documents.canonical import digest, utc_now
@@ -34,15 +34,16 @@ from git_genjob.documents.paths import check_path
 from git_genjob.documents.receipt import build_statement, sign_statement
 from git_genjob.documents.secretscan import redact
 from git_genjob.documents.states import LEASE_S, TIMEOUT_S, AttemptState, JobState
-from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, stop_attempt, store_receipt
-from git_genjob.planner.live import archived_leftover
-from git_genjob.planner.trust import job_trust, missing_trust_error, worker_trust, worker_trust_missing
+from git_genjob.planner.ledger import Lease, claim, end_attempt, record_sending, renew, store_receipt
+from git_genjob.planner.live import Head, archived_leftover
+from git_genjob.planner.trust import missing_trust_error
 from git_genjob.replay.cache import CacheClient
 from git_genjob.storage.faults import crash_point
 from git_genjob.storage.layout import job_ref
 from git_genjob.storage.publish import Publisher, publisher
-from git_genjob.storage.records import JobRecord, bundle_inputs, find_job, load_live, requeue_problem
+from git_genjob.storage.records import JobRecord, bundle_inputs, find_job, load_live
 from git_genjob.storage.store import Store
+from git_genjob.worker.gate import Gate
 from git_genjob.worker.gateway.calls import Session
 from git_genjob.worker.generators import sandbox_record
 from git_genjob.worker.generators.base import GenContext, Generator, GenResult
@@ -50,6 +51,7 @@ from git_genjob.worker.judge import Verdict, judge
 from git_genjob.worker.picker import PICK_WINDOW as PICK_WINDOW
 from git_genjob.worker.picker import Picker as Picker
 from git_genjob.worker.scratch import clean_stale_scratch, scratch_dir
+from git_genjob.worker.stop import end_stopped
 
 Progress = Callable[[str], None]
 
@@ -154,57 +156,100 @@ def work(store: Store, opts: WorkerOptions, progress: Progress = lambda _: None)
     pub = publisher(store, opts.remote)
     report = WorkReport(strict=opts.strict)
     picker = Picker(store, shard=opts.shard, spread=pub.remote is not None)
+    pace = _FetchPace(opts.refresh_s, remote=pub.remote is not None)
     refused: list[JobOutcome] = []  # the claims the remote refused in a row, lately
     done = 0
-    fetched_at = float("-inf")  # when this worker last fetched from where events are published
-    contended_until = float("-inf")  # until when this worker fetches before each claim (it lost a race)
     try:
         while opts.max_jobs is None or done < opts.max_jobs:
-            now = time.monotonic()
-            fresh = pub.remote is None or now - fetched_at > opts.refresh_s or now < contended_until
+            fresh = pace.due()
             if fresh:  # a receipt held for the next claim's push stays held: its lease is its own
                 pub.refresh()
-                fetched_at = time.monotonic()
+                pace.fetched()
             picker.refreshed(fresh)
             lease = _claim_next(pub, opts, report, progress, picker)
             if lease is None:
-                pub.flush()  # no next claim to carry a held receipt: it goes out on its own
-                if not fresh:  # the queue looks empty from a view up to refresh_s old: fetch, then decide
-                    fetched_at = float("-inf")
-                    continue
-                if opts.wait or picker.held:  # held: only jobs other shards' owners are about to take
-                    time.sleep(opts.poll_s if opts.wait else min(opts.poll_s, opts.refresh_s))
-                    fetched_at = float("-inf")
+                if _pick_again(pub, opts, picker, pace, fresh):
                     continue
                 break
             outcome = run_claimed(pub, lease, opts, progress, ride=True)
             report.outcomes.append(outcome)
-            if outcome.result in ("lost", "fenced"):
-                fetched_at = float("-inf")  # the remote moved under this worker: fetch before the next claim
-            if outcome.result == "refused":  # the remote's hook, a permission, a quota: no race decided it
-                refused.append(outcome)
-                picker.skip.add(outcome.key)
-                if len(refused) >= MAX_REFUSALS:
-                    raise _refusals(pub, refused)
-                continue
-            refused = []
-            if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
-                picker.lost_on(outcome.key)
-                contended_until = time.monotonic() + CONTENDED * opts.refresh_s
-                continue
-            done += 1
+            done += _count_outcome(outcome, pub, picker, pace, refused)
         pub.flush()  # the last receipt, before the report
     except BaseException as exc:  # an error, SIGINT or SIGTERM: a receipt held for the next push still goes out
-        with contextlib.suppress(GenjobError):
-            pub.flush()
-        if isinstance(exc, GenjobError):  # never lost unsaid: each receipt still held is named
-            exc.details += [
-                f"job {name.rsplit('/', 1)[-1]}: its receipt was not published; the job stays sending on "
-                f"{pub.remote} until git genjob recover holds it unknown (then retry or drop it)"
-                for name in pub.unpublished()
-            ]
+        _flush_before_raise(pub, exc)
         raise
     return report
+
+
+@dataclass
+class _FetchPace:
+    """When a worker fetches before a claim (see `work`): always without a remote; through one,
+    when its last fetch is older than refresh_s, or while it is contended (it lost a race)."""
+
+    refresh_s: float
+    remote: bool
+    fetched_at: float = float("-inf")  # when this worker last fetched from where events are published
+    contended_until: float = float("-inf")  # until when this worker fetches before each claim (it lost a race)
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        return not self.remote or now - self.fetched_at > self.refresh_s or now < self.contended_until
+
+    def fetched(self) -> None:
+        self.fetched_at = time.monotonic()
+
+    def stale(self) -> None:
+        """Fetch before the next claim."""
+        self.fetched_at = float("-inf")
+
+    def contended(self) -> None:
+        self.contended_until = time.monotonic() + CONTENDED * self.refresh_s
+
+
+def _pick_again(pub: Publisher, opts: WorkerOptions, picker: Picker, pace: _FetchPace, fresh: bool) -> bool:
+    """No job was claimed: True to pick again (after a fetch, or a pause), False when the queue is done."""
+    pub.flush()  # no next claim to carry a held receipt: it goes out on its own
+    if not fresh:  # the queue looks empty from a view up to refresh_s old: fetch, then decide
+        pace.stale()
+        return True
+    if opts.wait or picker.held:  # held: only jobs other shards' owners are about to take
+        time.sleep(opts.poll_s if opts.wait else min(opts.poll_s, opts.refresh_s))
+        pace.stale()
+        return True
+    return False
+
+
+def _count_outcome(
+    outcome: JobOutcome, pub: Publisher, picker: Picker, pace: _FetchPace, refused: list[JobOutcome]
+) -> int:
+    """1 for a job this run counts toward max_jobs; 0 for a claim refused or lost at the remote,
+    which steers the next pick instead (MAX_REFUSALS refusals in a row stop the worker)."""
+    if outcome.result in ("lost", "fenced"):
+        pace.stale()  # the remote moved under this worker: fetch before the next claim
+    if outcome.result == "refused":  # the remote's hook, a permission, a quota: no race decided it
+        refused.append(outcome)
+        picker.skip.add(outcome.key)
+        if len(refused) >= MAX_REFUSALS:
+            raise _refusals(pub, refused)
+        return 0
+    refused.clear()
+    if outcome.result == "lost":  # a claim held for its `sending` lost at the remote
+        picker.lost_on(outcome.key)
+        pace.contended()
+        return 0
+    return 1
+
+
+def _flush_before_raise(pub: Publisher, exc: BaseException) -> None:
+    """Publish a receipt still held for the next push; a GenjobError names each one that could not go."""
+    with contextlib.suppress(GenjobError):
+        pub.flush()
+    if isinstance(exc, GenjobError):  # never lost unsaid: each receipt still held is named
+        exc.details += [
+            f"job {name.rsplit('/', 1)[-1]}: its receipt was not published; the job stays sending on "
+            f"{pub.remote} until git genjob recover holds it unknown (then retry or drop it)"
+            for name in pub.unpublished()
+        ]
 
 
 MAX_REFUSALS = 3  # claims the remote refuses in a row before a worker stops (exit 1)
@@ -237,71 +282,61 @@ def _claim_next(
         head = picker.next()  # the hint, or one fresh scan when it ran out or is old
         if head is None:
             break
-        if store.ref_target(job_ref(head.key)) != head.tip:
-            continue  # an event since the hint was read: claimed elsewhere (the next scan sees a requeue)
-        if archived_leftover(store, head.key):
+        record = _claimable(pub, gate, head, skipped)
+        if record is None:
             continue
-        if gate.missing:  # a job is there, and not one could be judged: say why, not "untrusted" for each
-            raise missing_trust_error()
-        try:
-            record = load_live(store, head.key)
-            if record is None or record.state != JobState.QUEUED:
-                continue
-            if not pub.shares(job_ref(head.key), record.tip):
-                continue  # local events the remote lacks: never claim from a view the remote does not share
-            refusal = gate.refusal(record)  # checked before the claim: a job no trusted planner signed never starts
-        except GenjobError as exc:
-            skipped[head.key] = ("damaged", exc.message)
-            continue
-        if refusal is not None:
-            skipped[head.key] = refusal
-            continue
-        try:
-            # through a remote the claim goes out with its `sending`, in one push (run_claimed)
-            lease = claim(pub, record, opts.worker_id, opts.lease_s, opts.signing_key, defer=True)
-        except StaleLock:
-            raise  # no race to lose: a dead writer's lock blocks the job until recover clears it
-        except Conflict as exc:  # its own words say which race: the ref moved, or a lock was held
-            report.outcomes.append(JobOutcome(record.key, "lost", f"another writer got there first: {exc.message}"))
-            progress(f"lost    {record.key} (claimed elsewhere)")
-            picker.lost_on(record.key)
+        lease = _try_claim(pub, record, opts, report, progress, picker)
+        if lease is None:
             continue
         try:
             progress(f"claimed {record.key} attempt {lease.n}")
             _report_skipped(report, skipped, progress)
         except KeyboardInterrupt as stop:  # stopped right after the claim: it is released now
-            _end_stopped(pub, lease, stop)
+            end_stopped(pub, lease, stop)
         return lease
     _report_skipped(report, skipped, progress)
     return None
 
 
-class Gate:
-    """What a worker checks before it claims a job (SPEC §8, §11): the job's inputs are within
-    the limits and re-hash to job.json, and its planner's signature verifies against the trust
-    store of this clone's work tree (its committed .genjob/ in a fresh CI clone)."""
+def _claimable(pub: Publisher, gate: Gate, head: Head, skipped: dict[str, tuple[str, str]]) -> JobRecord | None:
+    """The picked job's record when it is still queued, shared with the remote and passes the
+    gate; None to pass it by (a damaged, unsigned or untrusted job is noted in `skipped`)."""
+    store = pub.store
+    if store.ref_target(job_ref(head.key)) != head.tip:
+        return None  # an event since the hint was read: claimed elsewhere (the next scan sees a requeue)
+    if archived_leftover(store, head.key):
+        return None
+    if gate.missing:  # a job is there, and not one could be judged: say why, not "untrusted" for each
+        raise missing_trust_error()
+    try:
+        record = load_live(store, head.key)
+        if record is None or record.state != JobState.QUEUED:
+            return None
+        if not pub.shares(job_ref(head.key), record.tip):
+            return None  # local events the remote lacks: never claim from a view the remote does not share
+        refusal = gate.refusal(record)  # checked before the claim: a job no trusted planner signed never starts
+    except GenjobError as exc:
+        skipped[head.key] = ("damaged", exc.message)
+        return None
+    if refusal is not None:
+        skipped[head.key] = refusal
+        return None
+    return record
 
-    def __init__(self, store: Store, trust_file: str | None = None):
-        self.store = store
-        self.limits = read_config(store).limits
-        self.trust = worker_trust(store, trust_file)
-        self.missing = trust_file is None and not self.trust.signers and worker_trust_missing(store)
 
-    def refusal(self, record: JobRecord) -> tuple[str, str] | None:
-        """(unsigned | untrusted, why) for a job no trusted planner signed; None for a claimable
-        job. A damaged job raises (GenjobError)."""
-        if self.missing:
-            raise missing_trust_error()
-        bundle_inputs(self.store, record, self.limits)
-        verdict = job_trust(record.job_bytes, record.job_envelope, self.trust)
-        if not verdict.ok:
-            return (
-                verdict.label,
-                f"{verdict.detail}; never claimed (its planner signs it: git genjob init, then submit)",
-            )
-        resend = requeue_problem(self.store, record, self.trust.signers, self.trust.revoked)
-        if resend is not None:
-            return "unsigned requeue", f"{resend} (its owner decides: git genjob retry {record.key})"
+def _try_claim(
+    pub: Publisher, record: JobRecord, opts: WorkerOptions, report: WorkReport, progress: Progress, picker: Picker
+) -> Lease | None:
+    """Claim a vetted job; None when another writer got there first (the lost race is reported)."""
+    try:
+        # through a remote the claim goes out with its `sending`, in one push (run_claimed)
+        return claim(pub, record, opts.worker_id, opts.lease_s, opts.signing_key, defer=True)
+    except StaleLock:
+        raise  # no race to lose: a dead writer's lock blocks the job until recover clears it
+    except Conflict as exc:  # its own words say which race: the ref moved, or a lock was held
+        report.outcomes.append(JobOutcome(record.key, "lost", f"another writer got there first: {exc.message}"))
+        progress(f"lost    {record.key} (claimed elsewhere)")
+        picker.lost_on(record.key)
         return None
 
 
@@ -352,61 +387,39 @@ def run_claimed(
     try:
         return _run_claimed(pub, lease, opts, progress, ride)
     except KeyboardInterrupt as stop:
-        _end_stopped(pub, lease, stop)
-
-
-def _end_stopped(pub: Publisher, lease: Lease, stop: KeyboardInterrupt) -> NoReturn:
-    """End the attempt a stop signal interrupted, then let the interrupt go on, carrying what
-    became of the job (the cli says it as the interrupt's last word)."""
-    signal_name = str(stop.args[0]) if stop.args else "SIGINT"
-    said = _stopped(pub, lease, signal_name)
-    if said is None:
-        raise stop
-    raise KeyboardInterrupt(signal_name, said) from None
-
-
-def _stopped(pub: Publisher, lease: Lease, signal_name: str) -> str | None:
-    """End a stopped attempt (ledger.stop_attempt), with further stop signals held off while it
-    is written, and say what became of the job; an attempt that already ended (a receipt) is
-    left as it is (None)."""
-    if lease.record.state not in (JobState.CLAIMED, JobState.SENDING):
-        return None
-    key = lease.record.key
-    with _signals_held():
-        try:
-            state = stop_attempt(pub, lease, signal_name)
-            pub.flush()
-        except GenjobError as exc:  # fenced, or the remote is gone: recover decides once the lease lapses
-            return f"stopped {key}: its attempt could not be ended ({exc.message}); git genjob recover will"
-    if state == JobState.QUEUED:
-        return f"stopped {key}: its claim was released, the job is queued again"
-    return (
-        f"stopped {key}: unknown, its generator was stopped and calls may have been sent; its owner decides "
-        f"now: git genjob retry {key} or git genjob drop {key} --why TEXT"
-    )
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Another Ctrl-C while the stopped attempt's end is written does not cut the write short."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    names = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in names}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        end_stopped(pub, lease, stop)
 
 
 def _run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Progress, ride: bool) -> JobOutcome:
     store, record = pub.store, lease.record
     key = record.key
     crash_point("after-claim")
+    not_sent = _record_sending(pub, lease, progress)
+    if not_sent is not None:
+        return not_sent
+    crash_point("after-sending")
+    cfg = read_config(store)
+    tmp = scratch_dir()
+    try:
+        scratch, ctx = _prepare(store, record, tmp, opts)
+        result, fenced = _generate(pub, lease, opts, ctx, progress)
+        crash_point("after-generate")
+        _report_cache(ctx, key, progress)
+        if fenced is not None:
+            progress(f"fenced  {key}: {fenced}")
+            return JobOutcome(key, "fenced", fenced, lease.n)
+        if isinstance(result, GeneratorUnavailable):
+            return _end_unavailable(pub, lease, result, ctx, opts, progress)
+        outcome = _finish(pub, lease, record, result, scratch, ctx, cfg, opts, progress, ride)
+        outcome.replayed = [fp for fp, source in getattr(ctx.cache, "sources", []) if source == "replay"]
+        return outcome
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _record_sending(pub: Publisher, lease: Lease, progress: Progress) -> JobOutcome | None:
+    """Record `sending`; the outcome when that lost a race, was fenced or refused (None: the attempt goes on)."""
+    key = lease.record.key
     try:
         record_sending(pub, lease)
     except Conflict as exc:
@@ -420,45 +433,44 @@ def _run_claimed(pub: Publisher, lease: Lease, opts: WorkerOptions, progress: Pr
         # the claim went out with it and the remote declined the push: nothing moved there or here
         progress(f"refused {key}: {exc.message}")
         return JobOutcome(key, "refused", exc.message)
-    crash_point("after-sending")
-    cfg = read_config(store)
-    tmp = scratch_dir()
+    return None
+
+
+def _generate(
+    pub: Publisher, lease: Lease, opts: WorkerOptions, ctx: GenContext, progress: Progress
+) -> tuple[GenResult | GeneratorUnavailable, str | None]:
+    """Run the generator while the lease is renewed: its result, and why the attempt was fenced meanwhile (or None)."""
+    lock, stop = threading.Lock(), ctx.stop
+    renewer = _Renewer(pub, lease, lock, stop, time.monotonic() + opts.timeout_s)
+    renewer.start()
+    progress(f"sending {lease.record.key} to {opts.generator.kind}")
     try:
-        scratch, ctx = _prepare(store, record, tmp, opts)
-        lock, stop = threading.Lock(), ctx.stop
-        renewer = _Renewer(pub, lease, lock, stop, time.monotonic() + opts.timeout_s)
-        renewer.start()
-        progress(f"sending {key} to {opts.generator.kind}")
-        try:
-            result: GenResult | GeneratorUnavailable = opts.generator.generate(ctx)
-        except GeneratorUnavailable as exc:
-            result = exc
-        except GenjobError as exc:
-            # A model's answer refused (it looked like a credential) or a damaged replay-cache
-            # entry: the attempt ends now with a receipt that says why, not `sending` until the
-            # lease lapses; the owner retries or drops it.
-            result = GenResult("aborted", exc.message + (f" ({exc.hint})" if exc.hint else ""))
-        finally:
-            renewer.finished.set()
-            renewer.join()
-        crash_point("after-generate")
-        _report_cache(ctx, key, progress)
-        if renewer.fenced is not None:
-            progress(f"fenced  {key}: {renewer.fenced}")
-            return JobOutcome(key, "fenced", renewer.fenced, lease.n)
-        if isinstance(result, GeneratorUnavailable):
-            state = AttemptState.UNKNOWN if result.sent else AttemptState.FAILED_BEFORE_SEND
-            try:
-                end_attempt(pub, lease, state, result.message, ctx.replays, sign=opts.signing_key)
-            except Conflict as exc:
-                return JobOutcome(key, "fenced", exc.message, lease.n)
-            progress(f"{state} {key}: {result.message}")
-            return JobOutcome(key, state, result.message, lease.n)
-        outcome = _finish(pub, lease, record, result, scratch, ctx, cfg, opts, progress, ride)
-        outcome.replayed = [fp for fp, source in getattr(ctx.cache, "sources", []) if source == "replay"]
-        return outcome
+        result: GenResult | GeneratorUnavailable = opts.generator.generate(ctx)
+    except GeneratorUnavailable as exc:
+        result = exc
+    except GenjobError as exc:
+        # A model's answer refused (it looked like a credential) or a damaged replay-cache
+        # entry: the attempt ends now with a receipt that says why, not `sending` until the
+        # lease lapses; the owner retries or drops it.
+        result = GenResult("aborted", exc.message + (f" ({exc.hint})" if exc.hint else ""))
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        renewer.finished.set()
+        renewer.join()
+    return result, renewer.fenced
+
+
+def _end_unavailable(
+    pub: Publisher, lease: Lease, result: GeneratorUnavailable, ctx: GenContext, opts: WorkerOptions, progress: Progress
+) -> JobOutcome:
+    """End the attempt the generator could not serve: unknown if a call may have been sent, else failed_before_send."""
+    key = lease.record.key
+    state = AttemptState.UNKNOWN if result.sent else AttemptState.FAILED_BEFORE_SEND
+    try:
+        end_attempt(pub, lease, state, result.message, ctx.replays, sign=opts.signing_key)
+    except Conflict as exc:
+        return JobOutcome(key, "fenced", exc.message, lease.n)
+    progress(f"{state} {key}: {result.message}")
+    return JobOutcome(key, state, result.message, lease.n)
 
 
 def _report_cache(ctx: GenContext, key: str, progress: Progress) -> None:
@@ -480,23 +492,9 @@ def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> 
     os.makedirs(scratch)
     os.makedirs(meta)
     inputs = bundle_inputs(store, record, read_config(store).limits)
-    for path in record.job.allowed_paths:  # a path the job may create gets its directory, as in the repo
-        os.makedirs(os.path.dirname(os.path.join(scratch, path)), exist_ok=True)
-    for path, data in inputs.items():
-        target = os.path.join(scratch, path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as fh:
-            fh.write(data)
-    instruction_file = os.path.join(meta, "instruction.txt")
-    with open(instruction_file, "w", encoding="utf-8") as fh:
-        fh.write(record.job.instruction)
-    job_file = os.path.join(meta, "job.json")
-    with open(job_file, "wb") as fh:
-        fh.write(record.job_bytes)
-    cache = None
-    if opts.generator.kind in ("http", "openai"):
-        mode = "refresh" if record.attempts_doc.refresh else "replay"
-        cache = CacheClient(store, scope_key=record.key, mode=mode, sign=opts.signing_key)  # who paid signs the answer
+    _write_scratch(scratch, record.job.allowed_paths, inputs)
+    instruction_file, job_file = _write_meta(meta, record)
+    cache = _replay_cache(store, record, opts)
     ctx = GenContext(
         record.job, scratch, instruction_file, job_file, inputs, opts.timeout_s, threading.Event(), opts.pass_env, cache
     )
@@ -506,6 +504,36 @@ def _prepare(store: Store, record: JobRecord, tmp: str, opts: WorkerOptions) -> 
         ctx.gateway = Session(store, record.key, n, refresh, opts.signing_key, opts.max_calls, opts.max_tokens)
         ctx.upstreams = opts.gateways
     return scratch, ctx
+
+
+def _write_scratch(scratch: str, allowed_paths: list[str], inputs: dict[str, bytes]) -> None:
+    """The scratch tree: the job's input files, and the directory of each path it may create."""
+    for path in allowed_paths:  # a path the job may create gets its directory, as in the repo
+        os.makedirs(os.path.dirname(os.path.join(scratch, path)), exist_ok=True)
+    for path, data in inputs.items():
+        target = os.path.join(scratch, path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data)
+
+
+def _write_meta(meta: str, record: JobRecord) -> tuple[str, str]:
+    """The job's instruction and job.json beside the scratch tree; their paths."""
+    instruction_file = os.path.join(meta, "instruction.txt")
+    with open(instruction_file, "w", encoding="utf-8") as fh:
+        fh.write(record.job.instruction)
+    job_file = os.path.join(meta, "job.json")
+    with open(job_file, "wb") as fh:
+        fh.write(record.job_bytes)
+    return instruction_file, job_file
+
+
+def _replay_cache(store: Store, record: JobRecord, opts: WorkerOptions) -> CacheClient | None:
+    """The model-answer cache of an http: or openai: generator (None for others)."""
+    if opts.generator.kind not in ("http", "openai"):
+        return None
+    mode = "refresh" if record.attempts_doc.refresh else "replay"
+    return CacheClient(store, scope_key=record.key, mode=mode, sign=opts.signing_key)  # who paid signs the answer
 
 
 def predicate_for(
@@ -609,12 +637,7 @@ def receipt_out_of_band(
     pub = publisher(store, remote)
     pub.refresh()
     record = find_job(store, key)
-    for path in deletes:
-        check_path(path)
-        if path not in record.job.allowed_paths:
-            raise BadInput(f"--delete {path}: not an allowed path of job {key}")
-    if outputs_dir is not None and not os.path.isdir(outputs_dir):
-        raise BadInput(f"--outputs {outputs_dir} is not a directory")
+    _check_out_of_band(key, record, outputs_dir, deletes)
     opts = WorkerOptions(OutOfBand(), signing_key, worker_id)
     refusal = Gate(store).refusal(record)  # a damaged or untrusted job is refused before the claim
     if refusal is not None:
@@ -623,13 +646,28 @@ def receipt_out_of_band(
     tmp = scratch_dir()
     try:
         scratch, ctx = _prepare(store, lease.record, tmp, opts)
-        if outputs_dir is not None:
-            shutil.copytree(outputs_dir, scratch, symlinks=True, dirs_exist_ok=True)
-        for path in deletes:
-            target = os.path.join(scratch, path)
-            if os.path.lexists(target):
-                os.unlink(target)
+        _lay_out(scratch, outputs_dir, deletes)
         result = GenResult(status, reason)
         return _finish(pub, lease, lease.record, result, scratch, ctx, read_config(store), opts, lambda _: None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _check_out_of_band(key: str, record: JobRecord, outputs_dir: str | None, deletes: list[str]) -> None:
+    """BadInput unless each --delete is an allowed path of the job and --outputs is a directory."""
+    for path in deletes:
+        check_path(path)
+        if path not in record.job.allowed_paths:
+            raise BadInput(f"--delete {path}: not an allowed path of job {key}")
+    if outputs_dir is not None and not os.path.isdir(outputs_dir):
+        raise BadInput(f"--outputs {outputs_dir} is not a directory")
+
+
+def _lay_out(scratch: str, outputs_dir: str | None, deletes: list[str]) -> None:
+    """The scratch tree as the outputs made elsewhere left it: --outputs copied over, each --delete removed."""
+    if outputs_dir is not None:
+        shutil.copytree(outputs_dir, scratch, symlinks=True, dirs_exist_ok=True)
+    for path in deletes:
+        target = os.path.join(scratch, path)
+        if os.path.lexists(target):
+            os.unlink(target)

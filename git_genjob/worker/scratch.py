@@ -23,16 +23,21 @@ def clean_stale_scratch() -> list[str]:
     root = tempfile.gettempdir()
     removed = []
     for name in os.listdir(root):
-        if not name.startswith(SCRATCH_PREFIX):
-            continue
-        pid = name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or running(int(pid)):
+        if not _left_by_a_dead_worker(name):
             continue
         path = os.path.join(root, name)
         if os.path.isdir(path) and not os.path.islink(path) and os.stat(path).st_uid == os.getuid():
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
+
+
+def _left_by_a_dead_worker(name: str) -> bool:
+    """Whether `name` is a scratch directory's, named by a process that is no longer running."""
+    if not name.startswith(SCRATCH_PREFIX):
+        return False
+    pid = name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+    return pid.isdigit() and int(pid) != os.getpid() and not running(int(pid))
 
 
 def scratch_entries(root: str) -> list[str]:
@@ -90,22 +95,34 @@ def read_back(root: str, rel: str, limit: int) -> ReadBack | None:
         except OSError:
             return ReadBack(False, 0, None)  # ELOOP: a symlink; or something that cannot be opened
         try:
-            st = os.fstat(file_fd)
-            if not stat.S_ISREG(st.st_mode):
-                return ReadBack(False, st.st_size, None)
-            if st.st_size > limit:
-                return ReadBack(True, st.st_size, None)
-            chunks, size = [], 0
-            while size <= limit:
-                chunk = os.read(file_fd, min(1 << 20, limit + 1 - size))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-            if size > limit:
-                return ReadBack(True, size, None)
-            return ReadBack(True, size, b"".join(chunks))
+            return _read_open_file(file_fd, limit)
         finally:
             os.close(file_fd)
     finally:
         os.close(fd)
+
+
+def _read_open_file(fd: int, limit: int) -> ReadBack:
+    """The open file judged by fstat of its descriptor: a regular file's bytes, unless it is (or
+    grows, while read) over `limit`."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        return ReadBack(False, st.st_size, None)
+    if st.st_size > limit:
+        return ReadBack(True, st.st_size, None)
+    data = _read_at_most(fd, limit + 1)
+    if len(data) > limit:
+        return ReadBack(True, len(data), None)
+    return ReadBack(True, len(data), data)
+
+
+def _read_at_most(fd: int, n: int) -> bytes:
+    """Up to `n` bytes from `fd`, less when it ends first."""
+    chunks, size = [], 0
+    while size < n:
+        chunk = os.read(fd, min(1 << 20, n - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)

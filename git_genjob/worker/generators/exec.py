@@ -11,15 +11,19 @@ import signal
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING, BinaryIO
 
 from git_genjob.documents.errors import BadInput, GenjobError
 from git_genjob.worker.generators.base import LOG_TAIL, GenContext, GenResult
 from git_genjob.worker.generators.proxy import GATEWAY_PORT
 from git_genjob.worker.generators.sandbox.choose import choose
 from git_genjob.worker.generators.sandbox.confine import confine
-from git_genjob.worker.generators.sandbox.options import Attempt, SandboxOptions
+from git_genjob.worker.generators.sandbox.options import Attempt, Launch, SandboxOptions
 from git_genjob.worker.generators.sandbox.paths import check_paths, check_writable
 from git_genjob.worker.generators.shell import ASSIGNMENT, SH_WORDS
+
+if TYPE_CHECKING:
+    from git_genjob.worker.gateway.server import Gateway
 
 
 class ExecGenerator:
@@ -65,21 +69,7 @@ class ExecGenerator:
                 os.path.join(attempt_dir, "tmp"),
                 err_log=err_path,
             )
-            gateway, sock = None, None
-            if ctx.gateway is not None:
-                # the gateway loads libgit2 and PyNaCl: only an attempt that has one
-                from git_genjob.worker.gateway.server import Gateway
-
-                gateway = Gateway(list(ctx.upstreams), ctx.gateway)
-                gateway.session.volatile.append(attempt_dir)
-                if self.mechanism == "none" or self.sandbox.allow_net:
-                    env.update(gateway.env(f"http://127.0.0.1:{gateway.listen_tcp()}"))
-                else:  # through the relay inside the sandbox, with or without a network namespace
-                    sock = os.path.join(attempt_dir, "gateway", "sock")
-                    os.makedirs(os.path.dirname(sock), mode=0o755)
-                    os.chmod(os.path.dirname(sock), 0o755)
-                    gateway.listen_unix(sock)
-                    env.update(gateway.env(f"http://127.0.0.1:{GATEWAY_PORT}"))
+            gateway, sock = self._open_gateway(ctx, env, attempt_dir)
             try:
                 launch = confine(self.mechanism, self.sandbox, self.command, attempt, env.get("PATH", os.defpath), sock)
             except (OSError, GenjobError) as exc:
@@ -88,42 +78,42 @@ class ExecGenerator:
                 return GenResult("aborted", f"the sandbox could not be set up: {exc}")
             ctx.sandbox = launch.record
             if gateway is not None:
-                finish = launch.finish
-
-                def finished() -> None:
-                    finish()
-                    gateway.close()
-
-                launch.finish = finished
+                _close_when_finished(launch, gateway)
             if self.mechanism != "none":
                 env.update(HOME=attempt.home, **launch.env)
-            sandboxed = launch.preexec
+            proc = _start(launch, ctx, env, log, err)
+            if isinstance(proc, GenResult):
+                return proc
+        return self._await(proc, ctx, launch, log_path, err_path)
 
-            def preexec() -> None:
-                _die_with_parent()
-                if sandboxed is not None:
-                    sandboxed()
+    def _open_gateway(
+        self, ctx: GenContext, env: dict[str, str], attempt_dir: str
+    ) -> tuple[Gateway | None, str | None]:
+        """The attempt's model gateway (SPEC §12.1), if it has one, its address put in `env`: on
+        loopback when the generator shares the worker's network, else on a Unix socket (the
+        second value) that the relay inside the sandbox serves."""
+        if ctx.gateway is None:
+            return None, None
+        # the gateway loads libgit2 and PyNaCl: only an attempt that has one
+        from git_genjob.worker.gateway.server import Gateway
 
-            try:
-                proc = launch.start(
-                    lambda: subprocess.Popen(
-                        launch.argv,
-                        cwd=ctx.scratch,
-                        env=env,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=err,
-                        start_new_session=True,
-                        pass_fds=launch.fds,
-                        # No Python in the child when the launch needs none: Popen then uses vfork.
-                        preexec_fn=None if launch.tied and sandboxed is None else preexec,
-                    )
-                )
-            except (OSError, subprocess.SubprocessError) as exc:
-                launch.finish()
-                return GenResult("aborted", f"the sandboxed generator could not start: {exc}")
-            finally:
-                launch.close()
+        gateway = Gateway(list(ctx.upstreams), ctx.gateway)
+        gateway.session.volatile.append(attempt_dir)
+        if self.mechanism == "none" or self.sandbox.allow_net:
+            env.update(gateway.env(f"http://127.0.0.1:{gateway.listen_tcp()}"))
+            return gateway, None
+        # through the relay inside the sandbox, with or without a network namespace
+        sock = os.path.join(attempt_dir, "gateway", "sock")
+        os.makedirs(os.path.dirname(sock), mode=0o755)
+        os.chmod(os.path.dirname(sock), 0o755)
+        gateway.listen_unix(sock)
+        env.update(gateway.env(f"http://127.0.0.1:{GATEWAY_PORT}"))
+        return gateway, sock
+
+    def _await(
+        self, proc: subprocess.Popen[bytes], ctx: GenContext, launch: Launch, log_path: str, err_path: str
+    ) -> GenResult:
+        """Wait for the generator within its time limit, then end its process group and keep its logs."""
         reaper = Reaper(proc.pid)
         try:
             limit = min(ctx.timeout, self.timeout)
@@ -140,11 +130,60 @@ class ExecGenerator:
             reaper.release()
             launch.finish()
             ctx.logs = {"stdout": _tail(log_path, LOG_TAIL), "stderr": _tail(err_path, LOG_TAIL)}  # kept on any end
-        said = ctx.logs["stderr"] if ctx.logs["stderr"].strip() else ctx.logs["stdout"]
-        tail = said[-2000:].decode("utf-8", "replace")
-        if proc.returncode != 0:
-            return GenResult("aborted", f"command exited {proc.returncode}: {tail.strip()[-500:]}")
-        return GenResult("ok")
+        return _exit_result(proc.returncode, ctx.logs)
+
+
+def _close_when_finished(launch: Launch, gateway: Gateway) -> None:
+    """The attempt's gateway closes once its launch has finished."""
+    finish = launch.finish
+
+    def finished() -> None:
+        finish()
+        gateway.close()
+
+    launch.finish = finished
+
+
+def _start(
+    launch: Launch, ctx: GenContext, env: dict[str, str], log: BinaryIO, err: BinaryIO
+) -> subprocess.Popen[bytes] | GenResult:
+    """The generator's process, started as the launch says; an aborted result when it could not start."""
+    sandboxed = launch.preexec
+
+    def preexec() -> None:
+        _die_with_parent()
+        if sandboxed is not None:
+            sandboxed()
+
+    try:
+        return launch.start(
+            lambda: subprocess.Popen(
+                launch.argv,
+                cwd=ctx.scratch,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=err,
+                start_new_session=True,
+                pass_fds=launch.fds,
+                # No Python in the child when the launch needs none: Popen then uses vfork.
+                preexec_fn=None if launch.tied and sandboxed is None else preexec,
+            )
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        launch.finish()
+        return GenResult("aborted", f"the sandboxed generator could not start: {exc}")
+    finally:
+        launch.close()
+
+
+def _exit_result(returncode: int, logs: dict[str, bytes]) -> GenResult:
+    """ok for exit 0; else aborted, with the end of what the generator said (stderr, or stdout when that is empty)."""
+    said = logs["stderr"] if logs["stderr"].strip() else logs["stdout"]
+    tail = said[-2000:].decode("utf-8", "replace")
+    if returncode != 0:
+        return GenResult("aborted", f"command exited {returncode}: {tail.strip()[-500:]}")
+    return GenResult("ok")
 
 
 def _tail(path: str, size: int) -> bytes:
@@ -173,6 +212,14 @@ def resolve_command(command: str) -> str:
         if shutil.which(program) is None:
             raise BadInput(f"exec generator: {program!r} is not a command on PATH", fix)
         return command
+    path = _runnable_file(program, fix)
+    if os.path.isabs(program):
+        return command
+    return _with_absolute_program(command, words, program, path, fix)
+
+
+def _runnable_file(program: str, fix: str) -> str:
+    """The absolute path of a program named by its path; BadInput unless it is an executable file."""
     path = os.path.abspath(os.path.expanduser(program))
     if not os.path.isfile(path):
         raise BadInput(f"exec generator: {program} is not a file (looked for {path})", fix)
@@ -181,8 +228,11 @@ def resolve_command(command: str) -> str:
             f"exec generator: {path} is not executable",
             f"chmod +x {shlex.quote(path)}, or run it through its interpreter: exec:python3 {shlex.quote(path)}",
         )
-    if os.path.isabs(program):
-        return command
+    return path
+
+
+def _with_absolute_program(command: str, words: list[str], program: str, path: str, fix: str) -> str:
+    """`command` with its relative program path replaced by `path`; BadInput when that word is quoted."""
     head, sep, rest = command.partition(program)  # only an unquoted word is rewritten
     if not sep or shlex.split(head + program) != words[: words.index(program) + 1]:
         raise BadInput(f"exec generator: {program} is a relative path", f"{fix}, e.g. exec:{shlex.quote(path)}")

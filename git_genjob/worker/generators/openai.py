@@ -73,7 +73,7 @@ class OpenAIGenerator:
         try:
             return chat_completion(self.endpoint, body, timeout, hint, post)
         except HttpStatusError as exc:
-            if schema is None or not (400 <= exc.status < 500 or "response_format" in exc.body):
+            if schema is None or not _refused_the_schema(exc):
                 raise
         body["response_format"] = {"type": "json_object", "schema": schema}
         return chat_completion(self.endpoint, body, max(0.001, deadline - time.monotonic()), hint, post)
@@ -111,12 +111,23 @@ class OpenAIGenerator:
             door.close()
         door.settled(result.fp, self.model, result.source, result.answer, result.tokens)
         ctx.replays.append(result.fp)
-        if schema is None:
-            return write_answer(ctx.scratch, {paths[0]: strip_fence(result.answer)})
-        try:
-            files = json.loads(result.answer)
-        except ValueError:
-            return GenResult("rejected", "the model's answer is not JSON")
-        if not isinstance(files, dict):
-            return GenResult("rejected", "the model's answer is not a JSON object")
-        return write_answer(ctx.scratch, files)
+        return _write_files(ctx.scratch, paths, schema is None, result.answer)
+
+
+def _refused_the_schema(exc: HttpStatusError) -> bool:
+    """Whether a server's error answer to a json_schema request calls for the json_object fallback."""
+    return 400 <= exc.status < 500 or "response_format" in exc.body
+
+
+def _write_files(scratch: str, paths: list[str], text: bool, answer: str) -> GenResult:
+    """The answer written into the scratch tree: with `text`, as the one file's text; else the
+    files of its JSON object (rejected when it is none)."""
+    if text:
+        return write_answer(scratch, {paths[0]: strip_fence(answer)})
+    try:
+        files = json.loads(answer)
+    except ValueError:
+        return GenResult("rejected", "the model's answer is not JSON")
+    if not isinstance(files, dict):
+        return GenResult("rejected", "the model's answer is not a JSON object")
+    return write_answer(scratch, files)

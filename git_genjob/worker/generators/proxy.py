@@ -75,25 +75,32 @@ accept(*servers[0])
 
 def parse_hosts(hosts: tuple[str, ...]) -> list[tuple[str, int | None]]:
     """`HOST` (any port) or `HOST:PORT` (`[v6]:PORT` for an IPv6 address); BadInput otherwise."""
-    out = []
-    for raw in hosts:
-        text = raw.strip().lower()
-        host, port = text, None
-        if text.startswith("["):
-            host, _, rest = text[1:].partition("]")
-            if rest:
-                if not rest.startswith(":") or not rest[1:].isdigit():
-                    raise BadInput(f"--allow-host {raw!r}", "use HOST, HOST:PORT or [IPv6]:PORT")
-                port = int(rest[1:])
-        elif text.count(":") == 1:
-            host, _, p = text.partition(":")
-            if not p.isdigit():
-                raise BadInput(f"--allow-host {raw!r}: the port must be a number", "use HOST or HOST:PORT")
-            port = int(p)
-        if not host or any(c in host for c in "/@ \t") or not host.isprintable() or (port is not None and port > 65535):
-            raise BadInput(f"--allow-host {raw!r} is not a host name", "use HOST or HOST:PORT, e.g. api.openai.com:443")
-        out.append((host, port))
-    return out
+    return [_parse_host(raw) for raw in hosts]
+
+
+def _parse_host(raw: str) -> tuple[str, int | None]:
+    text = raw.strip().lower()
+    host, port = _split_port(raw, text)
+    if not host or any(c in host for c in "/@ \t") or not host.isprintable() or (port is not None and port > 65535):
+        raise BadInput(f"--allow-host {raw!r} is not a host name", "use HOST or HOST:PORT, e.g. api.openai.com:443")
+    return host, port
+
+
+def _split_port(raw: str, text: str) -> tuple[str, int | None]:
+    """`text` (`raw` lowered) as its host and port (None: any port); BadInput for a port that is no number."""
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        if not rest:
+            return host, None
+        if not rest.startswith(":") or not rest[1:].isdigit():
+            raise BadInput(f"--allow-host {raw!r}", "use HOST, HOST:PORT or [IPv6]:PORT")
+        return host, int(rest[1:])
+    if text.count(":") == 1:
+        host, _, p = text.partition(":")
+        if not p.isdigit():
+            raise BadInput(f"--allow-host {raw!r}: the port must be a number", "use HOST or HOST:PORT")
+        return host, int(p)
+    return text, None
 
 
 class HostProxy:
@@ -136,28 +143,15 @@ class HostProxy:
     def _serve(self, conn: socket.socket) -> None:
         try:
             conn.settimeout(30)
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = conn.recv(4096)
-                if not data or len(head) > HEAD_MAX:
-                    conn.close()
-                    return
-                head += data
+            head = _read_head(conn)
+            if head is None:
+                conn.close()
+                return
             head, _, rest = head.partition(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            method, target, version = (lines[0].split(" ") + ["", "", ""])[:3]
-            if method.upper() == "CONNECT":
-                host, _, port_text = target.rpartition(":")
-                port = int(port_text) if port_text.isdigit() else 443
-                first = b""
-            else:
-                url = urllib.parse.urlsplit(target)
-                if url.scheme != "http" or not url.hostname:
-                    return self._refuse(conn, 400, "only CONNECT and plain-HTTP requests with an absolute URL")
-                host, port = url.hostname, url.port or 80
-                path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-                kept = [h for h in lines[1:] if not h.lower().startswith(("proxy-connection:", "proxy-authorization:"))]
-                first = "\r\n".join([f"{method} {path} {version}", *kept]).encode("latin-1") + b"\r\n\r\n"
+            request = _parse_request(head)
+            if request is None:
+                return self._refuse(conn, 400, "only CONNECT and plain-HTTP requests with an absolute URL")
+            host, port, first = request
             if not self.allows(host, port):
                 self.denied.append(f"{host}:{port}")
                 return self._refuse(conn, 403, f"genjob: {host}:{port} is not an allowed host (--allow-host)")
@@ -165,20 +159,7 @@ class HostProxy:
                 upstream = socket.create_connection((host.strip("[]"), port), timeout=30)
             except OSError as exc:
                 return self._refuse(conn, 502, f"genjob: cannot reach {host}:{port}: {exc}")
-            conn.settimeout(None)
-            upstream.settimeout(None)
-            if method.upper() == "CONNECT":
-                conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            else:
-                upstream.sendall(first)
-            if rest:
-                upstream.sendall(rest)
-            other = threading.Thread(target=_pipe, args=(conn, upstream), daemon=True)
-            other.start()
-            _pipe(upstream, conn)
-            other.join()
-            upstream.close()
-            conn.close()
+            _relay(conn, upstream, first, rest)
         except (OSError, ValueError, UnicodeError):
             conn.close()
 
@@ -190,6 +171,60 @@ class HostProxy:
         except OSError:
             pass
         conn.close()
+
+
+def _read_head(conn: socket.socket) -> bytes | None:
+    """The bytes read up to the request's blank line (and any past it); None when the client
+    closed first or sent more than HEAD_MAX without one."""
+    head = b""
+    while b"\r\n\r\n" not in head:
+        data = conn.recv(4096)
+        if not data or len(head) > HEAD_MAX:
+            return None
+        head += data
+    return head
+
+
+def _parse_request(head: bytes) -> tuple[str, int, bytes | None] | None:
+    """(host, port, the request to send upstream) of a request's head; that request is None for
+    a CONNECT (a tunnel), the head without its proxy headers for plain HTTP. None: neither."""
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, version = (lines[0].split(" ") + ["", "", ""])[:3]
+    if method.upper() == "CONNECT":
+        host, _, port_text = target.rpartition(":")
+        return host, int(port_text) if port_text.isdigit() else 443, None
+    return _plain_request(method, target, version, lines[1:])
+
+
+def _plain_request(method: str, target: str, version: str, headers: list[str]) -> tuple[str, int, bytes] | None:
+    """A plain-HTTP request for an absolute URL as (host, port, the request its origin gets: the
+    URL's path and query, no proxy headers); None for any other target."""
+    url = urllib.parse.urlsplit(target)
+    if url.scheme != "http" or not url.hostname:
+        return None
+    hostname, port = url.hostname, url.port or 80
+    path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+    kept = [h for h in headers if not h.lower().startswith(("proxy-connection:", "proxy-authorization:"))]
+    return hostname, port, "\r\n".join([f"{method} {path} {version}", *kept]).encode("latin-1") + b"\r\n\r\n"
+
+
+def _relay(conn: socket.socket, upstream: socket.socket, first: bytes | None, rest: bytes) -> None:
+    """Carry the connection both ways once upstream is open: a tunnel is told it is established,
+    a plain-HTTP request goes upstream first; then whatever the client sent past its head."""
+    conn.settimeout(None)
+    upstream.settimeout(None)
+    if first is None:
+        conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    else:
+        upstream.sendall(first)
+    if rest:
+        upstream.sendall(rest)
+    other = threading.Thread(target=_pipe, args=(conn, upstream), daemon=True)
+    other.start()
+    _pipe(upstream, conn)
+    other.join()
+    upstream.close()
+    conn.close()
 
 
 def _pipe(a: socket.socket, b: socket.socket) -> None:

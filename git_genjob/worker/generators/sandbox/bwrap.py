@@ -68,6 +68,30 @@ def _owner_binds(ro: list[str], rw: list[str]) -> tuple[list[str], list[str]]:
     """The paths shown read-only (`ro`) and read-write (`rw`), shallowest first, a read-only one
     already visible under another left out; a symlink bound at its target and shown at its own
     path as a symlink. Returns the arguments and the paths shown."""
+    binds, links = _binds_and_links(ro, rw)
+    shown: list[str] = []
+    args: list[str] = []
+    for flag, p in binds:
+        if flag == "--ro-bind" and any(inside(p, q) for q in shown):
+            continue  # already visible read-only
+        shown.append(p)
+        args += [flag, p, p]
+    return args + _symlinks(links, shown), shown
+
+
+def _symlinks(links: list[tuple[str, str]], shown: list[str]) -> list[str]:
+    """Each (target, path) symlink made at its path unless that is visible already (added to `shown`)."""
+    args: list[str] = []
+    for target, p in links:
+        if not any(inside(p, q) for q in shown):
+            args += ["--symlink", target, p]
+            shown.append(p)
+    return args
+
+
+def _binds_and_links(ro: list[str], rw: list[str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The (flag, path) binds of `ro` and `rw`, shallowest first, a symlink's at its target; and
+    the (target, path) of each symlink."""
     binds: list[tuple[str, str]] = []
     links: list[tuple[str, str]] = []
     for flag, p in [("--ro-bind", p) for p in ro] + [("--bind", p) for p in rw]:
@@ -76,18 +100,7 @@ def _owner_binds(ro: list[str], rw: list[str]) -> tuple[list[str], list[str]]:
             p = os.path.realpath(p)
         binds.append((flag, p))
     binds.sort(key=lambda b: b[1].count("/"))
-    shown: list[str] = []
-    args: list[str] = []
-    for flag, p in binds:
-        if flag == "--ro-bind" and any(inside(p, q) for q in shown):
-            continue  # already visible read-only
-        shown.append(p)
-        args += [flag, p, p]
-    for target, p in links:
-        if not any(inside(p, q) for q in shown):
-            args += ["--symlink", target, p]
-            shown.append(p)
-    return args, shown
+    return binds, links
 
 
 def _mount_points(attempt: Attempt, shown: list[str]) -> list[str]:
@@ -173,16 +186,23 @@ def _bwrap_etc(allow_net: bool, copy: bool) -> tuple[list[str], list[int]]:
     fds: list[int] = []
     try:
         for p in etc_paths():
-            for d in reversed(ancestors(p)):
-                if inside(d, "/etc") and d not in made:
-                    made.add(d)
-                    args += ["--perms", "0755", "--dir", d]
+            args += _etc_dirs(p, made)
             args += _etc_file(p, allow_net, copy, fds)
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
     return args, fds
+
+
+def _etc_dirs(p: str, made: set[str]) -> list[str]:
+    """The directories of /etc above `p` not made yet (added to `made`), each made 0755."""
+    args: list[str] = []
+    for d in reversed(ancestors(p)):
+        if inside(d, "/etc") and d not in made:
+            made.add(d)
+            args += ["--perms", "0755", "--dir", d]
+    return args
 
 
 def _etc_file(p: str, allow_net: bool, copy: bool, fds: list[int]) -> list[str]:
@@ -192,21 +212,28 @@ def _etc_file(p: str, allow_net: bool, copy: bool, fds: list[int]) -> list[str]:
     if os.path.islink(p) and not (allow_net and p == "/etc/resolv.conf"):
         return ["--symlink", os.readlink(p), p]
     if copy:
-        try:
-            fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            fd = -1
-        if fd >= 0:
-            st = os.fstat(fd)
-            if stat.S_ISREG(st.st_mode) and st.st_uid == 0 and st.st_mode & 0o004:
-                fds.append(fd)
-                return [
-                    "--perms",
-                    f"{stat.S_IMODE(st.st_mode) & 0o755:04o}",
-                    "--file",
-                    str(fd),
-                    p,
-                ]
-            os.close(fd)
-            return ["--ro-bind", p, p]
+        copied = _copied_etc_file(p, fds)
+        if copied is not None:
+            return copied
     return ["--ro-bind", p, p] if os.path.exists(p) else []
+
+
+def _copied_etc_file(p: str, fds: list[int]) -> list[str] | None:
+    """A world-readable regular file of root's as a copy from an open descriptor (appended to
+    `fds`), anything else open as a read-only bind; None when it cannot be opened."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode) and st.st_uid == 0 and st.st_mode & 0o004:
+        fds.append(fd)
+        return [
+            "--perms",
+            f"{stat.S_IMODE(st.st_mode) & 0o755:04o}",
+            "--file",
+            str(fd),
+            p,
+        ]
+    os.close(fd)
+    return ["--ro-bind", p, p]

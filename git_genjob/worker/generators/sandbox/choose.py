@@ -27,6 +27,19 @@ def choose(opts: SandboxOptions) -> str:
     before any job is claimed. GENJOB_SANDBOX=bwrap|landlock picks one, as `mechanism` does."""
     if opts.mechanism == "none":
         return "none"
+    want = _wanted(opts)
+    if want in ("auto", "bwrap"):
+        why = bwrap_problem()
+        if why is None:
+            return "bwrap"
+        if want == "bwrap":
+            raise BadInput(f"bubblewrap cannot run here: {why}", REFUSAL_FIX)
+    return _landlock_or_refusal(opts, want)
+
+
+def _wanted(opts: SandboxOptions) -> str:
+    """The mechanism asked for (`auto`, `bwrap` or `landlock`), checked before any probe: a known
+    name, a platform with a sandbox, and network options that fit together."""
     want = os.environ.get("GENJOB_SANDBOX") or opts.mechanism
     if want not in ("auto", "bwrap", "landlock"):
         raise BadInput(f"GENJOB_SANDBOX={want!r}: use bwrap or landlock", "or work --no-sandbox")
@@ -39,12 +52,12 @@ def choose(opts: SandboxOptions) -> str:
         parse_hosts(opts.allow_hosts)
         if opts.allow_net:
             raise BadInput("--allow-host and --allow-net: the second already opens every host", "give one of them")
-    if want in ("auto", "bwrap"):
-        why = bwrap_problem()
-        if why is None:
-            return "bwrap"
-        if want == "bwrap":
-            raise BadInput(f"bubblewrap cannot run here: {why}", REFUSAL_FIX)
+    return want
+
+
+def _landlock_or_refusal(opts: SandboxOptions, want: str) -> str:
+    """`landlock` when bubblewrap is not the answer and Landlock is usable (never chosen for root
+    by `auto`); BadInput naming both probes otherwise."""
     why = landlock_problem(opts.allow_net, bool(opts.allow_hosts))
     if why is None and want == "auto" and os.geteuid() == 0:
         # A root worker's Landlock generator runs as nobody with CAP_DAC_OVERRIDE (to reach the

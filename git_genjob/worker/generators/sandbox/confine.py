@@ -40,7 +40,7 @@ def confine(
         os.makedirs(d, exist_ok=True)
     ro = check_paths(opts.ro, "--sandbox-ro")
     rw = check_paths(opts.rw, "--sandbox-rw")
-    auto = [p for p in program_paths(command, path_env) if p not in ro and p not in rw]
+    auto = _program_paths_not_given(command, path_env, ro, rw)
     check_guarded(opts, auto)
     attempt.walked = walked_dirs(command)
     user = sandbox_user()
@@ -48,9 +48,7 @@ def confine(
     limits = rlimits(opts.limits, user[0] if user else os.getuid())
     proxy, hidden, pairs = _relays(opts, attempt, user, gateway)
     if pairs:
-        python = os.path.abspath(sys.executable)
-        auto += [p for p in installation(python, path_env, 0) if not in_system(p) and p not in auto]
-        argv = ["sh", "-c", RELAY_WRAPPER, command, python, RELAY, *pairs]
+        argv = _relay_first(command, path_env, pairs, auto)
     try:
         view = View(argv, attempt, [*ro, *auto, *hidden], list(rw), user, limits, auto, bool(pairs))
         launch = (bwrap_launch if mechanism == "bwrap" else landlock_launch)(opts, view)
@@ -58,12 +56,30 @@ def confine(
         if proxy is not None:
             proxy.close()
         raise
-    launch.env["PATH"] = visible_path(path_env, [*ro, *auto, *rw, attempt.scratch])
+    _set_paths_and_proxy(launch, visible_path(path_env, [*ro, *auto, *rw, attempt.scratch]), proxy)
+    return launch
+
+
+def _program_paths_not_given(command: str, path_env: str, ro: tuple[str, ...], rw: tuple[str, ...]) -> list[str]:
+    """The paths the command's programs need that --sandbox-ro and --sandbox-rw do not already show."""
+    return [p for p in program_paths(command, path_env) if p not in ro and p not in rw]
+
+
+def _relay_first(command: str, path_env: str, pairs: list[str], auto: list[str]) -> list[str]:
+    """The argv that starts the relay (this Python, whose installation joins `auto`), then the command."""
+    python = os.path.abspath(sys.executable)
+    auto += [p for p in installation(python, path_env, 0) if not in_system(p) and p not in auto]
+    return ["sh", "-c", RELAY_WRAPPER, command, python, RELAY, *pairs]
+
+
+def _set_paths_and_proxy(launch: Launch, path: str, proxy: HostProxy | None) -> None:
+    """The generator's PATH (what it can see of the worker's), and its HTTP(S)_PROXY: the relay
+    to the --allow-host proxy, closed once the launch finishes."""
+    launch.env["PATH"] = path
     if proxy is not None:
         url = f"http://127.0.0.1:{RELAY_PORT}"
         launch.env.update(HTTPS_PROXY=url, HTTP_PROXY=url, https_proxy=url, http_proxy=url)
         launch.finish = proxy.close
-    return launch
 
 
 def _relays(

@@ -73,18 +73,7 @@ def become(user: tuple[int, int], last_cap: int, setid: tuple[int, int, int] | N
             libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
     if libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_KEEPCAPS)")
-    if setid is None:
-        os.setgroups([])
-        os.setresgid(user[1], user[1], user[1])
-        os.setresuid(user[0], user[0], user[0])
-    else:
-        nr_setgroups, nr_setresgid, nr_setresuid = setid
-        if libc.syscall(nr_setgroups, 0, None) != 0:
-            raise OSError(ctypes.get_errno(), "setgroups")
-        if libc.syscall(nr_setresgid, user[1], user[1], user[1]) != 0:
-            raise OSError(ctypes.get_errno(), "setresgid")
-        if libc.syscall(nr_setresuid, user[0], user[0], user[0]) != 0:
-            raise OSError(ctypes.get_errno(), "setresuid")
+    _set_ids(libc, user, setid)
     header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
     one = 1 << CAP_DAC_OVERRIDE
     data = (_CapData * 2)(_CapData(one, one, one), _CapData(0, 0, 0))
@@ -92,6 +81,23 @@ def become(user: tuple[int, int], last_cap: int, setid: tuple[int, int, int] | N
         raise OSError(ctypes.get_errno(), "capset")
     if libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_OVERRIDE, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_CAP_AMBIENT_RAISE)")
+
+
+def _set_ids(libc: ctypes.CDLL, user: tuple[int, int], setid: tuple[int, int, int] | None) -> None:
+    """No groups, then `user`'s gid and uid: through glibc (every thread) or, with `setid`, by
+    system call (the calling thread only)."""
+    if setid is None:
+        os.setgroups([])
+        os.setresgid(user[1], user[1], user[1])
+        os.setresuid(user[0], user[0], user[0])
+        return
+    nr_setgroups, nr_setresgid, nr_setresuid = setid
+    if libc.syscall(nr_setgroups, 0, None) != 0:
+        raise OSError(ctypes.get_errno(), "setgroups")
+    if libc.syscall(nr_setresgid, user[1], user[1], user[1]) != 0:
+        raise OSError(ctypes.get_errno(), "setresgid")
+    if libc.syscall(nr_setresuid, user[0], user[0], user[0]) != 0:
+        raise OSError(ctypes.get_errno(), "setresuid")
 
 
 def become_pid_one() -> None:

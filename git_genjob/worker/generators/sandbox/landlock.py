@@ -144,27 +144,32 @@ def landlock_ruleset(rules: list[tuple[str, int]], deny_tcp: bool) -> int:
     )
     try:
         for path, rights in rules:
-            try:
-                target = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue  # an optional system path that is not there
-            try:
-                if not stat.S_ISDIR(os.fstat(target).st_mode):  # fstat of an O_PATH fd: Linux 3.6+
-                    rights &= FILE_RIGHTS
-                beneath = _PathBeneath(rights & handled, target)
-                syscall(
-                    SYS_LANDLOCK_ADD_RULE,
-                    fd,
-                    ctypes.c_int(RULE_PATH_BENEATH),
-                    ctypes.byref(beneath),
-                    0,
-                )
-            finally:
-                os.close(target)
+            _add_rule(fd, path, rights, handled)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _add_rule(fd: int, path: str, rights: int, handled: int) -> None:
+    """Allow `rights` (of those handled; a file's only) beneath `path`, if it is there."""
+    try:
+        target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # an optional system path that is not there
+    try:
+        if not stat.S_ISDIR(os.fstat(target).st_mode):  # fstat of an O_PATH fd: Linux 3.6+
+            rights &= FILE_RIGHTS
+        beneath = _PathBeneath(rights & handled, target)
+        syscall(
+            SYS_LANDLOCK_ADD_RULE,
+            fd,
+            ctypes.c_int(RULE_PATH_BENEATH),
+            ctypes.byref(beneath),
+            0,
+        )
+    finally:
+        os.close(target)
 
 
 def landlock_launch(opts: SandboxOptions, view: View) -> Launch:
@@ -196,11 +201,16 @@ def landlock_launch(opts: SandboxOptions, view: View) -> Launch:
             tied=True,
             spawner=_in_thread(_thread_confiner(flags, relay, user, setid, restrict)),
         )
-    # Else the Python child is confined. The generator must be the first process of its PID
-    # namespace: util-linux `unshare --fork` (no namespace of its own to make) is the small
-    # process that forks it and waits; a fork in the Python child would copy the worker's page
-    # tables a second time and tear them down at the end, a cost that grows with the worker's
-    # memory. It runs as the generator, confined.
+    return _child_launch(view, flags, rec, ruleset, restrict)
+
+
+def _child_launch(view: View, flags: int, rec: dict[str, object], ruleset: int, restrict: Callable[[], None]) -> Launch:
+    """The launch whose Python child is confined before it execs the generator."""
+    argv, attempt, user, limits, relay = view.argv, view.attempt, view.user, view.limits, view.relay
+    # The generator must be the first process of its PID namespace: util-linux `unshare --fork`
+    # (no namespace of its own to make) is the small process that forks it and waits; a fork in
+    # the Python child would copy the worker's page tables a second time and tear them down at
+    # the end, a cost that grows with the worker's memory. It runs as the generator, confined.
     forker = unshare_exe() if flags & CLONE_NEWPID else None
     if forker is not None:
         argv = [forker, "--fork", "--kill-child", "--", *argv]

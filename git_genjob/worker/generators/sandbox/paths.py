@@ -117,19 +117,27 @@ def check_writable(paths: tuple[str, ...], mechanism: str) -> None:
                 f"--sandbox-rw {path}: not writable by this user",
                 f"chmod u+w {shlex.quote(path)}",
             )
-        st = os.stat(path)
-        shift = 6 if st.st_uid == user[0] else 3 if st.st_gid == user[1] else 0
-        bits = (st.st_mode >> shift) & 0o7
-        if bits & want == want:
+        if _mode_allows(os.stat(path), user, want):
             continue
-        try:
-            name = pwd.getpwuid(user[0]).pw_name
-        except KeyError:
-            name = str(user[0])
+        name = _user_name(user[0])
         raise BadInput(
             f"--sandbox-rw {path}: a root worker's generator runs as {name}, who cannot write it",
             f"chown {name} {shlex.quote(path)} (or chmod o+rwx), or give a directory {name} owns",
         )
+
+
+def _mode_allows(st: os.stat_result, user: tuple[int, int], want: int) -> bool:
+    """Whether the file's mode bits for `user` (owner, group or other: no capabilities) grant `want`."""
+    shift = 6 if st.st_uid == user[0] else 3 if st.st_gid == user[1] else 0
+    bits = (st.st_mode >> shift) & 0o7
+    return bits & want == want
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 INTERPRETER = re.compile(r"^(python|pypy|node|nodejs|deno|bun|perl|ruby|php|lua|sh|bash|dash|zsh|ksh)[0-9.]*$")
@@ -147,6 +155,11 @@ def program_paths(command: str, path_env: str) -> list[str]:
     while args and ASSIGNMENT.match(args[0]):
         args.pop(0)
     found = _program_files(args, path_env) if args and args[0] not in SH_WORDS else []
+    return _outermost_shown(found)
+
+
+def _outermost_shown(found: list[str]) -> list[str]:
+    """The found paths made absolute, once each, less those never shown and those inside another."""
     home = os.path.realpath(os.path.expanduser("~"))
     keep = [p for p in dict.fromkeys(os.path.abspath(p) for p in found) if not _never_shown(p, home)]
     return [p for p in keep if not any(q != p and inside(p, q) for q in keep)]
@@ -210,10 +223,22 @@ def _which(program: str, path_env: str) -> str | None:
 
 
 def installation(exe: str, path_env: str, depth: int) -> list[str]:
+    """The program, its real path and what it runs from: a venv's or a Python's prefix and, up to
+    `depth` `#!` lines deep, its interpreter's installation."""
     out = [exe]
     real = os.path.realpath(exe)
     if real != exe:
         out.append(real)
+    out += _prefixes(exe, real)
+    if depth > 0:
+        out += _interpreter_installation(real, path_env, depth - 1)
+    return out
+
+
+def _prefixes(exe: str, real: str) -> list[str]:
+    """The prefix of each of `exe` and `real` that sits in a `bin/` directory of a venv (and the
+    venv's base) or of a Python installation."""
+    out: list[str] = []
     for p in dict.fromkeys((exe, real)):
         bindir = os.path.dirname(p)
         prefix = os.path.dirname(bindir)
@@ -225,17 +250,23 @@ def installation(exe: str, path_env: str, depth: int) -> list[str]:
             out += _venv_base(cfg)
         elif os.path.basename(p).startswith("python") and os.path.isdir(os.path.join(prefix, "lib")):
             out.append(prefix)
-    if depth > 0:
-        interp = _shebang(real)
-        if interp:
-            words = interp.split()
-            first = words[0]
-            if os.path.basename(first) == "env" and len(words) > 1:
-                found = shutil.which(words[1], path=path_env)
-                first = found or ""
-            if first and not in_system(first):
-                out += installation(first, path_env, depth - 1)
     return out
+
+
+def _interpreter_installation(script: str, path_env: str, depth: int) -> list[str]:
+    """The installation of the interpreter the script's `#!` line names (`env NAME`: NAME as PATH
+    finds it), unless it is the system's."""
+    interp = _shebang(script)
+    if not interp:
+        return []
+    words = interp.split()
+    first = words[0]
+    if os.path.basename(first) == "env" and len(words) > 1:
+        found = shutil.which(words[1], path=path_env)
+        first = found or ""
+    if first and not in_system(first):
+        return installation(first, path_env, depth)
+    return []
 
 
 def _venv_base(cfg: str) -> list[str]:
@@ -291,6 +322,12 @@ def walked_dirs(command: str) -> list[str]:
     program = next((w for w in words if not ASSIGNMENT.match(w)), "")
     if not program.startswith("/") or ".." not in program.split("/"):
         return []
+    return [d for d in dict.fromkeys(_stepped_out_of(program)) if not in_system(d)]
+
+
+def _stepped_out_of(program: str) -> list[str]:
+    """Each real directory a `..` of the absolute path `program` steps back out of, as the kernel
+    resolves it (through a symlink to the directory it names)."""
     out: list[str] = []
     here = "/"
     for part in program.split("/")[:-1]:
@@ -302,7 +339,7 @@ def walked_dirs(command: str) -> list[str]:
             here = os.path.dirname(os.path.realpath(here))
         else:
             here = os.path.join(here, part)
-    return [d for d in dict.fromkeys(out) if not in_system(d)]
+    return out
 
 
 def ancestors(path: str) -> list[str]:
