@@ -300,23 +300,35 @@ def log_lines(rows: list[dict[str, Any]]) -> list[str]:
         return ["no genjob commits"]
     out = []
     for r in rows:
-        if r["ok"] or not r["problems"]:
-            mark = "; ".join([r["provenance"], *r["unchecked"]])
-        else:
-            mark = f"{r['provenance']}, FAILS: " + "; ".join(r["problems"])
-        if r.get("signer_name"):  # the trust store's name for the key whose signature verified
-            who = f"signer={r['signer_name']} ({r['signer']})"
-            if r["worker"] != r["signer_name"]:
-                who += f" worker id={r['worker']} (self-asserted)"
-        else:
-            who = f"signer={r['signer']} (not verified) worker id={r['worker']} (self-asserted)"
-        out.append(printable(f"{r['commit'][:12]} {r['key']} {who} {mark}"))
-        out += [f"             {fact}" for fact in r["facts"]]
-        out += [f"             note: {line.strip()}" for line in r["note"]]  # SPEC §11: the verified rendering
-        if r.get("forged_note") is not None:  # never shown as a summary: quoted, escaped, named
-            out.append(f"             NOT VERIFIED, forged note reads: {r['forged_note']}")
-        if r["envelope_ref"]:  # then where the envelope is
-            out.append(f"             receipt: {r['receipt']} in {r['envelope_ref']}")
+        out.append(printable(f"{r['commit'][:12]} {r['key']} {_signer_text(r)} {_verdict_text(r)}"))
+        out += _detail_lines(r)
+    return out
+
+
+def _verdict_text(r: dict[str, Any]) -> str:
+    """The commit's provenance, then what was not checked or every check that failed."""
+    if r["ok"] or not r["problems"]:
+        return "; ".join([r["provenance"], *r["unchecked"]])
+    return f"{r['provenance']}, FAILS: " + "; ".join(r["problems"])
+
+
+def _signer_text(r: dict[str, Any]) -> str:
+    if r.get("signer_name"):  # the trust store's name for the key whose signature verified
+        who = f"signer={r['signer_name']} ({r['signer']})"
+        if r["worker"] != r["signer_name"]:
+            who += f" worker id={r['worker']} (self-asserted)"
+        return who
+    return f"signer={r['signer']} (not verified) worker id={r['worker']} (self-asserted)"
+
+
+def _detail_lines(r: dict[str, Any]) -> list[str]:
+    """The indented lines under a commit: facts, the verified note, a forged one, the receipt."""
+    out = [f"             {fact}" for fact in r["facts"]]
+    out += [f"             note: {line.strip()}" for line in r["note"]]  # SPEC §11: the verified rendering
+    if r.get("forged_note") is not None:  # never shown as a summary: quoted, escaped, named
+        out.append(f"             NOT VERIFIED, forged note reads: {r['forged_note']}")
+    if r["envelope_ref"]:  # then where the envelope is
+        out.append(f"             receipt: {r['receipt']} in {r['envelope_ref']}")
     return out
 
 
