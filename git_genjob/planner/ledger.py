@@ -48,7 +48,7 @@ from git_genjob.storage.records import (
     vouch_problem,
     write_event,
 )
-from git_genjob.storage.truststore import trust_at_head
+from git_genjob.storage.truststore import TrustStore, trust_at_head
 
 
 def record_submit(pub: Publisher, key: str, files: dict[str, pygit2.Oid], created_at: str) -> pygit2.Oid:
@@ -260,22 +260,27 @@ def recover(pub: Publisher, now: float | None = None, trust_file: str | None = N
             report.archived.append(key)
     running = (JobState.CLAIMED, JobState.SENDING)
     for record in live_jobs(pub.store, states=running):
-        if record.state not in running:
-            continue
-        attempt = record.attempts[-1]
-        until = parse_time(attempt.lease_until)
-        if now < until <= now + MAX_LEASE_S:  # beyond the longest lease a worker takes: forged, fenced
-            if not trust.signers or lease_problem(pub.store, record, trust.signers, trust.revoked) is None:
-                continue
-            report.forged.append(record.key)
-        doc = record.attempts_doc.fenced(format_time(now))
-        try:
-            _advance(pub, record, Event.RECOVERED, doc, extra={"Genjob-Attempt": str(attempt.n)})
-        except Conflict:
-            report.lost.append(record.key)
-            continue
-        (report.requeued if attempt.state == AttemptState.CLAIMED else report.unknown).append(record.key)
+        if record.state in running:
+            _fence_expired(pub, record, now, trust, report)
     return report
+
+
+def _fence_expired(pub: Publisher, record: JobRecord, now: float, trust: TrustStore, report: RecoverReport) -> None:
+    """Fence a running job whose lease lapsed, or runs on a lease no trusted worker signed; the
+    outcome goes into `report`."""
+    attempt = record.attempts[-1]
+    until = parse_time(attempt.lease_until)
+    if now < until <= now + MAX_LEASE_S:  # beyond the longest lease a worker takes: forged, fenced
+        if not trust.signers or lease_problem(pub.store, record, trust.signers, trust.revoked) is None:
+            return
+        report.forged.append(record.key)
+    doc = record.attempts_doc.fenced(format_time(now))
+    try:
+        _advance(pub, record, Event.RECOVERED, doc, extra={"Genjob-Attempt": str(attempt.n)})
+    except Conflict:
+        report.lost.append(record.key)
+        return
+    (report.requeued if attempt.state == AttemptState.CLAIMED else report.unknown).append(record.key)
 
 
 def retry(pub: Publisher, key: str, refresh: bool = False, sign: SigningKey | None = None) -> JobRecord:
@@ -287,6 +292,15 @@ def retry(pub: Publisher, key: str, refresh: bool = False, sign: SigningKey | No
     """
     pub.refresh()
     record = find_job(pub.store, key)
+    _check_retryable(pub, record, key)
+    doc = record.attempts_doc.retried(refresh)
+    files = {p: o for p, o in _files(record).items() if p != "receipt.json" and not p.startswith("outputs/")}
+    return _advance(pub, record, Event.RETRIED, doc, files, sign=sign)
+
+
+def _check_retryable(pub: Publisher, record: JobRecord, key: str) -> None:
+    """Refuse a retry of an archived job, one a lease may still hold, one already queued for a
+    worker, or one with an ok receipt."""
     if record.archived:
         raise BadInput(f"job {key} is {record.state} and archived", "submit a new job (with a new --key) instead")
     if record.state in (JobState.CLAIMED, JobState.SENDING):
@@ -298,9 +312,6 @@ def retry(pub: Publisher, key: str, refresh: bool = False, sign: SigningKey | No
         raise Refused(f"job {key} is already queued", "a worker will pick it up: git genjob work")
     if record.state == JobState.DONE and _receipt_status(record) == "ok":
         raise Refused(f"job {key} has an ok receipt", f"apply it (git genjob apply {key}) or drop it")
-    doc = record.attempts_doc.retried(refresh)
-    files = {p: o for p, o in _files(record).items() if p != "receipt.json" and not p.startswith("outputs/")}
-    return _advance(pub, record, Event.RETRIED, doc, files, sign=sign)
 
 
 def _requeued_unsigned(pub: Publisher, record: JobRecord) -> bool:
