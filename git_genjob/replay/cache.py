@@ -228,6 +228,12 @@ class Cache:
         if not isinstance(node, pygit2.Tree):  # the ref came from a remote: anything can sit here
             raise BadInput(f"replay cache entry {fp} is not a tree", "fetch again, or ask its writer to push it again")
         files = self.store.tree_files(node)
+        events, ignored = self._events(fp, files)
+        answers = {p[len("answers/") :]: o for p, o in files.items() if p.startswith("answers/")}
+        return Entry(fp, self._request(fp, files.get("request.json")), events, answers, ignored)
+
+    def _events(self, fp: str, files: dict[str, pygit2.Oid]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+        """(the entry's events that count here, oldest first; {"id", "why"} of those that do not)."""
         events, ignored = [], []
         for path, oid in files.items():
             if path.startswith("events/"):
@@ -238,8 +244,7 @@ class Cache:
                 else:
                     events.append(dict(event, _id=event_id))
         events.sort(key=lambda e: (str(e.get("time", "")), str(e.get("type", "")), str(e.get("answer", ""))))
-        answers = {p[len("answers/") :]: o for p, o in files.items() if p.startswith("answers/")}
-        return Entry(fp, self._request(fp, files.get("request.json")), events, answers, ignored)
+        return events, ignored
 
     def _request(self, fp: str, oid: pygit2.Oid | None) -> dict[str, Any] | None:
         """The entry's request document, only when it is the one `fp` is the digest of: it sits
@@ -257,13 +262,17 @@ class Cache:
         """A fingerprint named in full or by a unique prefix of 4 or more hex digits (`cache ls`)."""
         if len(text) == 64 or not re.fullmatch(r"[0-9a-f]{4,63}", text):
             return check_fp(text)
-        tree = self._tree()
-        shard = self.store.get(tree[text[:2]].id) if tree is not None and text[:2] in tree else None
-        matches = [str(e.name) for e in shard if str(e.name).startswith(text)] if isinstance(shard, pygit2.Tree) else []
+        matches = self._starting_with(text)
         if len(matches) != 1:
             found = f"the prefix of {len(matches)} fingerprints" if matches else "no fingerprint's prefix"
             raise BadInput(f"{text!r} is {found}", "list them with: git genjob cache ls")
         return matches[0]
+
+    def _starting_with(self, prefix: str) -> list[str]:
+        """The names under the shard of `prefix` (2 or more hex digits) that start with it."""
+        tree = self._tree()
+        shard = self.store.get(tree[prefix[:2]].id) if tree is not None and prefix[:2] in tree else None
+        return [str(e.name) for e in shard if str(e.name).startswith(prefix)] if isinstance(shard, pygit2.Tree) else []
 
     def resolve_answer(self, entry: Entry, text: str) -> str:
         """An answer hash named in full or by a unique prefix (with or without `sha256:`)."""
@@ -440,14 +449,19 @@ def call(
     if mode == "offline":
         raise Unavailable(f"replay miss for {fp} in offline mode", "run once online (--mode replay) to record it")
     if mode == "replay":
-        # Two processes of this repository missing the same fingerprint at once would both pay
-        # for the answer: the second waits for the first here, then replays what it recorded.
-        with _asking(cache.store, fp):
-            entry = cache.entry(fp)
-            if entry is not None and entry.served() is not None:
-                return _replay(cache, doc, fp, entry)
-            return _record(cache, doc, fp, send, entry, None, usage)
+        return _replay_or_record_once(cache, doc, fp, send, usage)
     return _record(cache, doc, fp, send, entry, served, usage)
+
+
+def _replay_or_record_once(cache: Cache, doc: dict[str, Any], fp: str, send: Sender, usage: Usage | None) -> CallResult:
+    """A replay miss. Two processes of this repository missing the same fingerprint at once
+    would both pay for the answer: the second waits for the first here, then replays what it
+    recorded."""
+    with _asking(cache.store, fp):
+        entry = cache.entry(fp)
+        if entry is not None and entry.served() is not None:
+            return _replay(cache, doc, fp, entry)
+        return _record(cache, doc, fp, send, entry, None, usage)
 
 
 def _replay(cache: Cache, doc: dict[str, Any], fp: str, entry: Entry | None) -> CallResult:
