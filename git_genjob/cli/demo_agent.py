@@ -143,10 +143,14 @@ def _defined(job: dict[str, object]) -> set[str]:
     assert isinstance(inputs, dict)
     for path, digest in inputs.items():
         if digest is not None and path.endswith(".py") and os.path.exists(path):
-            with open(path, encoding="utf-8") as fh:
-                tree = ast.parse(fh.read())
-            out |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            out |= _function_names(path)
     return out
+
+
+def _function_names(path: str) -> set[str]:
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    return {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
 if __name__ == "__main__":
