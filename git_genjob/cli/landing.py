@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+if TYPE_CHECKING:
+    from git_genjob.landing.audit import CommitAudit
 
 from git_genjob.cli.common import (
     CONTEXT,
@@ -265,17 +268,22 @@ def log_cmd(revs: tuple[str, ...], oneline: bool, fmt: str, as_json: bool, **opt
 
         emit(None, False, lambda: click.echo(markdown_report(f"git genjob log {walk.label}", results)))
     else:
-        rows = [a.to_json() for a in results]
-        text = "".join(f"{line}\n" for line in (oneline_lines(rows) if oneline else log_lines(rows)))
-        if plain and not oneline:  # what plain `log` prints from here on without libgit2
-            from git_genjob.documents.display import terminal_json
-            from git_genjob.landing.fast import remember_log
-
-            doc = terminal_json(json.dumps(rows, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
-            remember_log(store, results, text, doc)
-        emit(rows, as_json, lambda: click.echo(text, nl=False))
+        _emit_log(store, results, oneline, plain, as_json)
     if code:
         raise SystemExit(code)
+
+
+def _emit_log(store: Any, results: list[CommitAudit], oneline: bool, plain: bool, as_json: bool) -> None:
+    """`log`'s commits as lines or JSON; plain `log` keeps both renderings for the fast path."""
+    rows = [a.to_json() for a in results]
+    text = "".join(f"{line}\n" for line in (oneline_lines(rows) if oneline else log_lines(rows)))
+    if plain and not oneline:  # what plain `log` prints from here on without libgit2
+        from git_genjob.documents.display import terminal_json
+        from git_genjob.landing.fast import remember_log
+
+        doc = terminal_json(json.dumps(rows, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
+        remember_log(store, results, text, doc)
+    emit(rows, as_json, lambda: click.echo(text, nl=False))
 
 
 def oneline_lines(rows: list[dict[str, Any]]) -> list[str]:
