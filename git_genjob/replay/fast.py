@@ -223,13 +223,9 @@ def try_ask(args: list[str]) -> int | None:
     if plan is None:
         return None
     out_file, answer, fp, as_json, gitdir, given = plan
-    if as_json:
-        doc = {"fingerprint": fp, "source": "replay", "out_file": given}
-        text = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
-        if not text.isascii() or "\x7f" in text:
-            return None  # documents/display.py's terminal_json would rewrite it
-    else:
-        text = f"replay {fp}"
+    text = _reply(fp, given) if as_json else f"replay {fp}"
+    if text is None:
+        return None
     try:
         write_atomic(out_file, answer)
         log_hit(gitdir, fp, fp)  # the request's hash is its fingerprint
@@ -238,6 +234,15 @@ def try_ask(args: list[str]) -> int | None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
     return 0
+
+
+def _reply(fp: str, out_file: str) -> str | None:
+    """`ask --json`'s document for a replay hit, or None when the slow path must print it."""
+    doc = {"fingerprint": fp, "source": "replay", "out_file": out_file}
+    text = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
+    if not text.isascii() or "\x7f" in text:
+        return None  # documents/display.py's terminal_json would rewrite it
+    return text
 
 
 # -- written by the slow path ---------------------------------------------------------------
