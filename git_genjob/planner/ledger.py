@@ -48,6 +48,7 @@ from git_genjob.storage.records import (
     vouch_problem,
     write_event,
 )
+from git_genjob.storage.store import Store
 from git_genjob.storage.truststore import TrustStore, trust_at_head
 
 
@@ -174,18 +175,26 @@ def store_receipt(
     With `ride`, a remote publisher may send it with its next push (see Publisher.advance).
     `logs` (the generator's stdout and stderr, tails already redacted) are kept with the attempt
     at attempts/<n>/<name>, carried by every later event (SPEC §12.4)."""
-    store = pub.store
     doc = _current(lease).finished(utc_now(), tuple(replays))  # spends `refresh`: asked afresh once
+    files = _receipt_files(pub.store, lease, envelope, outputs, logs or {})
+    extra = {"Genjob-Attempt": str(lease.n)}
+    lease.record = _advance(pub, lease.record, Event.RECEIPT, doc, files, extra=extra, ride=ride)
+    return lease.record
+
+
+def _receipt_files(
+    store: Store, lease: Lease, envelope: bytes, outputs: dict[str, bytes | None], logs: dict[str, bytes]
+) -> dict[str, pygit2.Oid]:
+    """The job's files with the receipt: the envelope, the outputs it names (a deletion is no
+    file) and the attempt's logs, in place of any earlier attempt's outputs."""
     files = {p: o for p, o in _files(lease.record).items() if not p.startswith("outputs/")}
     files["receipt.json"] = store.blob(envelope)
     for path, data in outputs.items():
         if data is not None:
             files[f"outputs/{path}"] = store.blob(data)
-    for name, data in (logs or {}).items():
+    for name, data in logs.items():
         files[attempt_log_path(lease.n, name)] = store.blob(data)
-    extra = {"Genjob-Attempt": str(lease.n)}
-    lease.record = _advance(pub, lease.record, Event.RECEIPT, doc, files, extra=extra, ride=ride)
-    return lease.record
+    return files
 
 
 def end_attempt(
@@ -337,21 +346,29 @@ def archive(pub: Publisher, record: JobRecord, final: Final, sign: SigningKey | 
     no other clone takes the archive's word that the job ended (SPEC §11)."""
     store = pub.store
     assert record.tip is not None
-    meta = record.meta.to_dict()
-    meta["final"] = final.to_dict()
-    meta["chain"] = [{"commit": str(e.commit), "event": e.event, "state": e.state} for e in events(store, record.tip)]
-    files = dict(record.files)
-    files["meta.json"] = store.blob(canonical_bytes(meta))
-    if sign is not None:
-        payload = drop_payload(record.key, record.job.digest, final.why or "", final.at or "")
-        files[DROP_ENVELOPE] = store.blob(seal(DROP_TYPE, payload, sign))
-    tree = store.build_tree(files)
+    tree = store.build_tree(_archived_files(store, record, record.tip, final, sign))
     state = final.state
     msg = f"genjob: archive {record.key} ({state})\n\nGenjob-Key: {record.key}\nGenjob-State: {state}\n"
     final_tree = store.get(tree)
     assert isinstance(final_tree, pygit2.Tree)
     row = archive_row(load_tree(store, record.key, final_tree, None, archived=True))
     pub.archive(record.key, record.tip, tree, msg, row)
+
+
+def _archived_files(
+    store: Store, record: JobRecord, tip: pygit2.Oid, final: Final, sign: SigningKey | None
+) -> dict[str, pygit2.Oid]:
+    """The job's files as the archive keeps them: meta.json with how it ended and its chain of
+    events, and with `sign` the owner's signed drop."""
+    meta = record.meta.to_dict()
+    meta["final"] = final.to_dict()
+    meta["chain"] = [{"commit": str(e.commit), "event": e.event, "state": e.state} for e in events(store, tip)]
+    files = dict(record.files)
+    files["meta.json"] = store.blob(canonical_bytes(meta))
+    if sign is not None:
+        payload = drop_payload(record.key, record.job.digest, final.why or "", final.at or "")
+        files[DROP_ENVELOPE] = store.blob(seal(DROP_TYPE, payload, sign))
+    return files
 
 
 def drop(pub: Publisher, key: str, why: str, by: str, sign: SigningKey | None = None) -> JobRecord:
