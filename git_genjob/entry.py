@@ -28,23 +28,27 @@ def _dispatch(args: list[str]) -> int:
     import os
 
     if os.environ.get("_GIT_GENJOB_COMPLETE"):  # a shell asking for completions (click's protocol)
-        from click.shell_completion import shell_complete
+        return _complete(os.environ["_GIT_GENJOB_COMPLETE"])
+    code = _answer_without_click(args)
+    if code is None:
+        code = _fast_path(args)
+    return _cli(args) if code is None else code
 
-        from git_genjob.cli import main as group
 
-        return shell_complete(group, {}, "git-genjob", "_GIT_GENJOB_COMPLETE", os.environ["_GIT_GENJOB_COMPLETE"])
-    if args[:1] == ["help"] and args[1:2] not in (["-h"], ["--help"]):
-        from git_genjob.fasthelp import help_command
+def _complete(instruction: str) -> int:
+    from click.shell_completion import shell_complete
 
-        return help_command(args[1:], _cli)
-    if args == ["version"]:
-        args = ["--version"]
-    if not args or args == ["-h"] or args == ["--help"]:
-        from git_genjob.fasthelp import render
+    from git_genjob.cli import main as group
 
-        sys.stdout.write(render())
-        return 0 if args else 2
-    if args == ["--version"]:
+    return shell_complete(group, {}, "git-genjob", "_GIT_GENJOB_COMPLETE", instruction)
+
+
+def _answer_without_click(args: list[str]) -> int | None:
+    """Help, the version and the hooks, which never need click; None for every other command."""
+    code = _help(args)
+    if code is not None:
+        return code
+    if args in (["--version"], ["version"]):
         from git_genjob import __version__
 
         sys.stdout.write(f"git genjob, version {__version__}\n")
@@ -53,29 +57,40 @@ def _dispatch(args: list[str]) -> int:
         from git_genjob.landing.hooks import run_hook
 
         return run_hook(args[1], args[2:])
+    return None
+
+
+def _help(args: list[str]) -> int | None:
+    """`help [COMMAND]`, and the overview for no arguments, -h or --help; None otherwise."""
+    if args[:1] == ["help"] and args[1:2] not in (["-h"], ["--help"]):
+        from git_genjob.fasthelp import help_command
+
+        return help_command(args[1:], _cli)
+    if not args or args in (["-h"], ["--help"]):
+        from git_genjob.fasthelp import render
+
+        sys.stdout.write(render())
+        return 0 if args else 2
+    return None
+
+
+def _fast_path(args: list[str]) -> int | None:
+    """A fast path's answer, or None when the slow path (click, libgit2) must run."""
     if args[:1] == ["ask"]:
         from git_genjob.replay.fast import try_ask
 
-        code = try_ask(args)  # a replay hit the slow path already served, without libgit2 or click
-        if code is not None:
-            return code
+        return try_ask(args)  # a replay hit the slow path already served, without libgit2 or click
     if args[:1] in (["status"], ["show"]):
         from git_genjob.planner.statusfast import try_show, try_status
 
         # what the slow path printed last, while nothing it read has moved
-        code = try_status(args) if args[0] == "status" else try_show(args)
-        if code is not None:
-            return code
+        return try_status(args) if args[0] == "status" else try_show(args)
     if args[:1] in (["verify"], ["log"]):
         from git_genjob.landing.fast import try_log, try_verify
 
         # a verdict the slow path reached from the same refs, trust store, config and time
-        code = try_verify(args) if args[0] == "verify" else try_log(args)
-        if code is not None:
-            return code
-    from git_genjob.cli import run
-
-    return run(args)
+        return try_verify(args) if args[0] == "verify" else try_log(args)
+    return None
 
 
 def _cli(args: list[str]) -> int:

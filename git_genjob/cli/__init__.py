@@ -65,11 +65,7 @@ def _run(args: list[str]) -> int:
     try:
         main.main(args=args, prog_name="git genjob", standalone_mode=False)
     except GenjobError as err:
-        if as_json:
-            click.echo(json.dumps(err.to_json(), indent=2, sort_keys=True), err=True)
-        else:
-            click.echo(format_error(err).replace("error:", paint("error:", "red", True), 1), err=True)
-        return err.exit_code
+        return _report(err, as_json)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code or 0)
     except SystemExit as exc:
@@ -87,3 +83,13 @@ def _run(args: list[str]) -> int:
         click.echo("interrupted", err=True)
         return 130
     return 0
+
+
+def _report(err: GenjobError, as_json: bool) -> int:
+    """The one place an error becomes its message on stderr (a JSON document with --json) and
+    its exit code."""
+    if as_json:
+        click.echo(json.dumps(err.to_json(), indent=2, sort_keys=True), err=True)
+    else:
+        click.echo(format_error(err).replace("error:", paint("error:", "red", True), 1), err=True)
+    return err.exit_code

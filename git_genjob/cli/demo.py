@@ -23,6 +23,8 @@ DEMO_KEY_ENV = "GENJOB_DEMO_MODEL_KEY"
 if TYPE_CHECKING:
     from git_genjob.documents.keys import SigningKey
     from git_genjob.storage.store import Store
+    from git_genjob.worker.generators.base import Generator
+    from git_genjob.worker.run import WorkerOptions, WorkReport
 
 USER_PY = '''\
 """A tiny user service."""
@@ -122,48 +124,20 @@ def _trusted_key(store: Store, base: str, say: Callable[[str], None]) -> tuple[S
 
 def _run_worker(store: Store, key: SigningKey, key_path: str, model: str | None, say: Callable[[str], None]) -> None:
     from git_genjob.cli import demo_agent
-    from git_genjob.documents.errors import BadInput, Refused
-    from git_genjob.worker.generators import parse_spec
-    from git_genjob.worker.generators.sandbox.options import SandboxOptions
-    from git_genjob.worker.run import WorkerOptions, work
+    from git_genjob.documents.errors import Refused
+    from git_genjob.worker.run import WorkerOptions
 
     agent = f"{shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(demo_agent.__file__))}"
     spec = f"openai:{model}" if model else f"exec:{agent}"
-    flag = ""
-    try:
-        generator = parse_spec(spec, 600)
-    except BadInput as exc:  # no sandbox here: the demo's own agent runs unconfined, and says so
-        say(f"  ({exc.message}; the demo's own agent runs with --no-sandbox)")
-        generator, flag = parse_spec(spec, 600, SandboxOptions(mechanism="none")), " --no-sandbox"
+    generator, flag = _demo_generator(spec, say)
     gateway = DemoModel() if model is None else None  # the agent's model calls go through the gateway
-    upstreams: tuple[object, ...] = ()
-    if gateway is not None:
-        from git_genjob.worker.gateway.dialects import parse_gateway
-
-        upstreams = (parse_gateway(f"openai={gateway.url}", key_env=DEMO_KEY_ENV),)
-        # Not printed as a --gateway flag: the transcript replays as commands, and a replayed
-        # `--gateway openai=…` would hand the caller's own OPENAI_API_KEY to whatever then listens
-        # on that port. Without a gateway the demo agent decides alone, to the same edit.
-        say(
-            f"  (this worker's gateway reaches the demo's model on {gateway.url}, holding its key in {DEMO_KEY_ENV}; "
-            "for a real one: --gateway openai=https://api.openai.com)"
-        )
+    upstreams = _gateway_upstreams(gateway, say)
     opts = WorkerOptions(generator, key, "demo-worker", lease_s=120, max_jobs=1, timeout_s=600, gateways=upstreams)
     say(
         f"$ git genjob work --generator {shlex.quote(spec)} --signing-key {shlex.quote(key_path)}"
         f" --worker-id demo-worker --once{flag}"
     )
-    saved = os.environ.get(DEMO_KEY_ENV)
-    os.environ[DEMO_KEY_ENV] = "demo-model-key"  # the worker's own: its gateway adds it upstream
-    try:
-        report = work(store, opts)
-    finally:
-        if gateway is not None:
-            gateway.close()
-        if saved is None:
-            os.environ.pop(DEMO_KEY_ENV, None)
-        else:
-            os.environ[DEMO_KEY_ENV] = saved
+    report = _work_with_model_key(store, opts, gateway)
     for o in report.outcomes:
         say(f"  {o.key} {o.result}{': ' + o.reason if o.reason else ''}")
         usage = _usage(store, o.key)
@@ -171,6 +145,66 @@ def _run_worker(store: Store, key: SigningKey, key_path: str, model: str | None,
             say(f"  model: {usage}")
     if not report.outcomes or report.outcomes[0].result != "ok":
         raise Refused("the demo worker did not produce an ok receipt", f"inspect the repository: {store.workdir}")
+
+
+def _demo_generator(spec: str, say: Callable[[str], None]) -> tuple[Generator, str]:
+    """(the generator, the flag its command line shows): sandboxed where this machine can."""
+    from git_genjob.documents.errors import BadInput
+    from git_genjob.worker.generators import parse_spec
+    from git_genjob.worker.generators.sandbox.options import SandboxOptions
+
+    try:
+        return parse_spec(spec, 600), ""
+    except BadInput as exc:  # no sandbox here: the demo's own agent runs unconfined, and says so
+        say(f"  ({exc.message}; the demo's own agent runs with --no-sandbox)")
+        return parse_spec(spec, 600, SandboxOptions(mechanism="none")), " --no-sandbox"
+
+
+def _gateway_upstreams(gateway: DemoModel | None, say: Callable[[str], None]) -> tuple[object, ...]:
+    """The worker's gateway upstream to the demo's model, if it runs."""
+    if gateway is None:
+        return ()
+    from git_genjob.worker.gateway.dialects import parse_gateway
+
+    upstreams = (parse_gateway(f"openai={gateway.url}", key_env=DEMO_KEY_ENV),)
+    # Not printed as a --gateway flag: the transcript replays as commands, and a replayed
+    # `--gateway openai=…` would hand the caller's own OPENAI_API_KEY to whatever then listens
+    # on that port. Without a gateway the demo agent decides alone, to the same edit.
+    say(
+        f"  (this worker's gateway reaches the demo's model on {gateway.url}, holding its key in {DEMO_KEY_ENV}; "
+        "for a real one: --gateway openai=https://api.openai.com)"
+    )
+    return upstreams
+
+
+def _work_with_model_key(store: Store, opts: WorkerOptions, gateway: DemoModel | None) -> WorkReport:
+    """One worker run with the demo model's key in the environment, restored (and the model
+    stopped) after."""
+    from git_genjob.worker.run import work
+
+    saved = os.environ.get(DEMO_KEY_ENV)
+    os.environ[DEMO_KEY_ENV] = "demo-model-key"  # the worker's own: its gateway adds it upstream
+    try:
+        return work(store, opts)
+    finally:
+        if gateway is not None:
+            gateway.close()
+        if saved is None:
+            os.environ.pop(DEMO_KEY_ENV, None)
+        else:
+            os.environ[DEMO_KEY_ENV] = saved
+
+
+def _verify(store: Store, key: str, say: Callable[[str], None]) -> list[str]:
+    """`verify KEY` as the transcript shows it: one line per check."""
+    from git_genjob.landing.verify import CHECKS, verify
+
+    verdict = verify(store, key)
+    say(f"$ git genjob verify {key}")
+    lines = [f"  {'ok  ' if c.ok else 'FAIL'} {c.n} {CHECKS[c.n]:<9} {c.detail}" for c in verdict.checks]
+    for line in lines:
+        say(line)
+    return lines
 
 
 def _usage(store: Store, key: str) -> str | None:
@@ -185,7 +219,6 @@ def _usage(store: Store, key: str) -> str | None:
 def run_demo(keep: bool, model: str | None, say: Callable[[str], None]) -> DemoResult:
     """init, keygen, trust, submit, work, verify, apply, then the log a reviewer reads."""
     from git_genjob.landing.apply import apply
-    from git_genjob.landing.verify import CHECKS, verify
     from git_genjob.planner.queue import submit
     from git_genjob.storage.store import Store
 
@@ -204,11 +237,7 @@ def run_demo(keep: bool, model: str | None, say: Callable[[str], None]) -> DemoR
             say(f"$ git genjob submit {messages} src/user.py{created}")  # -m twice: two paragraphs
             say(f"  created {job.key} {job.digest}")
             _run_worker(store, key, key_path, model, say)
-            verdict = verify(store, job.key)
-            say(f"$ git genjob verify {job.key}")
-            lines = [f"  {'ok  ' if c.ok else 'FAIL'} {c.n} {CHECKS[c.n]:<9} {c.detail}" for c in verdict.checks]
-            for line in lines:
-                say(line)
+            lines = _verify(store, job.key, say)
             applied = apply(store, job.key)
             say(f"$ git genjob apply {job.key}")
             say(f"  applied as {applied.commit[:12]} on {applied.branch}")

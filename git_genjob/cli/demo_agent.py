@@ -13,38 +13,59 @@ import os
 import re
 import sys
 
+Edit = tuple[int, int, str]  # (line, column, text inserted there)
+
 
 def add_timeout(source: str, names: set[str]) -> str:
     """Insert `timeout: float = 10.0` into each named function's signature (once)."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
-    edits = []
+    edits: list[Edit] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
             if any(a.arg == "timeout" for a in node.args.args + node.args.kwonlyargs):
                 continue
-            for call in ast.walk(node):
-                if (
-                    isinstance(call, ast.Call)
-                    and call.end_lineno is not None
-                    and call.end_col_offset is not None
-                    and getattr(call.func, "attr", getattr(call.func, "id", "")) == "urlopen"
-                    and not any(k.arg == "timeout" for k in call.keywords)
-                ):
-                    edits.append((call.end_lineno - 1, call.end_col_offset - 1, ", timeout=timeout"))
-            body_line = node.body[0].lineno - 1
-            # The signature's closing parenthesis: the last ')' before the ':' that opens the body.
-            for i in range(body_line if body_line >= node.lineno else node.lineno - 1, node.lineno - 2, -1):
-                text = lines[i]
-                colon = text.rfind(":")
-                close = text.rfind(")", 0, colon if colon != -1 else len(text))
-                if close != -1:
-                    opened = text[:close].rstrip().endswith("(")
-                    edits.append((i, close, "timeout: float = 10.0" if opened else ", timeout: float = 10.0"))
-                    break
+            edits += _urlopen_edits(node)
+            signature = _signature_edit(node, lines)
+            if signature is not None:
+                edits.append(signature)
     for i, col, text in sorted(edits, reverse=True):
         lines[i] = lines[i][:col] + text + lines[i][col:]
     return "".join(lines)
+
+
+def _urlopen_edits(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Edit]:
+    """`, timeout=timeout` at the end of each urlopen call in `node` that passes none."""
+    edits = []
+    for call in ast.walk(node):
+        if (
+            isinstance(call, ast.Call)
+            and call.end_lineno is not None
+            and call.end_col_offset is not None
+            and _untimed_urlopen(call)
+        ):
+            edits.append((call.end_lineno - 1, call.end_col_offset - 1, ", timeout=timeout"))
+    return edits
+
+
+def _untimed_urlopen(call: ast.Call) -> bool:
+    return getattr(call.func, "attr", getattr(call.func, "id", "")) == "urlopen" and not any(
+        k.arg == "timeout" for k in call.keywords
+    )
+
+
+def _signature_edit(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> Edit | None:
+    """The timeout parameter at the signature's closing parenthesis: the last ')' before the ':'
+    that opens the body."""
+    body_line = node.body[0].lineno - 1
+    for i in range(body_line if body_line >= node.lineno else node.lineno - 1, node.lineno - 2, -1):
+        text = lines[i]
+        colon = text.rfind(":")
+        close = text.rfind(")", 0, colon if colon != -1 else len(text))
+        if close != -1:
+            opened = text[:close].rstrip().endswith("(")
+            return (i, close, "timeout: float = 10.0" if opened else ", timeout: float = 10.0")
+    return None
 
 
 def test_for(module: str, names: set[str]) -> str:
@@ -64,8 +85,17 @@ def main() -> int:
     names = set(re.findall(r"\b([a-z_][a-z0-9_]*)\(?\b", job["instruction"])) & _defined(job)
     if os.environ.get("OPENAI_BASE_URL"):  # the worker's gateway: ask the model, as an agent would
         names = _ask_model(job["instruction"], names)
+    changed = _edit_inputs(job["inputs"], names)
+    if changed:
+        _write_tests(job["inputs"], names, changed[0])
+    print(f"demo agent: timeout added to {', '.join(sorted(names)) or 'nothing'} in {', '.join(changed) or '-'}")
+    return 0
+
+
+def _edit_inputs(inputs: dict[str, str | None], names: set[str]) -> list[str]:
+    """Add the timeout to the named functions of each existing .py input; the paths changed."""
     changed = []
-    for path, digest in job["inputs"].items():
+    for path, digest in inputs.items():
         if digest is not None and path.endswith(".py") and os.path.exists(path):
             with open(path, encoding="utf-8") as fh:
                 old = fh.read()
@@ -74,14 +104,17 @@ def main() -> int:
                 with open(path, "w", encoding="utf-8") as fh:
                     fh.write(new)
                 changed.append(path)
-    for path, digest in job["inputs"].items():
-        if digest is None and path.endswith(".py") and changed:
-            module = changed[0][: -len(".py")].replace("/", ".").removeprefix("src.")
+    return changed
+
+
+def _write_tests(inputs: dict[str, str | None], names: set[str], changed: str) -> None:
+    """A test of the changed module's timeouts at each .py path the job may create."""
+    module = changed[: -len(".py")].replace("/", ".").removeprefix("src.")
+    for path, digest in inputs.items():
+        if digest is None and path.endswith(".py"):
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(test_for(module, names))
-    print(f"demo agent: timeout added to {', '.join(sorted(names)) or 'nothing'} in {', '.join(changed) or '-'}")
-    return 0
 
 
 def _ask_model(instruction: str, candidates: set[str]) -> set[str]:
@@ -110,10 +143,14 @@ def _defined(job: dict[str, object]) -> set[str]:
     assert isinstance(inputs, dict)
     for path, digest in inputs.items():
         if digest is not None and path.endswith(".py") and os.path.exists(path):
-            with open(path, encoding="utf-8") as fh:
-                tree = ast.parse(fh.read())
-            out |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            out |= _function_names(path)
     return out
+
+
+def _function_names(path: str) -> set[str]:
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    return {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
 if __name__ == "__main__":

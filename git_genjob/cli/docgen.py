@@ -218,22 +218,33 @@ def markdown(root: click.Group) -> str:
         "",
     ]
     for name, cmd in _commands(root):
-        lines += [f"## git genjob {name}", "", f"`git genjob {name} {_usage(name, cmd)}`".replace(" `", "`"), ""]
-        lines += [inspect.cleandoc(cmd.help or ""), ""]
-        if name in EXAMPLES:
-            lines += ["```sh", EXAMPLES[name], "```", ""]
-        if name in JSON_SHAPES:
-            import json
-
-            lines += ["With `--json`:", "", "```json", json.dumps(JSON_SHAPES[name], ensure_ascii=False), "```", ""]
-        opts = [p for p in cmd.params if isinstance(p, click.Option) and not p.hidden]
-        if opts:
-            lines += ["| option | meaning |", "|---|---|"]
-            for p in opts:
-                flags = ", ".join(f"`{o}`" for o in p.opts + p.secondary_opts)
-                lines.append(f"| {flags} | {_option_help(name, cmd, p).replace('|', '/')} |")
-            lines.append("")
+        lines += _markdown_section(name, cmd)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _markdown_section(name: str, cmd: click.Command) -> list[str]:
+    """One command's section: usage, help, example, JSON shape and the table of options."""
+    lines = [f"## git genjob {name}", "", f"`git genjob {name} {_usage(name, cmd)}`".replace(" `", "`"), ""]
+    lines += [inspect.cleandoc(cmd.help or ""), ""]
+    if name in EXAMPLES:
+        lines += ["```sh", EXAMPLES[name], "```", ""]
+    if name in JSON_SHAPES:
+        import json
+
+        lines += ["With `--json`:", "", "```json", json.dumps(JSON_SHAPES[name], ensure_ascii=False), "```", ""]
+    return lines + _options_table(name, cmd)
+
+
+def _options_table(name: str, cmd: click.Command) -> list[str]:
+    """The command's visible options as a Markdown table (none: no table)."""
+    opts = [p for p in cmd.params if isinstance(p, click.Option) and not p.hidden]
+    if not opts:
+        return []
+    lines = ["| option | meaning |", "|---|---|"]
+    for p in opts:
+        flags = ", ".join(f"`{o}`" for o in p.opts + p.secondary_opts)
+        lines.append(f"| {flags} | {_option_help(name, cmd, p).replace('|', '/')} |")
+    return [*lines, ""]
 
 
 def _roff(text: str) -> str:

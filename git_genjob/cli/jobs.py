@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from git_genjob.planner.queue import SubmitResult
+    from git_genjob.planner.rows import StatusRow
     from git_genjob.storage.store import Store
 
 from git_genjob.cli.common import (
@@ -105,15 +107,12 @@ def submit(
     The job is signed by your planner key (the one init created, git config genjob.plannerKey, or
     --signing-key); workers claim only jobs a planner in .genjob/allowed_signers signed."""
     from git_genjob.documents.errors import BadInput
-    from git_genjob.documents.paths import from_cli
     from git_genjob.planner.queue import submit as do_submit
 
     instruction = _instruction(messages, message_file)
     store = open_store()
-    root = store.workdir or ""
-    cwd = os.getcwd() if store.workdir else root
-    rel = [from_cli(p, cwd, root) if store.workdir else _bare_path(p) for p in paths]
-    rel_create = [from_cli(p, cwd, root) if store.workdir else _bare_path(p) for p in creates]
+    rel = _repo_paths(store, paths)
+    rel_create = _repo_paths(store, creates)
     if not rel and not rel_create:
         raise BadInput("no paths given", "name the files the job may change: git genjob submit -m TEXT PATH...")
     remote = remote_name(store, push_remote or None) if push_remote is not None else None  # before any write
@@ -129,14 +128,25 @@ def submit(
         from git_genjob.storage.remote import push
 
         doc["pushed"] = push(store, remote, reconcile_notes).pushed
+    emit(doc, as_json, lambda: _echo_submitted(result))
 
-    def human() -> None:
-        verb = "created" if result.created else ("exists (archived)" if result.archived else "exists")
-        click.echo(f"{verb} {result.key} {result.digest} state={result.state}")
-        for w in result.warnings:
-            click.echo(f"warning: {printable(w)}", err=True)
 
-    emit(doc, as_json, human)
+def _repo_paths(store: Store, paths: tuple[str, ...]) -> list[str]:
+    """PATH arguments as repository paths: from the current directory in a work tree, as
+    given in a bare repository."""
+    from git_genjob.documents.paths import from_cli
+
+    if not store.workdir:
+        return [_bare_path(p) for p in paths]
+    cwd = os.getcwd()
+    return [from_cli(p, cwd, store.workdir) for p in paths]
+
+
+def _echo_submitted(result: SubmitResult) -> None:
+    verb = "created" if result.created else ("exists (archived)" if result.archived else "exists")
+    click.echo(f"{verb} {result.key} {result.digest} state={result.state}")
+    for w in result.warnings:
+        click.echo(f"warning: {printable(w)}", err=True)
 
 
 def _bare_path(p: str) -> str:
@@ -179,18 +189,30 @@ STATE_CHOICE = _state_choice()
 @json_option
 def status(key: str | None, state: str | None, include_all: bool, as_json: bool) -> None:
     """The queue: one line per job (or one job's state)."""
-    from git_genjob.documents.states import APPLYABLE, ARCHIVED_STATES, JobState, is_applyable
-    from git_genjob.planner.queue import status as do_status
     from git_genjob.planner.rows import StatusRow, status_lines, summarize
-    from git_genjob.storage.records import find_job
 
     store = open_store()
     painter = _row_painter()
     if key:
+        from git_genjob.storage.records import find_job
+
         doc = summarize(find_job(store, key))
         emit(doc, as_json, lambda: click.echo(status_lines([StatusRow.of(doc)], painter)[0], nl=False))
         return
+    rows = _queue_rows(store, state, include_all, painter)
+    if as_json:
+        _write_json_rows(rows)
+    elif not quiet_mode():
+        if not rows:
+            click.echo("no jobs" + (f" in state {state}" if state else ""))
+        _write_blocks(status_lines(rows, painter))
+
+
+def _queue_rows(store: Store, state: str | None, include_all: bool, painter: Painter) -> list[StatusRow]:
+    """The rows `status` lists for --state and --all (applyable: done with an ok receipt)."""
+    from git_genjob.documents.states import APPLYABLE, ARCHIVED_STATES, JobState, is_applyable
     from git_genjob.planner import statusfast
+    from git_genjob.planner.queue import status as do_status
 
     # plain `status` is kept for the fast path; the stamp is taken before anything is read
     taken = statusfast.before(store) if state is None and not include_all else None
@@ -200,17 +222,17 @@ def status(key: str | None, state: str | None, include_all: bool, as_json: bool)
         statusfast.remember(store, taken, rows, coloured=painter is not plain)
     if state == APPLYABLE:
         rows = [r for r in rows if is_applyable(r.state, r.result)]
-    if as_json:  # one document, written in blocks of rows: 100,000 rows are never one string
-        sys.stdout.write("[\n" if rows else "[]\n")
-        for n in range(0, len(rows), 2000):
-            block = ",\n".join(r.json for r in rows[n : n + 2000])
-            sys.stdout.write((",\n" if n else "") + terminal_json(block))
-        sys.stdout.write("\n]\n" if rows else "")
-        sys.stdout.flush()
-    elif not quiet_mode():
-        if not rows:
-            click.echo("no jobs" + (f" in state {state}" if state else ""))
-        _write_blocks(status_lines(rows, painter))
+    return rows
+
+
+def _write_json_rows(rows: list[StatusRow]) -> None:
+    """One document, written in blocks of rows: 100,000 rows are never one string."""
+    sys.stdout.write("[\n" if rows else "[]\n")
+    for n in range(0, len(rows), 2000):
+        block = ",\n".join(r.json for r in rows[n : n + 2000])
+        sys.stdout.write((",\n" if n else "") + terminal_json(block))
+    sys.stdout.write("\n]\n" if rows else "")
+    sys.stdout.flush()
 
 
 def _row_painter() -> Painter:
@@ -260,35 +282,45 @@ def show(key: str, log: bool, calls: bool, as_json: bool) -> None:
 
     KEY may also be a commit (any revision: HEAD, a sha, main~2): the job behind that genjob
     commit is shown, or the command says the commit has none."""
+    store = open_store()
+    behind = _job_behind(store, key)
+    job = key if behind is None else behind[1]
+    if calls:
+        _show_calls(store, job, as_json)
+    elif log:
+        from git_genjob.planner.queue import log_lines, show_logs
+
+        logs = show_logs(store, job)
+        emit(logs, as_json, lambda: echo_lines(log_lines(logs)))
+    elif behind is not None:
+        from git_genjob.planner.queue import show as do_show
+        from git_genjob.planner.showtext import show_lines
+
+        doc = do_show(store, job)
+        doc["commit_shown"] = behind[0]
+        emit(doc, as_json, lambda: echo_lines(show_lines(doc)))
+    else:
+        _show_job(store, job, as_json)
+
+
+def _show_calls(store: Store, key: str, as_json: bool) -> None:
+    """`show --calls`: the gateway's transcript of the last attempt's model calls."""
+    from git_genjob.documents.receipt import parse_envelope
+    from git_genjob.storage.records import find_job
+    from git_genjob.worker.gateway.transcript import transcript, transcript_lines
+
+    record = find_job(store, key)
+    pred = parse_envelope(record.receipt_bytes).predicate if record.receipt_bytes is not None else None
+    doc = transcript(store, record.key, pred.model if pred else None, pred.attempt if pred else 0)
+    emit(doc, as_json, lambda: echo_lines(transcript_lines(doc)))
+
+
+def _show_job(store: Store, key: str, as_json: bool) -> None:
+    """Plain `show KEY`, kept for the fast path."""
     from git_genjob.planner import statusfast
     from git_genjob.planner.queue import show as do_show
     from git_genjob.planner.showtext import show_lines
 
-    store = open_store()
-    behind = _job_behind(store, key)
-    if behind is not None:
-        commit, key = behind
-    if behind is not None and not (calls or log):
-        doc = do_show(store, key)
-        doc["commit_shown"] = commit
-        emit(doc, as_json, lambda: echo_lines(show_lines(doc)))
-        return
-    if calls:
-        from git_genjob.documents.receipt import parse_envelope
-        from git_genjob.storage.records import find_job
-        from git_genjob.worker.gateway.transcript import transcript, transcript_lines
-
-        record = find_job(store, key)
-        pred = parse_envelope(record.receipt_bytes).predicate if record.receipt_bytes is not None else None
-        doc = transcript(store, record.key, pred.model if pred else None, pred.attempt if pred else 0)
-        emit(doc, as_json, lambda: echo_lines(transcript_lines(doc)))
-        return
-    if log:
-        from git_genjob.planner.queue import log_lines, show_logs
-
-        logs = show_logs(store, key)
-        emit(logs, as_json, lambda: echo_lines(log_lines(logs)))
-        return
     taken = statusfast.before_show(store)  # before the job is read
     doc = do_show(store, key)
     lines = show_lines(doc)

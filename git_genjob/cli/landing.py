@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+if TYPE_CHECKING:
+    from git_genjob.landing.audit import CommitAudit
 
 from git_genjob.cli.common import (
     CONTEXT,
@@ -265,17 +268,22 @@ def log_cmd(revs: tuple[str, ...], oneline: bool, fmt: str, as_json: bool, **opt
 
         emit(None, False, lambda: click.echo(markdown_report(f"git genjob log {walk.label}", results)))
     else:
-        rows = [a.to_json() for a in results]
-        text = "".join(f"{line}\n" for line in (oneline_lines(rows) if oneline else log_lines(rows)))
-        if plain and not oneline:  # what plain `log` prints from here on without libgit2
-            from git_genjob.documents.display import terminal_json
-            from git_genjob.landing.fast import remember_log
-
-            doc = terminal_json(json.dumps(rows, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
-            remember_log(store, results, text, doc)
-        emit(rows, as_json, lambda: click.echo(text, nl=False))
+        _emit_log(store, results, oneline, plain, as_json)
     if code:
         raise SystemExit(code)
+
+
+def _emit_log(store: Any, results: list[CommitAudit], oneline: bool, plain: bool, as_json: bool) -> None:
+    """`log`'s commits as lines or JSON; plain `log` keeps both renderings for the fast path."""
+    rows = [a.to_json() for a in results]
+    text = "".join(f"{line}\n" for line in (oneline_lines(rows) if oneline else log_lines(rows)))
+    if plain and not oneline:  # what plain `log` prints from here on without libgit2
+        from git_genjob.documents.display import terminal_json
+        from git_genjob.landing.fast import remember_log
+
+        doc = terminal_json(json.dumps(rows, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
+        remember_log(store, results, text, doc)
+    emit(rows, as_json, lambda: click.echo(text, nl=False))
 
 
 def oneline_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -300,23 +308,35 @@ def log_lines(rows: list[dict[str, Any]]) -> list[str]:
         return ["no genjob commits"]
     out = []
     for r in rows:
-        if r["ok"] or not r["problems"]:
-            mark = "; ".join([r["provenance"], *r["unchecked"]])
-        else:
-            mark = f"{r['provenance']}, FAILS: " + "; ".join(r["problems"])
-        if r.get("signer_name"):  # the trust store's name for the key whose signature verified
-            who = f"signer={r['signer_name']} ({r['signer']})"
-            if r["worker"] != r["signer_name"]:
-                who += f" worker id={r['worker']} (self-asserted)"
-        else:
-            who = f"signer={r['signer']} (not verified) worker id={r['worker']} (self-asserted)"
-        out.append(printable(f"{r['commit'][:12]} {r['key']} {who} {mark}"))
-        out += [f"             {fact}" for fact in r["facts"]]
-        out += [f"             note: {line.strip()}" for line in r["note"]]  # SPEC §11: the verified rendering
-        if r.get("forged_note") is not None:  # never shown as a summary: quoted, escaped, named
-            out.append(f"             NOT VERIFIED, forged note reads: {r['forged_note']}")
-        if r["envelope_ref"]:  # then where the envelope is
-            out.append(f"             receipt: {r['receipt']} in {r['envelope_ref']}")
+        out.append(printable(f"{r['commit'][:12]} {r['key']} {_signer_text(r)} {_verdict_text(r)}"))
+        out += _detail_lines(r)
+    return out
+
+
+def _verdict_text(r: dict[str, Any]) -> str:
+    """The commit's provenance, then what was not checked or every check that failed."""
+    if r["ok"] or not r["problems"]:
+        return "; ".join([r["provenance"], *r["unchecked"]])
+    return f"{r['provenance']}, FAILS: " + "; ".join(r["problems"])
+
+
+def _signer_text(r: dict[str, Any]) -> str:
+    if r.get("signer_name"):  # the trust store's name for the key whose signature verified
+        who = f"signer={r['signer_name']} ({r['signer']})"
+        if r["worker"] != r["signer_name"]:
+            who += f" worker id={r['worker']} (self-asserted)"
+        return who
+    return f"signer={r['signer']} (not verified) worker id={r['worker']} (self-asserted)"
+
+
+def _detail_lines(r: dict[str, Any]) -> list[str]:
+    """The indented lines under a commit: facts, the verified note, a forged one, the receipt."""
+    out = [f"             {fact}" for fact in r["facts"]]
+    out += [f"             note: {line.strip()}" for line in r["note"]]  # SPEC §11: the verified rendering
+    if r.get("forged_note") is not None:  # never shown as a summary: quoted, escaped, named
+        out.append(f"             NOT VERIFIED, forged note reads: {r['forged_note']}")
+    if r["envelope_ref"]:  # then where the envelope is
+        out.append(f"             receipt: {r['receipt']} in {r['envelope_ref']}")
     return out
 
 

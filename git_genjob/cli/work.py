@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from git_genjob.storage.store import Store
+    from git_genjob.worker.run import WorkReport
 
 from git_genjob.cli.common import (
     CONTEXT,
@@ -141,11 +145,7 @@ def work(
 
     shards = parse_shard(shard) if shard is not None else shard_from_env()  # refused before anything is read
     store = open_store()
-    spec = spec or git_config(store, "genjob.generator")
-    if not spec or not (key_file or git_config(store, "genjob.signingKey")):
-        raise BadInput(
-            "work needs --generator and --signing-key", "or set git config genjob.generator / genjob.signingKey"
-        )
+    spec = _generator_spec(store, spec, key_file)
     if once and max_jobs:
         raise BadInput("give --once or --max-jobs, not both")
     timeout_s = parse_duration(timeout)
@@ -174,7 +174,24 @@ def work(
         max_tokens=max_tokens,
     )
     report = _interruptible(lambda: do_work(store, opts, _progress(quiet, as_json)))
+    _print_report(report, as_json)
 
+
+def _generator_spec(store: Store, spec: str | None, key_file: str | None) -> str:
+    """The generator to run (--generator, else git config genjob.generator); without it or a
+    signing key, work is refused before anything runs."""
+    from git_genjob.documents.errors import BadInput
+
+    spec = spec or git_config(store, "genjob.generator")
+    if not spec or not (key_file or git_config(store, "genjob.signingKey")):
+        raise BadInput(
+            "work needs --generator and --signing-key", "or set git config genjob.generator / genjob.signingKey"
+        )
+    return spec
+
+
+def _print_report(report: WorkReport, as_json: bool) -> None:
+    """The report, the rejected or aborted receipts on stderr, and the report's exit code."""
     emit(report.to_json(), as_json, lambda: echo_lines(report.lines(paint)))
     for line in report.warnings():
         click.echo(line, err=True)

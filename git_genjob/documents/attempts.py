@@ -339,11 +339,8 @@ class Meta:
 _META_REQUIRED = {"job_id", "key", "created_at", "submitter", "base", "rev", "allow_secrets"}
 
 
-def parse_meta(data: bytes) -> Meta:
-    d = _object(parse_strict(data, "meta.json"), "meta.json", _META_REQUIRED, {"final", "chain", "supersedes"})
-    if not isinstance(d["allow_secrets"], bool):
-        raise BadInput("meta.json allow_secrets must be true or false")
-    chain = d.get("chain", [])
+def _chain(chain: object) -> tuple[ChainEntry, ...]:
+    """meta.json's chain: the commit, event and state of each move, checked."""
     if not isinstance(chain, list):
         raise BadInput("meta.json chain must be a list")
     entries = []
@@ -356,6 +353,14 @@ def parse_meta(data: bytes) -> Meta:
                 check_label(e["state"], f"meta.json chain[{i}].state", 32),
             )
         )
+    return tuple(entries)
+
+
+def parse_meta(data: bytes) -> Meta:
+    d = _object(parse_strict(data, "meta.json"), "meta.json", _META_REQUIRED, {"final", "chain", "supersedes"})
+    if not isinstance(d["allow_secrets"], bool):
+        raise BadInput("meta.json allow_secrets must be true or false")
+    chain = _chain(d.get("chain", []))
     return Meta(
         job_id=check_label(d["job_id"], "meta.json job_id"),
         key=check_label(d["key"], "meta.json key"),
@@ -365,6 +370,6 @@ def parse_meta(data: bytes) -> Meta:
         rev=None if d["rev"] is None else check_label(d["rev"], "meta.json rev", 1024),
         allow_secrets=d["allow_secrets"],
         final=_final(d["final"]) if d.get("final") is not None else None,
-        chain=tuple(entries),
+        chain=chain,
         supersedes=None if d.get("supersedes") is None else check_label(d["supersedes"], "meta.json supersedes"),
     )

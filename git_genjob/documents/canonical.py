@@ -11,23 +11,27 @@ from git_genjob.documents.errors import BadInput
 
 
 def _check(value: Any, where: str = "$") -> None:
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+    if value is None or isinstance(value, (int, str)):  # bool is an int
         if isinstance(value, str):
             value.encode("utf-8")  # lone surrogates raise here
         return
     if isinstance(value, float):
         raise BadInput(f"canonical JSON has no floats (found {value!r} at {where})")
     if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise BadInput(f"canonical JSON keys are strings (found {k!r} at {where})")
-            _check(v, f"{where}.{k}")
+        _check_object(value, where)
         return
     if isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             _check(v, f"{where}[{i}]")
         return
     raise BadInput(f"cannot encode {type(value).__name__} at {where} as canonical JSON")
+
+
+def _check_object(value: dict[Any, Any], where: str) -> None:
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise BadInput(f"canonical JSON keys are strings (found {k!r} at {where})")
+        _check(v, f"{where}.{k}")
 
 
 def canonical_bytes(value: Any) -> bytes:

@@ -324,26 +324,33 @@ def in_the_clear(url: str) -> bool:
 def _gateways(section: dict[str, object]) -> tuple[tuple[str, str, str | None, str | None], ...]:
     """`[gateway.NAME]` tables. The worker sends its key to `upstream`, so a committed one must be
     https (or plain http to this machine's loopback): a key never crosses a network in the clear."""
-    out = []
-    for name, table in section.items():
-        where = f".genjob/config.toml: [gateway.{name}]"
-        if not isinstance(table, dict) or not name.isidentifier():
-            raise BadInput(f"{where} must be a table named by an identifier", "e.g. [gateway.openai]")
-        unknown = set(table) - {"upstream", "dialect", "key_env"}
-        if unknown:
-            raise BadInput(f"{where} has no setting {sorted(unknown)[0]!r}", "settings: upstream, dialect, key_env")
-        upstream, dialect, key_env = table.get("upstream"), table.get("dialect"), table.get("key_env")
-        if not isinstance(upstream, str) or in_the_clear(upstream):
-            raise BadInput(
-                f"{where}: upstream must be an https:// URL (or http:// to 127.0.0.1), found {upstream!r}",
-                'e.g. upstream = "https://api.openai.com"',
-            )
-        if dialect is not None and dialect not in ("openai", "anthropic"):
-            raise BadInput(f"{where}: dialect must be openai or anthropic, found {dialect!r}")
-        if key_env is not None and not (isinstance(key_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env)):
-            raise BadInput(f"{where}: key_env must be an environment variable name, found {key_env!r}")
-        out.append((name, upstream, dialect, key_env))
-    return tuple(out)
+    return tuple(_gateway(name, table) for name, table in section.items())
+
+
+def _gateway(name: str, table: object) -> tuple[str, str, str | None, str | None]:
+    """One `[gateway.NAME]` table as (name, upstream, dialect, key_env), each setting checked."""
+    where = f".genjob/config.toml: [gateway.{name}]"
+    if not isinstance(table, dict) or not name.isidentifier():
+        raise BadInput(f"{where} must be a table named by an identifier", "e.g. [gateway.openai]")
+    unknown = set(table) - {"upstream", "dialect", "key_env"}
+    if unknown:
+        raise BadInput(f"{where} has no setting {sorted(unknown)[0]!r}", "settings: upstream, dialect, key_env")
+    upstream, dialect, key_env = table.get("upstream"), table.get("dialect"), table.get("key_env")
+    if not isinstance(upstream, str) or in_the_clear(upstream):
+        raise BadInput(
+            f"{where}: upstream must be an https:// URL (or http:// to 127.0.0.1), found {upstream!r}",
+            'e.g. upstream = "https://api.openai.com"',
+        )
+    _check_dialect_and_key_env(where, dialect, key_env)
+    return (name, upstream, dialect, key_env)
+
+
+def _check_dialect_and_key_env(where: str, dialect: object, key_env: object) -> None:
+    """A gateway's optional settings: a dialect genjob speaks, a key_env that names a variable."""
+    if dialect is not None and dialect not in ("openai", "anthropic"):
+        raise BadInput(f"{where}: dialect must be openai or anthropic, found {dialect!r}")
+    if key_env is not None and not (isinstance(key_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env)):
+        raise BadInput(f"{where}: key_env must be an environment variable name, found {key_env!r}")
 
 
 _PARSED: dict[bytes, Config] = {}  # config.toml's bytes -> its Config (a value; bytes never change meaning)

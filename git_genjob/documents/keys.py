@@ -73,13 +73,18 @@ def parse_public_key(text: str) -> tuple[bytes, str]:
         blob = base64.b64decode(parts[1], validate=True)
     except ValueError:
         raise BadInput("the public key is not valid base64") from None
+    return _ed25519_public(blob), parts[2] if len(parts) > 2 else ""
+
+
+def _ed25519_public(blob: bytes) -> bytes:
+    """The 32-byte key of an OpenSSH ssh-ed25519 public key blob, refused unless it is exactly one."""
     r = _Reader(blob)
     if r.string() != KEYTYPE:
         raise BadInput("the public key blob is not ssh-ed25519")
     pk = r.string()
     if len(pk) != 32 or r.pos != len(blob):
         raise BadInput("the ssh-ed25519 public key has the wrong length")
-    return pk, parts[2] if len(parts) > 2 else ""
+    return pk
 
 
 @dataclass(frozen=True)

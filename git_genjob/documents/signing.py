@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from git_genjob.documents.canonical import canonical_bytes, digest, parse_strict
@@ -83,14 +84,15 @@ def _signatures(sigs: object, what: str) -> tuple[tuple[str, bytes], ...]:
     """The envelope's (keyid, sig) entries: 1 to MAX_SIGNATURES, each a keyid string and a base64 sig."""
     if not isinstance(sigs, list) or not sigs or len(sigs) > MAX_SIGNATURES:
         raise BadInput(f"{what} has no signatures (or more than {MAX_SIGNATURES})")
-    parsed = []
-    for s in sigs:
-        if not isinstance(s, dict) or set(s) - {"keyid", "sig"} or not isinstance(s.get("keyid", ""), str):
-            raise BadInput(f"{what} signature entry is malformed")
-        if "sig" not in s:
-            raise BadInput(f"{what} signature entry has no sig")
-        parsed.append((str(s.get("keyid", "")), _b64(s["sig"], f"{what} signature")))
-    return tuple(parsed)
+    return tuple(_signature_entry(s, what) for s in sigs)
+
+
+def _signature_entry(s: object, what: str) -> tuple[str, bytes]:
+    if not isinstance(s, dict) or set(s) - {"keyid", "sig"} or not isinstance(s.get("keyid", ""), str):
+        raise BadInput(f"{what} signature entry is malformed")
+    if "sig" not in s:
+        raise BadInput(f"{what} signature entry has no sig")
+    return str(s.get("keyid", "")), _b64(s["sig"], f"{what} signature")
 
 
 def signer_of(
@@ -101,18 +103,23 @@ def signer_of(
     An empty trust store is an error, never a pass (STYLE: a verifier raises or returns)."""
     if not signers:
         raise Refused("the trust store .genjob/allowed_signers is empty", "add a key: git genjob trust add")
-    message = pae(sealed.payload_type, sealed.payload)
     problems = []
-    for _, sig in sealed.signatures:
-        for key in signers:
-            if not verify_signature(key.public, message, sig):
-                continue
-            found = key.problems_at(when, namespace)
-            if key.public in revoked:
-                found.append(f"{key.principal}: key {key.keyid} is revoked")
-            if not found:
-                return key
-            problems += found
+    for key in _verifying_keys(sealed, signers):
+        found = key.problems_at(when, namespace)
+        if key.public in revoked:
+            found.append(f"{key.principal}: key {key.keyid} is revoked")
+        if not found:
+            return key
+        problems += found
     if problems:
         raise Refused(f"the {what}'s signer is not trusted now: " + "; ".join(problems))
     raise Refused(f"{what}: no signature verifies with a key in .genjob/allowed_signers")
+
+
+def _verifying_keys(sealed: Sealed, signers: list[TrustedKey]) -> Iterator[TrustedKey]:
+    """Each signer whose key verifies one of the envelope's signatures, signature by signature."""
+    message = pae(sealed.payload_type, sealed.payload)
+    for _, sig in sealed.signatures:
+        for key in signers:
+            if verify_signature(key.public, message, sig):
+                yield key

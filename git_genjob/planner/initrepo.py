@@ -86,7 +86,13 @@ def _notes_config(store: Store) -> list[str]:
     for ref in NOTES_REFS:  # the summary and the envelope (SPEC §11) both follow rebase and amend
         if store.config_add("notes.rewriteRef", ref):
             done.append(f"notes.rewriteRef={ref}")
-    for ref in NOTES_REFS:  # `git notes merge` of either ref merges lines, as git genjob fetch does
+    return done + _notes_merge_config(store)
+
+
+def _notes_merge_config(store: Store) -> list[str]:
+    """`git notes merge` of either ref merges lines, as git genjob fetch does."""
+    done = []
+    for ref in NOTES_REFS:
         name = f"notes.{ref[len('refs/notes/') :]}.mergeStrategy"
         if store.config_get(name) != "cat_sort_uniq":
             store.config_set(name, "cat_sort_uniq")

@@ -48,7 +48,8 @@ from git_genjob.storage.records import (
     vouch_problem,
     write_event,
 )
-from git_genjob.storage.truststore import trust_at_head
+from git_genjob.storage.store import Store
+from git_genjob.storage.truststore import TrustStore, trust_at_head
 
 
 def record_submit(pub: Publisher, key: str, files: dict[str, pygit2.Oid], created_at: str) -> pygit2.Oid:
@@ -174,18 +175,26 @@ def store_receipt(
     With `ride`, a remote publisher may send it with its next push (see Publisher.advance).
     `logs` (the generator's stdout and stderr, tails already redacted) are kept with the attempt
     at attempts/<n>/<name>, carried by every later event (SPEC §12.4)."""
-    store = pub.store
     doc = _current(lease).finished(utc_now(), tuple(replays))  # spends `refresh`: asked afresh once
+    files = _receipt_files(pub.store, lease, envelope, outputs, logs or {})
+    extra = {"Genjob-Attempt": str(lease.n)}
+    lease.record = _advance(pub, lease.record, Event.RECEIPT, doc, files, extra=extra, ride=ride)
+    return lease.record
+
+
+def _receipt_files(
+    store: Store, lease: Lease, envelope: bytes, outputs: dict[str, bytes | None], logs: dict[str, bytes]
+) -> dict[str, pygit2.Oid]:
+    """The job's files with the receipt: the envelope, the outputs it names (a deletion is no
+    file) and the attempt's logs, in place of any earlier attempt's outputs."""
     files = {p: o for p, o in _files(lease.record).items() if not p.startswith("outputs/")}
     files["receipt.json"] = store.blob(envelope)
     for path, data in outputs.items():
         if data is not None:
             files[f"outputs/{path}"] = store.blob(data)
-    for name, data in (logs or {}).items():
+    for name, data in logs.items():
         files[attempt_log_path(lease.n, name)] = store.blob(data)
-    extra = {"Genjob-Attempt": str(lease.n)}
-    lease.record = _advance(pub, lease.record, Event.RECEIPT, doc, files, extra=extra, ride=ride)
-    return lease.record
+    return files
 
 
 def end_attempt(
@@ -260,22 +269,27 @@ def recover(pub: Publisher, now: float | None = None, trust_file: str | None = N
             report.archived.append(key)
     running = (JobState.CLAIMED, JobState.SENDING)
     for record in live_jobs(pub.store, states=running):
-        if record.state not in running:
-            continue
-        attempt = record.attempts[-1]
-        until = parse_time(attempt.lease_until)
-        if now < until <= now + MAX_LEASE_S:  # beyond the longest lease a worker takes: forged, fenced
-            if not trust.signers or lease_problem(pub.store, record, trust.signers, trust.revoked) is None:
-                continue
-            report.forged.append(record.key)
-        doc = record.attempts_doc.fenced(format_time(now))
-        try:
-            _advance(pub, record, Event.RECOVERED, doc, extra={"Genjob-Attempt": str(attempt.n)})
-        except Conflict:
-            report.lost.append(record.key)
-            continue
-        (report.requeued if attempt.state == AttemptState.CLAIMED else report.unknown).append(record.key)
+        if record.state in running:
+            _fence_expired(pub, record, now, trust, report)
     return report
+
+
+def _fence_expired(pub: Publisher, record: JobRecord, now: float, trust: TrustStore, report: RecoverReport) -> None:
+    """Fence a running job whose lease lapsed, or runs on a lease no trusted worker signed; the
+    outcome goes into `report`."""
+    attempt = record.attempts[-1]
+    until = parse_time(attempt.lease_until)
+    if now < until <= now + MAX_LEASE_S:  # beyond the longest lease a worker takes: forged, fenced
+        if not trust.signers or lease_problem(pub.store, record, trust.signers, trust.revoked) is None:
+            return
+        report.forged.append(record.key)
+    doc = record.attempts_doc.fenced(format_time(now))
+    try:
+        _advance(pub, record, Event.RECOVERED, doc, extra={"Genjob-Attempt": str(attempt.n)})
+    except Conflict:
+        report.lost.append(record.key)
+        return
+    (report.requeued if attempt.state == AttemptState.CLAIMED else report.unknown).append(record.key)
 
 
 def retry(pub: Publisher, key: str, refresh: bool = False, sign: SigningKey | None = None) -> JobRecord:
@@ -287,6 +301,15 @@ def retry(pub: Publisher, key: str, refresh: bool = False, sign: SigningKey | No
     """
     pub.refresh()
     record = find_job(pub.store, key)
+    _check_retryable(pub, record, key)
+    doc = record.attempts_doc.retried(refresh)
+    files = {p: o for p, o in _files(record).items() if p != "receipt.json" and not p.startswith("outputs/")}
+    return _advance(pub, record, Event.RETRIED, doc, files, sign=sign)
+
+
+def _check_retryable(pub: Publisher, record: JobRecord, key: str) -> None:
+    """Refuse a retry of an archived job, one a lease may still hold, one already queued for a
+    worker, or one with an ok receipt."""
     if record.archived:
         raise BadInput(f"job {key} is {record.state} and archived", "submit a new job (with a new --key) instead")
     if record.state in (JobState.CLAIMED, JobState.SENDING):
@@ -298,9 +321,6 @@ def retry(pub: Publisher, key: str, refresh: bool = False, sign: SigningKey | No
         raise Refused(f"job {key} is already queued", "a worker will pick it up: git genjob work")
     if record.state == JobState.DONE and _receipt_status(record) == "ok":
         raise Refused(f"job {key} has an ok receipt", f"apply it (git genjob apply {key}) or drop it")
-    doc = record.attempts_doc.retried(refresh)
-    files = {p: o for p, o in _files(record).items() if p != "receipt.json" and not p.startswith("outputs/")}
-    return _advance(pub, record, Event.RETRIED, doc, files, sign=sign)
 
 
 def _requeued_unsigned(pub: Publisher, record: JobRecord) -> bool:
@@ -326,21 +346,29 @@ def archive(pub: Publisher, record: JobRecord, final: Final, sign: SigningKey | 
     no other clone takes the archive's word that the job ended (SPEC §11)."""
     store = pub.store
     assert record.tip is not None
-    meta = record.meta.to_dict()
-    meta["final"] = final.to_dict()
-    meta["chain"] = [{"commit": str(e.commit), "event": e.event, "state": e.state} for e in events(store, record.tip)]
-    files = dict(record.files)
-    files["meta.json"] = store.blob(canonical_bytes(meta))
-    if sign is not None:
-        payload = drop_payload(record.key, record.job.digest, final.why or "", final.at or "")
-        files[DROP_ENVELOPE] = store.blob(seal(DROP_TYPE, payload, sign))
-    tree = store.build_tree(files)
+    tree = store.build_tree(_archived_files(store, record, record.tip, final, sign))
     state = final.state
     msg = f"genjob: archive {record.key} ({state})\n\nGenjob-Key: {record.key}\nGenjob-State: {state}\n"
     final_tree = store.get(tree)
     assert isinstance(final_tree, pygit2.Tree)
     row = archive_row(load_tree(store, record.key, final_tree, None, archived=True))
     pub.archive(record.key, record.tip, tree, msg, row)
+
+
+def _archived_files(
+    store: Store, record: JobRecord, tip: pygit2.Oid, final: Final, sign: SigningKey | None
+) -> dict[str, pygit2.Oid]:
+    """The job's files as the archive keeps them: meta.json with how it ended and its chain of
+    events, and with `sign` the owner's signed drop."""
+    meta = record.meta.to_dict()
+    meta["final"] = final.to_dict()
+    meta["chain"] = [{"commit": str(e.commit), "event": e.event, "state": e.state} for e in events(store, tip)]
+    files = dict(record.files)
+    files["meta.json"] = store.blob(canonical_bytes(meta))
+    if sign is not None:
+        payload = drop_payload(record.key, record.job.digest, final.why or "", final.at or "")
+        files[DROP_ENVELOPE] = store.blob(seal(DROP_TYPE, payload, sign))
+    return files
 
 
 def drop(pub: Publisher, key: str, why: str, by: str, sign: SigningKey | None = None) -> JobRecord:

@@ -105,16 +105,22 @@ def live_jobs(
     out = []
     archived = archived_lookup(store)
     for head in heads(store, states):
-        key = head.key
-        if archived(key) and archived_leftover(store, key):
-            continue  # archived; the live ref is the leftover of an interrupted move (recover deletes it)
-        try:
-            record = load_live(store, key)
-        except GenjobError as exc:
-            if damaged is not None:
-                damaged[key] = exc.message
-            continue
+        record = _live_record(store, head.key, archived, damaged)
         if record is not None:
             out.append(record)
     out.sort(key=lambda r: (r.meta.created_at, r.key))
     return out
+
+
+def _live_record(
+    store: Store, key: str, archived: Callable[[str], bool], damaged: dict[str, str] | None
+) -> JobRecord | None:
+    """The job its live ref holds; None for a damaged one (named in `damaged`) or one archived."""
+    if archived(key) and archived_leftover(store, key):
+        return None  # archived; the live ref is the leftover of an interrupted move (recover deletes it)
+    try:
+        return load_live(store, key)
+    except GenjobError as exc:
+        if damaged is not None:
+            damaged[key] = exc.message
+        return None

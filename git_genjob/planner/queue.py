@@ -629,26 +629,30 @@ def _answers(store: Store, record: JobRecord) -> dict[str, Any]:
     the trust store names the key, once its signature verified), and the commit it became."""
     out: dict[str, Any] = {"ended": None, "signer": None, "landed": None}
     if record.receipt_bytes is not None:
-        try:
-            env = parse_envelope(record.receipt_bytes)
-        except GenjobError as exc:
-            out["ended"] = {"status": None, "reason": f"the receipt does not parse: {exc.message}"}
-        else:
-            pred = env.predicate
-            out["ended"] = {"status": pred.status, "reason": pred.reason or None, "worker_id": pred.worker_id}
-            if pred.model is not None:  # the gateway's totals (SPEC §12.1), as the receipt states them
-                out["ended"]["usage"] = pred.model.get("usage")
-                out["ended"]["budget"] = pred.model.get("budget")
-            try:
-                trust = trust_from_worktree(store)
-                key = check_signature(env, trust.signers, trust.revoked, time.time())
-                out["signer"] = {"name": key.principal, "keyid": key.keyid, "verified": True}
-            except GenjobError as exc:
-                out["signer"] = {"name": None, "keyid": None, "verified": False, "why": exc.message}
+        out["ended"], out["signer"] = _receipt_answers(store, record.receipt_bytes)
     final = record.meta.final
     if final is not None and final.state == JobState.APPLIED and final.commit:
         out["landed"] = _landed(store, final.commit, final.branch)
     return out
+
+
+def _receipt_answers(store: Store, receipt: bytes) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(how the receipt ended and why, who signed it: None when it does not parse)."""
+    try:
+        env = parse_envelope(receipt)
+    except GenjobError as exc:
+        return {"status": None, "reason": f"the receipt does not parse: {exc.message}"}, None
+    pred = env.predicate
+    ended = {"status": pred.status, "reason": pred.reason or None, "worker_id": pred.worker_id}
+    if pred.model is not None:  # the gateway's totals (SPEC §12.1), as the receipt states them
+        ended["usage"] = pred.model.get("usage")
+        ended["budget"] = pred.model.get("budget")
+    try:
+        trust = trust_from_worktree(store)
+        key = check_signature(env, trust.signers, trust.revoked, time.time())
+        return ended, {"name": key.principal, "keyid": key.keyid, "verified": True}
+    except GenjobError as exc:
+        return ended, {"name": None, "keyid": None, "verified": False, "why": exc.message}
 
 
 def _landed(store: Store, commit: str, branch: str | None) -> dict[str, Any]:

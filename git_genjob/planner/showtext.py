@@ -49,17 +49,23 @@ def _work_lines(doc: dict[str, Any]) -> list[str]:
 def _outcome_lines(doc: dict[str, Any]) -> list[str]:
     """How it ended (`_answers`): receipt, result, model use, signer and where it landed."""
     result, signer, landed = doc.get("ended"), doc.get("signer"), doc.get("landed")
+    lines = _receipt_lines(doc, result)
+    lines += _model_lines(result or {}, signer or {})
+    if signer:
+        lines += _signer_lines(signer, result or {})
+    if landed:
+        lines.append(_landed_line(landed))
+    return lines
+
+
+def _receipt_lines(doc: dict[str, Any], result: dict[str, Any] | None) -> list[str]:
+    """Whether a receipt is there (with its outputs), and the result it states."""
     lines = []
     if doc["receipt"]:
         lines.append(f"receipt  present; outputs: {', '.join(doc['outputs']) or '(none)'}")
     if result:
         reason = f": {result['reason']}" if result.get("reason") else ""
         lines.append(printable(f"result   {result.get('status')}{reason}"))
-    lines += _model_lines(result or {}, signer or {})
-    if signer:
-        lines += _signer_lines(signer, result or {})
-    if landed:
-        lines.append(_landed_line(landed))
     return lines
 
 

@@ -121,11 +121,7 @@ def before(store: Store) -> Taken | None:
         dirs = repo_dirs()
     except OSError:
         return None
-    if dirs is None or store.workdir is None:
-        return None
-    if os.path.realpath(dirs[0]) != os.path.realpath(store.workdir) or os.path.realpath(dirs[1]) != os.path.realpath(
-        store.gitdir
-    ):
+    if dirs is None or not _same_repository(dirs, store):
         return None
     try:
         with_head = not trust_from_worktree(store).signers  # worker_trust then reads HEAD's
@@ -135,16 +131,21 @@ def before(store: Store) -> Taken | None:
     return None if st is None else (dirs[0], dirs[1], with_head, st, time.time())
 
 
+def _same_repository(dirs: tuple[str, str], store: Store) -> bool:
+    """Whether the fast path's (work tree, git directory) are the store's: not bare, no other."""
+    if store.workdir is None:
+        return False
+    ours = (os.path.realpath(store.workdir), os.path.realpath(store.gitdir))
+    return (os.path.realpath(dirs[0]), os.path.realpath(dirs[1])) == ours
+
+
 def remember(store: Store, taken: Taken, rows: list[StatusRow], coloured: bool = False) -> None:
     """After the slow path listed `rows` for plain `status`: keep its output, unless a job was
     damaged, skipped or moved, or anything stamped moved while it read."""
     from git_genjob.planner.trust import worker_trust
 
     workdir, gitdir, with_head, st, t0 = taken
-    tips = live_tips(gitdir)
-    if tips is None or len(rows) != len(tips) or any(r.state == "damaged" for r in rows):
-        return
-    if stamp(workdir, gitdir, with_head) != st:
+    if not _listing_holds(workdir, gitdir, with_head, st, rows):
         return
     signers = worker_trust(store).signers
     edges = [t for k in signers for t in (k.valid_after, k.valid_before) if t is not None]
@@ -157,6 +158,14 @@ def remember(store: Store, taken: Taken, rows: list[StatusRow], coloured: bool =
         coloured=coloured and not sys.stdout.isatty(),  # painted into a pipe (color.ui = always)
         json=as_json,
     )
+
+
+def _listing_holds(workdir: str, gitdir: str, with_head: bool, st: dict[str, str], rows: list[StatusRow]) -> bool:
+    """Whether `rows` are every live job, none damaged, and nothing stamped `st` moved since."""
+    tips = live_tips(gitdir)
+    if tips is None or len(rows) != len(tips) or any(r.state == "damaged" for r in rows):
+        return False
+    return stamp(workdir, gitdir, with_head) == st
 
 
 def _renderings(rows: list[StatusRow]) -> tuple[str, str]:
@@ -187,20 +196,25 @@ def try_show(args: list[str]) -> int | None:
         return None
     name, as_json = parsed
     try:
-        dirs = repo_dirs()
-        if dirs is None:
-            return None
-        memo = Memo(show_memo_path(dirs[1], name)).load()
-        if memo is None or memo.get("key") != name or not Memo.holds(memo, show_stamp(dirs[1])):
-            return None
-        text = served(memo, as_json)
-        if text is None:
-            return None
+        text = _served_show(name, as_json)
     except Exception:  # noqa: BLE001 - no memo, a damaged one, an unreadable file: the slow path decides
+        return None
+    if text is None:
         return None
     sys.stdout.write(text)
     sys.stdout.flush()
     return 0
+
+
+def _served_show(name: str, as_json: bool) -> str | None:
+    """The memo's rendering of job `name` in this repository, while its stamp holds."""
+    dirs = repo_dirs()
+    if dirs is None:
+        return None
+    memo = Memo(show_memo_path(dirs[1], name)).load()
+    if memo is None or memo.get("key") != name or not Memo.holds(memo, show_stamp(dirs[1])):
+        return None
+    return served(memo, as_json)
 
 
 def before_show(store: Store) -> tuple[str, dict[str, str]] | None:

@@ -76,15 +76,21 @@ def _key_text(pubkey: str) -> str:
         return read_text(pubkey)
     if os.path.isdir(pubkey):
         raise BadInput(f"{pubkey} is a directory, not a public key file", "give the path of a .pub file")
-    if not pubkey.lstrip().startswith(("ssh-", "sk-", "ecdsa-")) and (
-        pubkey.endswith(".pub") or os.sep in pubkey or not any(c.isspace() for c in pubkey.strip())
-    ):
+    if _meant_as_a_file(pubkey):
         raise BadInput(
             f"no such file: {pubkey}",
             "give the path of the worker's .pub file (git genjob keygen wrote it beside the key), "
             "or the public key line itself in quotes",
         )
     return pubkey
+
+
+def _meant_as_a_file(pubkey: str) -> bool:
+    """Whether KEY, which names no file, was meant as a path: not a key line, and a .pub name,
+    a path or a single word."""
+    if pubkey.lstrip().startswith(("ssh-", "sk-", "ecdsa-")):
+        return False
+    return pubkey.endswith(".pub") or os.sep in pubkey or not any(c.isspace() for c in pubkey.strip())
 
 
 def add(
@@ -160,6 +166,23 @@ def untrusted_hint(envelope: Any) -> str | None:
     The receipt's `keyid` is unsigned, so it is only quoted: a local `.pub` file is named only
     when its key verifies the signature itself.
     """
+    local = _local_signer(envelope)
+    if local is not None:
+        path, pk, name = local
+        return (
+            f"the receipt is signed by {path} ({fingerprint(pk)}), which .genjob/allowed_signers does not "
+            f"trust; if you trust that worker: git genjob trust add {name} {path}, then commit .genjob/"
+        )
+    named = ", ".join(repr(k) for k, _ in envelope.signatures if k)[:200] or "no key id"
+    return (
+        f"the receipt names signer {named} (unverified); if you trust that worker, get its public key "
+        "line (its KEY.pub) and run: git genjob trust add NAME KEY.pub, then commit .genjob/"
+    )
+
+
+def _local_signer(envelope: Any) -> tuple[str, bytes, str] | None:
+    """(path, key, name) of the first `.pub` file beside this machine's keys whose key verifies
+    one of the envelope's signatures; the name is the key's comment, else the file's."""
     import glob
 
     message = pae(PAYLOAD_TYPE, envelope.payload)
@@ -169,16 +192,8 @@ def untrusted_hint(envelope: Any) -> str | None:
         except (BadInput, OSError, UnicodeDecodeError):
             continue
         if any(verify_signature(pk, message, sig) for _, sig in envelope.signatures):
-            name = comment.split()[0] if comment.split() else os.path.basename(path)[: -len(".pub")]
-            return (
-                f"the receipt is signed by {path} ({fingerprint(pk)}), which .genjob/allowed_signers does not "
-                f"trust; if you trust that worker: git genjob trust add {name} {path}, then commit .genjob/"
-            )
-    named = ", ".join(repr(k) for k, _ in envelope.signatures if k)[:200] or "no key id"
-    return (
-        f"the receipt names signer {named} (unverified); if you trust that worker, get its public key "
-        "line (its KEY.pub) and run: git genjob trust add NAME KEY.pub, then commit .genjob/"
-    )
+            return path, pk, comment.split()[0] if comment.split() else os.path.basename(path)[: -len(".pub")]
+    return None
 
 
 def trust_from_worktree(store: Store) -> TrustStore:

@@ -20,6 +20,7 @@ from git_genjob.documents.errors import BadInput, GenjobError, Refused, Unavaila
 from git_genjob.documents.keys import NS_REPLAY, NS_REVIEW, SigningKey, TrustedKey
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.signing import REPLAY_TYPE, seal, signer_of, unseal
+from git_genjob.documents.signing import Sealed as Envelope
 from git_genjob.replay.prompt import normalize_text
 from git_genjob.replay.request import fingerprint, log_hit, request_doc
 from git_genjob.storage.faults import crash_point
@@ -73,12 +74,8 @@ class Entry:
         answering = [e for e in self.events if e["type"] in ("recorded", "accepted")]
         superseded: set[str] = set()
         for e in answering:
-            if e["type"] != "accepted":
-                continue
-            if "supersedes" in e:
-                superseded |= set(e["supersedes"])
-            elif e.get("replaces"):  # an accepted event without ids: it replaces that answer
-                superseded |= {x["_id"] for x in answering if x["answer"] == e["replaces"] and x is not e}
+            if e["type"] == "accepted":
+                superseded |= _superseded_by(e, answering)
         return [e for e in answering if e["_id"] not in superseded]
 
     def heads(self) -> list[str]:
@@ -97,6 +94,25 @@ class Entry:
         if len(heads) > 1:
             out |= set(heads[1:])
         return sorted(out)
+
+
+def _superseded_by(accepted: dict[str, Any], answering: list[dict[str, Any]]) -> set[str]:
+    """The ids an accepted event supersedes: those it names, or, when it names none, those of
+    the events with the answer it replaces."""
+    if "supersedes" in accepted:
+        return set(accepted["supersedes"])
+    if accepted.get("replaces"):  # an accepted event without ids: it replaces that answer
+        return {x["_id"] for x in answering if x["answer"] == accepted["replaces"] and x is not accepted}
+    return set()
+
+
+def _open_event(raw: bytes) -> tuple[Any, Envelope | None]:
+    """(the event document, its envelope when signed); GenjobError when it does not parse."""
+    doc = parse_strict(raw, "replay event")
+    if not (isinstance(doc, dict) and "payloadType" in doc):
+        return doc, None
+    sealed = unseal(raw, REPLAY_TYPE, "replay event")
+    return parse_strict(sealed.payload, "replay event"), sealed
 
 
 SIGNED_BY = {
@@ -168,11 +184,7 @@ class Cache:
         if sha256_hex(raw) != event_id:  # the name is what replay-local remembers: it must be the content's
             return None, "its name is not the digest of its content"
         try:  # whatever a remote sent: a malformed event counts for nothing and blocks nothing
-            doc = parse_strict(raw, "replay event")
-            signed = isinstance(doc, dict) and "payloadType" in doc
-            if signed:
-                sealed = unseal(raw, REPLAY_TYPE, "replay event")
-                doc = parse_strict(sealed.payload, "replay event")
+            doc, sealed = _open_event(raw)
         except GenjobError as exc:
             return None, f"malformed: {exc.message}"
         if not isinstance(doc, dict) or not isinstance(doc.get("type"), str) or "answer" not in doc:
@@ -181,17 +193,25 @@ class Cache:
             return None, "it names another fingerprint (or none)"
         if f"{fp} {event_id}" in self.local_ids():
             return doc, ""
-        if not signed:
-            return None, "unsigned, and not written in this clone"
+        why = self._not_trusted(doc, sealed)
+        if why is not None:
+            return None, why
+        return doc, ""
+
+    def _not_trusted(self, doc: dict[str, Any], sealed: Envelope | None) -> str | None:
+        """Why an event another clone wrote does not count, or None when a key trusted for its
+        type's namespace signed it."""
+        if sealed is None:
+            return "unsigned, and not written in this clone"
         namespace = SIGNED_BY.get(doc["type"])
         if namespace is None:
-            return None, f"unknown event type {doc['type']!r}"
+            return f"unknown event type {doc['type']!r}"
         signers, revoked = self.trust()
         try:
             signer_of(sealed, signers, revoked, time.time(), namespace, "replay event")
         except GenjobError as exc:
-            return None, exc.message
-        return doc, ""
+            return exc.message
+        return None
 
     def _tree(self) -> pygit2.Tree | None:
         tip = self.store.ref_target(REPLAYS_REF)
@@ -208,6 +228,12 @@ class Cache:
         if not isinstance(node, pygit2.Tree):  # the ref came from a remote: anything can sit here
             raise BadInput(f"replay cache entry {fp} is not a tree", "fetch again, or ask its writer to push it again")
         files = self.store.tree_files(node)
+        events, ignored = self._events(fp, files)
+        answers = {p[len("answers/") :]: o for p, o in files.items() if p.startswith("answers/")}
+        return Entry(fp, self._request(fp, files.get("request.json")), events, answers, ignored)
+
+    def _events(self, fp: str, files: dict[str, pygit2.Oid]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+        """(the entry's events that count here, oldest first; {"id", "why"} of those that do not)."""
         events, ignored = [], []
         for path, oid in files.items():
             if path.startswith("events/"):
@@ -218,8 +244,7 @@ class Cache:
                 else:
                     events.append(dict(event, _id=event_id))
         events.sort(key=lambda e: (str(e.get("time", "")), str(e.get("type", "")), str(e.get("answer", ""))))
-        answers = {p[len("answers/") :]: o for p, o in files.items() if p.startswith("answers/")}
-        return Entry(fp, self._request(fp, files.get("request.json")), events, answers, ignored)
+        return events, ignored
 
     def _request(self, fp: str, oid: pygit2.Oid | None) -> dict[str, Any] | None:
         """The entry's request document, only when it is the one `fp` is the digest of: it sits
@@ -237,13 +262,17 @@ class Cache:
         """A fingerprint named in full or by a unique prefix of 4 or more hex digits (`cache ls`)."""
         if len(text) == 64 or not re.fullmatch(r"[0-9a-f]{4,63}", text):
             return check_fp(text)
-        tree = self._tree()
-        shard = self.store.get(tree[text[:2]].id) if tree is not None and text[:2] in tree else None
-        matches = [str(e.name) for e in shard if str(e.name).startswith(text)] if isinstance(shard, pygit2.Tree) else []
+        matches = self._starting_with(text)
         if len(matches) != 1:
             found = f"the prefix of {len(matches)} fingerprints" if matches else "no fingerprint's prefix"
             raise BadInput(f"{text!r} is {found}", "list them with: git genjob cache ls")
         return matches[0]
+
+    def _starting_with(self, prefix: str) -> list[str]:
+        """The names under the shard of `prefix` (2 or more hex digits) that start with it."""
+        tree = self._tree()
+        shard = self.store.get(tree[prefix[:2]].id) if tree is not None and prefix[:2] in tree else None
+        return [str(e.name) for e in shard if str(e.name).startswith(prefix)] if isinstance(shard, pygit2.Tree) else []
 
     def resolve_answer(self, entry: Entry, text: str) -> str:
         """An answer hash named in full or by a unique prefix (with or without `sha256:`)."""
@@ -420,14 +449,19 @@ def call(
     if mode == "offline":
         raise Unavailable(f"replay miss for {fp} in offline mode", "run once online (--mode replay) to record it")
     if mode == "replay":
-        # Two processes of this repository missing the same fingerprint at once would both pay
-        # for the answer: the second waits for the first here, then replays what it recorded.
-        with _asking(cache.store, fp):
-            entry = cache.entry(fp)
-            if entry is not None and entry.served() is not None:
-                return _replay(cache, doc, fp, entry)
-            return _record(cache, doc, fp, send, entry, None, usage)
+        return _replay_or_record_once(cache, doc, fp, send, usage)
     return _record(cache, doc, fp, send, entry, served, usage)
+
+
+def _replay_or_record_once(cache: Cache, doc: dict[str, Any], fp: str, send: Sender, usage: Usage | None) -> CallResult:
+    """A replay miss. Two processes of this repository missing the same fingerprint at once
+    would both pay for the answer: the second waits for the first here, then replays what it
+    recorded."""
+    with _asking(cache.store, fp):
+        entry = cache.entry(fp)
+        if entry is not None and entry.served() is not None:
+            return _replay(cache, doc, fp, entry)
+        return _record(cache, doc, fp, send, entry, None, usage)
 
 
 def _replay(cache: Cache, doc: dict[str, Any], fp: str, entry: Entry | None) -> CallResult:
@@ -556,25 +590,31 @@ def import_dir(cache: Cache, directory: str) -> list[str]:
             continue
         with open(os.path.join(directory, name), encoding="utf-8") as fh:
             rows = [json.loads(line) for line in fh if line.strip()]
-        if not rows:
-            continue
-        fp = check_fp(str(rows[0].get("fingerprint", name[: -len(".jsonl")])))
-        first = True
-        for row in sorted(rows, key=lambda r: str(r.get("created_at_utc", ""))):
-            answer = str(row["response"])
-            sha = sha256_hex(answer.encode("utf-8"))
-            if row.get("response_sha256") and row["response_sha256"] != sha:
-                raise BadInput(f"{name}: response_sha256 does not match the response text")
-            request = {
-                "v": 1,
-                "endpoint": row.get("endpoint", ""),
-                "model": str(row.get("version", "")),
-                "params": {},
-                "prompt": "",
-                "imported": name,
-            }
-            event = {"type": "recorded" if first else "drift", "answer": sha, "time": row.get("created_at_utc")}
-            cache.add(fp, event, answer, request if first else None)
-            first = False
-        imported.append(fp)
+        if rows:
+            fp = check_fp(str(rows[0].get("fingerprint", name[: -len(".jsonl")])))
+            _import_log(cache, fp, name, rows)
+            imported.append(fp)
     return imported
+
+
+def _import_log(cache: Cache, fp: str, name: str, rows: list[Any]) -> None:
+    """One log's rows, oldest first: the first as recorded, with its request; the others as drift."""
+    for n, row in enumerate(sorted(rows, key=lambda r: str(r.get("created_at_utc", "")))):
+        answer = str(row["response"])
+        sha = sha256_hex(answer.encode("utf-8"))
+        if row.get("response_sha256") and row["response_sha256"] != sha:
+            raise BadInput(f"{name}: response_sha256 does not match the response text")
+        event = {"type": "drift" if n else "recorded", "answer": sha, "time": row.get("created_at_utc")}
+        cache.add(fp, event, answer, None if n else _imported_request(row, name))
+
+
+def _imported_request(row: dict[str, Any], name: str) -> dict[str, Any]:
+    """The request document an imported log's first row stands for (no prompt is known)."""
+    return {
+        "v": 1,
+        "endpoint": row.get("endpoint", ""),
+        "model": str(row.get("version", "")),
+        "params": {},
+        "prompt": "",
+        "imported": name,
+    }

@@ -40,12 +40,7 @@ def ask(
     cfg = parse_config(config)
     norm = normalize(read_text(prompt_file, "prompt file"), cfg)
     doc = ask_request(dialect, base, model, norm.text, key)
-    send: Callable[[str], str]
-    if dialect == "http":
-        send = lambda prompt: post_json(base, {"prompt": prompt, "format": "text"}, timeout)  # noqa: E731
-    else:
-        send = _chat_sender(base, model, timeout)
-
+    send = _sender(dialect, base, model, timeout)
     cache = Cache(store, sign)
     try:
         result = call(cache, doc, send, mode)
@@ -65,6 +60,13 @@ def _trust_span(cache: Cache, started: float) -> dict[str, float | None]:
     which events count may change at its edges, so a remembered answer holds only inside it."""
     signers, _ = cache.trust()
     return window([t for k in signers for t in (k.valid_after, k.valid_before) if t is not None], started)
+
+
+def _sender(dialect: str, base: str, model: str, timeout: float) -> Callable[[str], str]:
+    """How `ask` sends a prompt: the plain dialect's POST (the body is the answer), or a chat completion."""
+    if dialect == "http":
+        return lambda prompt: post_json(base, {"prompt": prompt, "format": "text"}, timeout)
+    return _chat_sender(base, model, timeout)
 
 
 def _chat_sender(base: str, model: str, timeout: float) -> Callable[[str], str]:

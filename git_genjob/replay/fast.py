@@ -73,9 +73,18 @@ def _parse(args: list[str]) -> tuple[dict[str, str], bool] | None:
     """`ask`'s options as click would take them, or None for anything else (-h, unknown, twice)."""
     if args[:1] != ["ask"]:
         return None
+    parsed = _read_options(args[1:])
+    if parsed is None or not _answerable(parsed[0]):
+        return None
+    return parsed
+
+
+def _read_options(args: list[str]) -> tuple[dict[str, str], bool] | None:
+    """(options, --json): each known option at most once, as `--name value` or `--name=value`,
+    never with a value that starts with "-"; None for anything else."""
     got: dict[str, str] = {}
     as_json = False
-    rest = iter(args[1:])
+    rest = iter(args)
     for arg in rest:
         if arg == "--json":
             as_json = True
@@ -91,11 +100,15 @@ def _parse(args: list[str]) -> tuple[dict[str, str], bool] | None:
         if value.startswith("-"):
             return None
         got[name] = value
-    if not {"--endpoint", "--prompt-file", "--out-file"} <= got.keys():
-        return None
-    if got.get("--mode", "replay") not in ("replay", "offline") or not _duration_ok(got.get("--timeout", "120s")):
-        return None
     return got, as_json
+
+
+def _answerable(got: dict[str, str]) -> bool:
+    """Whether the memo may answer these options: the three required ones given, a mode that
+    reads the cache, a timeout cli would take."""
+    if not {"--endpoint", "--prompt-file", "--out-file"} <= got.keys():
+        return False
+    return got.get("--mode", "replay") in ("replay", "offline") and _duration_ok(got.get("--timeout", "120s"))
 
 
 def _config_key(workdir: str, gitdir: str) -> dict[str, str | None] | None:
@@ -133,10 +146,33 @@ def _plan(args: list[str]) -> tuple[str, str, str, bool, str, str] | None:
     except BadInput:
         ep = None
     prompt_file, out_file = opts["--prompt-file"], opts["--out-file"]
-    if ep is None or prompt_file == "-" or os.path.isdir(prompt_file) or os.path.isdir(out_file):
+    if ep is None or not _paths_taken(prompt_file, out_file):
         return None
-    if os.path.lexists(out_file) and not os.access(out_file, os.R_OK):
-        return None  # click's Path refuses it
+    repo = _repo_state()
+    if repo is None:
+        return None
+    gitdir, st, rules = repo
+    from git_genjob.replay.prompt import normalize_text
+
+    with open(prompt_file, encoding="utf-8") as fh:
+        prompt = normalize_text(fh.read(), rules)[0]
+    fp = fingerprint(ask_request(ep[0], ep[1], ep[2], prompt, opts.get("--key")))
+    answer = _served_answer(gitdir, fp, st)
+    if answer is None:
+        return None
+    return out_file, answer.decode("utf-8"), fp, as_json, gitdir, out_file
+
+
+def _paths_taken(prompt_file: str, out_file: str) -> bool:
+    """Whether click's Path options would take both files (stdin is the slow path's), as this
+    path reads them: a prompt file, an out file that is no directory and, if it exists, readable."""
+    if prompt_file == "-" or os.path.isdir(prompt_file) or os.path.isdir(out_file):
+        return False
+    return not (os.path.lexists(out_file) and not os.access(out_file, os.R_OK))  # click's Path refuses it
+
+
+def _repo_state() -> tuple[str, dict[str, str], list[tuple[str, str]]] | None:
+    """(git dir, stamp, normalize rules) of the repository here, when all three read cheaply."""
     dirs = repo_dirs()
     if dirs is None:
         return None
@@ -147,11 +183,11 @@ def _plan(args: list[str]) -> tuple[str, str, str, bool, str, str] | None:
     rules = _rules(workdir, gitdir)
     if rules is None:
         return None
-    from git_genjob.replay.prompt import normalize_text
+    return gitdir, st, rules
 
-    with open(prompt_file, encoding="utf-8") as fh:
-        prompt = normalize_text(fh.read(), rules)[0]
-    fp = fingerprint(ask_request(ep[0], ep[1], ep[2], prompt, opts.get("--key")))
+
+def _served_answer(gitdir: str, fp: str, st: dict[str, str]) -> bytes | None:
+    """The answer the slow path served for `fp`, while its stamp, time window and digest hold."""
     try:
         with open(replay_served_path(gitdir, fp), "rb") as fh:
             data = fh.read(ANSWER_MAX + 4096)
@@ -161,14 +197,20 @@ def _plan(args: list[str]) -> tuple[str, str, str, bool, str, str] | None:
     meta = json.loads(head)
     if not sep or not isinstance(meta, dict) or meta.get("stamp") != st:
         return None
-    if meta.get("until") is not None or meta.get("since") is not None:
-        import time
-
-        if not within(meta, time.time()):
-            return None
+    if not _now_within(meta):
+        return None
     if hashlib.sha256(answer).hexdigest() != meta.get("answer"):
         return None
-    return out_file, answer.decode("utf-8"), fp, as_json, gitdir, out_file
+    return answer
+
+
+def _now_within(meta: dict[str, object]) -> bool:
+    """Whether the clock lies in the memo's window (no window: always)."""
+    if meta.get("until") is None and meta.get("since") is None:
+        return True
+    import time
+
+    return within(meta, time.time())
 
 
 def try_ask(args: list[str]) -> int | None:
@@ -181,13 +223,9 @@ def try_ask(args: list[str]) -> int | None:
     if plan is None:
         return None
     out_file, answer, fp, as_json, gitdir, given = plan
-    if as_json:
-        doc = {"fingerprint": fp, "source": "replay", "out_file": given}
-        text = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
-        if not text.isascii() or "\x7f" in text:
-            return None  # documents/display.py's terminal_json would rewrite it
-    else:
-        text = f"replay {fp}"
+    text = _reply(fp, given) if as_json else f"replay {fp}"
+    if text is None:
+        return None
     try:
         write_atomic(out_file, answer)
         log_hit(gitdir, fp, fp)  # the request's hash is its fingerprint
@@ -196,6 +234,15 @@ def try_ask(args: list[str]) -> int | None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
     return 0
+
+
+def _reply(fp: str, out_file: str) -> str | None:
+    """`ask --json`'s document for a replay hit, or None when the slow path must print it."""
+    doc = {"fingerprint": fp, "source": "replay", "out_file": out_file}
+    text = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
+    if not text.isascii() or "\x7f" in text:
+        return None  # documents/display.py's terminal_json would rewrite it
+    return text
 
 
 # -- written by the slow path ---------------------------------------------------------------

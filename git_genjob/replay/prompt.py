@@ -33,11 +33,20 @@ def normalize_text(prompt: str, rules: Iterable[tuple[str, str]] = ()) -> tuple[
             text = sub(re.compile(pattern), repl, text, f"rule {pattern}")
         except re.error as exc:
             raise BadInput(f".genjob/config.toml normalize rule {pattern!r} is not a valid regex: {exc}") from None
-    lines = [line.rstrip() for line in text.split("\n")]
-    if any(a != b for a, b in zip(lines, text.split("\n"), strict=True)):
+    text, stripped = _strip_whitespace(text)
+    if stripped:
         rewrites.append("trailing whitespace stripped")
+    return text, rewrites
+
+
+def _strip_whitespace(text: str) -> tuple[str, bool]:
+    """`text` without whitespace at the ends of its lines or blank lines at either end, and
+    whether a line ended in whitespace."""
+    raw = text.split("\n")
+    lines = [line.rstrip() for line in raw]
+    stripped = any(a != b for a, b in zip(lines, raw, strict=True))
     while lines and not lines[0]:
         lines.pop(0)
     while lines and not lines[-1]:
         lines.pop()
-    return "\n".join(lines), rewrites
+    return "\n".join(lines), stripped

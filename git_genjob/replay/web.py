@@ -149,46 +149,66 @@ def post_json(
     dog.timer.start()
     try:
         with opener.open(req, timeout=timeout) as resp:
-            body = _read_capped(resp, limit, url)
-            if dog.fired:
-                raise timed_out(url, timeout)
-            length = resp.headers.get("Content-Length")
-            if length is not None and int(length) != len(body):
-                raise GeneratorUnavailable(f"{url}: answer cut short", sent=True)
-            return bytes(body).decode("utf-8")
+            return _read_answer(resp, limit, url, dog)
     except GeneratorUnavailable:
         raise
-    except urllib.error.HTTPError as exc:
-        if dog.fired:
-            raise timed_out(url, timeout) from None
-        if 300 <= exc.code < 400:
-            raise redirect_refused(exc.code, exc.headers.get("Location") or "", url) from None
-        try:
-            text = _read_capped(exc, ERROR_BODY_MAX, url).decode("utf-8", "replace")
-        except (GeneratorUnavailable, OSError, http.client.HTTPException):
-            text = ""
-        raise HttpStatusError(exc.code, text, url) from None
-    except TimeoutError:
-        raise timed_out(url, timeout) from None
-    except http.client.IncompleteRead:
-        if dog.fired:
-            raise timed_out(url, timeout) from None
-        raise GeneratorUnavailable(f"{url}: answer cut short", sent=True) from None
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        if isinstance(reason, (TimeoutError, socket.timeout)) or dog.fired:
-            raise GeneratorUnavailable(f"{url}: timed out", sent=True) from None
-        raise GeneratorUnavailable(
-            f"{url}: {reason}", sent=False, hint="start the model server or fix the URL"
-        ) from None
-    except (ConnectionError, http.client.HTTPException, OSError) as exc:
-        if dog.fired:
-            raise timed_out(url, timeout) from None
-        raise GeneratorUnavailable(f"{url}: {exc}", sent=True) from None
-    except UnicodeDecodeError:
-        raise GeneratorUnavailable(f"{url}: answer is not UTF-8", sent=True) from None
+    except (OSError, http.client.HTTPException, UnicodeDecodeError) as exc:
+        raise _failure(exc, url, dog) from None
     finally:
         dog.timer.cancel()
+
+
+def _read_answer(resp: Any, limit: int, url: str, dog: Watchdog) -> str:
+    """The whole body of a 2xx answer as text, refused when the deadline cut it or it is shorter
+    than its Content-Length."""
+    body = _read_capped(resp, limit, url)
+    if dog.fired:
+        raise timed_out(url, dog.timeout)
+    length = resp.headers.get("Content-Length")
+    if length is not None and int(length) != len(body):
+        raise GeneratorUnavailable(f"{url}: answer cut short", sent=True)
+    return bytes(body).decode("utf-8")
+
+
+def _failure(
+    exc: OSError | http.client.HTTPException | UnicodeDecodeError, url: str, dog: Watchdog
+) -> GeneratorUnavailable:
+    """What a failed POST is for the caller. The cases overlap (an HTTPError is a URLError is an
+    OSError), so they are tried in this order."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return _status_failure(exc, url, dog)
+    if isinstance(exc, TimeoutError):
+        return timed_out(url, dog.timeout)
+    if isinstance(exc, urllib.error.URLError):
+        return _unreachable(exc, url, dog)
+    if isinstance(exc, UnicodeDecodeError):
+        return GeneratorUnavailable(f"{url}: answer is not UTF-8", sent=True)
+    if dog.fired:
+        return timed_out(url, dog.timeout)
+    if isinstance(exc, http.client.IncompleteRead):
+        return GeneratorUnavailable(f"{url}: answer cut short", sent=True)
+    return GeneratorUnavailable(f"{url}: {exc}", sent=True)
+
+
+def _status_failure(exc: urllib.error.HTTPError, url: str, dog: Watchdog) -> GeneratorUnavailable:
+    """A non-2xx answer: a redirect refused, or the status with the start of its body."""
+    if dog.fired:
+        return timed_out(url, dog.timeout)
+    if 300 <= exc.code < 400:
+        return redirect_refused(exc.code, exc.headers.get("Location") or "", url)
+    try:
+        text = _read_capped(exc, ERROR_BODY_MAX, url).decode("utf-8", "replace")
+    except (GeneratorUnavailable, OSError, http.client.HTTPException):
+        text = ""
+    return HttpStatusError(exc.code, text, url)
+
+
+def _unreachable(exc: urllib.error.URLError, url: str, dog: Watchdog) -> GeneratorUnavailable:
+    """No answer at all: a timeout once the request may have gone, else nothing was sent."""
+    reason = exc.reason
+    if isinstance(reason, (TimeoutError, socket.timeout)) or dog.fired:
+        return GeneratorUnavailable(f"{url}: timed out", sent=True)
+    return GeneratorUnavailable(f"{url}: {reason}", sent=False, hint="start the model server or fix the URL")
 
 
 # The one chat-completions client: `work --generator openai:…` and `ask --endpoint openai:…` both
