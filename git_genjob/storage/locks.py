@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from git_genjob.documents.errors import LockHeld
+from git_genjob.documents.errors import Conflict, LockHeld, StaleLock
 from git_genjob.storage.layout import GENJOB_PREFIX, NOTES_REFS, writers_dir
 
 UNKNOWN_STALE_S = 600.0
@@ -155,6 +155,38 @@ def lock_state(common: str, ref: str, records: list[tuple[int, bool, set[str]]] 
 def held_by_another_writer(common: str, ref: str) -> bool:
     """Whether a running git-genjob process other than this one recorded that it is locking `ref`."""
     return any(alive and pid != os.getpid() and ref in refs for pid, alive, refs in _records(common))
+
+
+def refuse_stale(common: str, refs: list[str]) -> None:
+    """Raise StaleLock when a lock on one of `refs` is stale: no waiting clears it."""
+    for ref in refs:
+        state = lock_state(common, ref)
+        if state is not None and state.stale:
+            raise StaleLock(
+                f"{ref} is locked by a stale lock file {state.path}, left by {state.holder}",
+                f"git genjob recover clears git-genjob's stale locks (or, if no git runs: rm {state.path})",
+            )
+
+
+def refuse_claimed(common: str, refs: list[str], exc: Exception) -> None:
+    """Raise Conflict when another running git-genjob process is locking one of `refs`."""
+    if any(held_by_another_writer(common, ref) for ref in refs):
+        raise Conflict(
+            f"{', '.join(refs)} is locked by another writer ({exc})",
+            "another writer is updating it; pick another",
+        ) from None
+
+
+def lock_timeout(common: str, gitdir: str, refs: list[str], exc: Exception) -> LockHeld:
+    """The error for a lock on `refs` still held after the wait: its file and holder when known."""
+    found = held(common, gitdir, refs, False)
+    if found:
+        path, who, todo = found[0]
+        return LockHeld(f"could not lock {path}: {who}", todo)
+    return LockHeld(
+        f"could not lock {', '.join(refs)}: {exc}",
+        "another writer has held the lock for a while; try again",
+    )
 
 
 def clear_stale(common: str) -> list[str]:
