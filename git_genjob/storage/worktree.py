@@ -133,23 +133,43 @@ def checkout_outputs(store: Store, outputs: dict[str, pygit2.Oid | None], modes:
     if not outputs:
         return
     sparse = sparse_paths(store, list(outputs))
+    try:
+        _git(store, "update-index", "--index-info", data=_index_info(outputs, modes))
+    except LockHeld as exc:
+        raise IndexUntouched(exc.message, exc.hint, details=exc.details) from None
+    crash_point("mid-checkout")
+    _remove_deleted(store, outputs, sparse)
+    _write_outputs(store, outputs, sparse)
+    _keep_sparse(store, outputs, sparse)
+
+
+def _index_info(outputs: dict[str, pygit2.Oid | None], modes: dict[str, int]) -> bytes:
+    """`git update-index --index-info` input: each output's blob and mode, a zero id where it is deleted."""
     info = "".join(
         f"{modes.get(p, 0o100644):o} {oid} 0\t{p}\n" if oid is not None else f"0 {_ZERO}\t{p}\n"
         for p, oid in sorted(outputs.items())
     )
-    try:
-        _git(store, "update-index", "--index-info", data=info.encode("utf-8"))
-    except LockHeld as exc:
-        raise IndexUntouched(exc.message, exc.hint, details=exc.details) from None
-    crash_point("mid-checkout")
+    return info.encode("utf-8")
+
+
+def _remove_deleted(store: Store, outputs: dict[str, pygit2.Oid | None], sparse: set[str]) -> None:
+    """Unlink the work-tree files of deleted outputs (a sparse path has none to unlink)."""
     root = store.workdir or ""
-    write = [p for p, oid in sorted(outputs.items()) if oid is not None and p not in sparse]
     for path, oid in outputs.items():
         full = os.path.join(root, path)
         if oid is None and path not in sparse and os.path.lexists(full):
             os.unlink(full)
+
+
+def _write_outputs(store: Store, outputs: dict[str, pygit2.Oid | None], sparse: set[str]) -> None:
+    """Check out the written outputs from the index (filters, eol, stat data), but the sparse ones."""
+    write = [p for p, oid in sorted(outputs.items()) if oid is not None and p not in sparse]
     if write:
         _git(store, "checkout-index", "-f", "-q", "-z", "--stdin", data=_z(write))
+
+
+def _keep_sparse(store: Store, outputs: dict[str, pygit2.Oid | None], sparse: set[str]) -> None:
+    """Set again the skip-worktree bit that `update-index --index-info` cleared on the sparse outputs."""
     keep_sparse = [p for p, oid in outputs.items() if oid is not None and p in sparse]
     if keep_sparse:
         _git(store, "update-index", "--skip-worktree", "-z", "--stdin", data=_z(keep_sparse))
