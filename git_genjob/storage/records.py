@@ -129,14 +129,26 @@ def bundle_inputs(store: Store, record: JobRecord, limits: Limits | None = None)
     extra = sorted(str(e.name) for e in record.tree if str(e.name) not in TOP_LEVEL)
     if extra:
         raise BadInput(f"{where}: its tree holds {', '.join(map(repr, extra))} beside the job's documents")
-    inputs_entry = lookup(record.tree, "inputs")
-    stored: dict[str, pygit2.Oid] = {}
-    if inputs_entry is not None:
-        sub = store.get(inputs_entry.id)
-        if not isinstance(sub, pygit2.Tree):
-            raise BadInput(f"{where}: inputs is not a directory")
-        stored = store.tree_files(sub)
+    stored = _stored_inputs(store, record.tree, where)
     wanted = {p: d for p, d in record.job.input_map.items() if d is not None}
+    _check_input_paths(where, stored, wanted)
+    _check_sizes(store, where, {p: stored[p] for p in wanted}, limits or Limits())
+    return _read_inputs(store, where, stored, wanted)
+
+
+def _stored_inputs(store: Store, tree: pygit2.Tree, where: str) -> dict[str, pygit2.Oid]:
+    """{path: blob oid} under the job tree's inputs/ (none without one)."""
+    inputs_entry = lookup(tree, "inputs")
+    if inputs_entry is None:
+        return {}
+    sub = store.get(inputs_entry.id)
+    if not isinstance(sub, pygit2.Tree):
+        raise BadInput(f"{where}: inputs is not a directory")
+    return store.tree_files(sub)
+
+
+def _check_input_paths(where: str, stored: dict[str, pygit2.Oid], wanted: dict[str, str]) -> None:
+    """Refuse files under inputs/ that job.json does not name, then an input it names that is missing."""
     planted = sorted(set(stored) - set(wanted))
     if planted:
         raise BadInput(
@@ -146,7 +158,10 @@ def bundle_inputs(store: Store, record: JobRecord, limits: Limits | None = None)
     missing = sorted(set(wanted) - set(stored))
     if missing:
         raise BadInput(f"{where}: inputs/{missing[0]} is missing")
-    _check_sizes(store, where, {p: stored[p] for p in wanted}, limits or Limits())
+
+
+def _read_inputs(store: Store, where: str, stored: dict[str, pygit2.Oid], wanted: dict[str, str]) -> dict[str, bytes]:
+    """Each input's bytes, in path order, each re-hashed against the digest job.json gives it."""
     out: dict[str, bytes] = {}
     for path, want in sorted(wanted.items()):
         data = store.read(stored[path], limit=CONTENT_MAX)
@@ -313,13 +328,7 @@ def find_job(store: Store, key: str) -> JobRecord:
     that was interrupted between its two steps.
     """
     live_tip = store.ref_target(job_ref(key))
-    try:
-        archived = load_archived(store, key)
-    except BadInput:
-        if live_tip is None:
-            raise
-        # A malformed entry came from a remote (genjob writes none): it ends nothing here.
-        archived = None
+    archived = _archived_beside(store, key, live_tip)
     both = archived is not None and live_tip is not None
     # Both: the leftover of an interrupted move, unless the archive entry came from a remote
     # that this clone cannot vouch for; then the live job stands.
@@ -329,6 +338,17 @@ def find_job(store: Store, key: str) -> JobRecord:
     if record is None:
         raise NoSuchJob(f"no job with key {key!r}", "list jobs with: git genjob status --all")
     return record
+
+
+def _archived_beside(store: Store, key: str, live_tip: pygit2.Oid | None) -> JobRecord | None:
+    """The archived record of `key`; with a live job, a malformed archive entry counts as none."""
+    try:
+        return load_archived(store, key)
+    except BadInput:
+        if live_tip is None:
+            raise
+        # A malformed entry came from a remote (genjob writes none): it ends nothing here.
+        return None
 
 
 MIN_PREFIX = 4
@@ -343,14 +363,18 @@ def resolve_key(store: Store, text: str) -> str:
     """
     if len(text) < MIN_PREFIX or store.ref_target(job_ref(text)) is not None or Archive(store).entry(text):
         return text
-    matches = sorted(k for k in store.live_keys() if k.startswith(text))
-    if not matches:
-        matches = sorted(k for k, _ in Archive(store).entries() if k.startswith(text))
+    matches = _prefix_matches(store, text)
     if len(matches) > 1:
         raise NoSuchJob(
             f"{text!r} is the prefix of {len(matches)} jobs' keys: " + ", ".join(matches[:5]), "give more characters"
         )
     return matches[0] if matches else text
+
+
+def _prefix_matches(store: Store, prefix: str) -> list[str]:
+    """The live jobs' keys that start with `prefix`, sorted; without one, the archived jobs'."""
+    matches = sorted(k for k in store.live_keys() if k.startswith(prefix))
+    return matches or sorted(k for k, _ in Archive(store).entries() if k.startswith(prefix))
 
 
 def events(store: Store, tip: pygit2.Oid) -> list[Event]:
@@ -455,11 +479,16 @@ def _applied_problem(store: Store, key: str, job_digest: str, commit: str | None
     t = genjob_trailers_of_commit(str(landed.id), landed.message, store.gitdir)  # as git reads them
     if t.get("Genjob-Key") != key or t.get("Genjob-Job") != job_digest:
         return f"applied as {commit[:12]}, which does not carry this job's Genjob-Key and Genjob-Job"
-    short = branch.removeprefix("refs/heads/")
-    tips = [store.ref_target(branch)] + [o for n, o in store.iter_refs("refs/remotes/") if n.endswith(f"/{short}")]
-    if any(t is not None and (t == landed.id or store.descendant_of(t, landed.id)) for t in tips):
+    if _branch_holds(store, branch, landed.id):
         return None
     return f"applied as {commit[:12]} on {branch}, which does not hold that commit here"
+
+
+def _branch_holds(store: Store, branch: str, commit: pygit2.Oid) -> bool:
+    """Whether local `branch` or a remote-tracking copy of it holds `commit`."""
+    short = branch.removeprefix("refs/heads/")
+    tips = [store.ref_target(branch)] + [o for n, o in store.iter_refs("refs/remotes/") if n.endswith(f"/{short}")]
+    return any(t is not None and (t == commit or store.descendant_of(t, commit)) for t in tips)
 
 
 def _drop_problem(
