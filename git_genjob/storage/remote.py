@@ -399,13 +399,18 @@ def _drop_archived_live(store: Store, report: SyncReport) -> None:
         if tip is None or Archive(store).entry(key) is None:
             continue
         if tip == archive or store.descendant_of(archive, tip):
-            entry = Archive(store).entry(key)
-            problem = vouch_problem(store, key, entry) if entry is not None else "no archive entry"
-            if problem is not None:  # SPEC §11: a live job is dropped only for an entry this clone can see
-                report.kept.append(f"{key} ({problem})")
-                continue
-            store.update_refs([RefUpdate(JOBS_PREFIX + key, tip, None)], message="genjob: archived elsewhere")
-            report.dropped.append(key)
+            _drop_if_vouched(store, key, tip, report)
+
+
+def _drop_if_vouched(store: Store, key: str, tip: pygit2.Oid, report: SyncReport) -> None:
+    """Drop live job `key`, archived elsewhere, if this clone can vouch for its archive entry; else keep it."""
+    entry = Archive(store).entry(key)
+    problem = vouch_problem(store, key, entry) if entry is not None else "no archive entry"
+    if problem is not None:  # SPEC §11: a live job is dropped only for an entry this clone can see
+        report.kept.append(f"{key} ({problem})")
+        return
+    store.update_refs([RefUpdate(JOBS_PREFIX + key, tip, None)], message="genjob: archived elsewhere")
+    report.dropped.append(key)
 
 
 def fetch(store: Store, remote: str, notes: NotesReconciler | None = None) -> SyncReport:

@@ -47,6 +47,12 @@ def dirty_paths(store: Store, paths: list[str]) -> list[str]:
     out = _git(
         store, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all", "--", *paths
     )
+    found = _status_paths(out)
+    return sorted(p for p in paths if p in found or any(f.startswith(p + "/") for f in found))
+
+
+def _status_paths(out: bytes) -> set[str]:
+    """The paths `git status --porcelain=v1 -z` names (a rename's source path skipped)."""
     found = set()
     records = out.split(b"\0")
     i = 0
@@ -57,25 +63,27 @@ def dirty_paths(store: Store, paths: list[str]) -> list[str]:
             if rec[:1] in (b"R", b"C"):
                 i += 1  # a rename's source path follows
         i += 1
-    return sorted(p for p in paths if p in found or any(f.startswith(p + "/") for f in found))
+    return found
 
 
 def blocked_paths(store: Store, paths: list[str]) -> list[str]:
     """Output paths that the work tree cannot take: a leading directory is a file, or the path is a directory."""
     root = store.workdir or ""
-    problems = []
-    for path in paths:
-        parts = path.split("/")
-        for i in range(1, len(parts)):
-            prefix = os.path.join(root, *parts[:i])
-            if os.path.lexists(prefix) and (os.path.islink(prefix) or not os.path.isdir(prefix)):
-                problems.append(f"{'/'.join(parts[:i])} is a file in the work tree (the job writes {path})")
-                break
-        else:
-            full = os.path.join(root, path)
-            if os.path.isdir(full) and not os.path.islink(full):
-                problems.append(f"{path} is a directory in the work tree")
-    return problems
+    problems = [_blocked(root, path) for path in paths]
+    return [p for p in problems if p is not None]
+
+
+def _blocked(root: str, path: str) -> str | None:
+    """Why the work tree at `root` cannot take a file at `path` (None: it can)."""
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        prefix = os.path.join(root, *parts[:i])
+        if os.path.lexists(prefix) and (os.path.islink(prefix) or not os.path.isdir(prefix)):
+            return f"{'/'.join(parts[:i])} is a file in the work tree (the job writes {path})"
+    full = os.path.join(root, path)
+    if os.path.isdir(full) and not os.path.islink(full):
+        return f"{path} is a directory in the work tree"
+    return None
 
 
 def _no_skip_worktree_bits(store: Store) -> bool:
