@@ -26,7 +26,14 @@ from git_genjob.documents.errors import (
 from git_genjob.documents.paths import check_entry_name
 from git_genjob.storage import durable, locks, partial
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.gitdir import git_date, live_keys, refuse_unsupported, resolve_common, sha256_refusal
+from git_genjob.storage.gitdir import (
+    git_identity,
+    git_role_date,
+    live_keys,
+    refuse_unsupported,
+    resolve_common,
+    sha256_refusal,
+)
 from git_genjob.storage.layout import LEDGER_REFS, kept_path
 
 FILE_MODE = pygit2.enums.FileMode.BLOB
@@ -177,16 +184,9 @@ class Store:
         GIT_<ROLE>_NAME / _EMAIL / _DATE, else user.name / user.email and now. Without one,
         `required` refuses (exit 2, apply's commit lands on a user's branch); otherwise the
         fallback is git-genjob <genjob@localhost> (event commits under refs/genjob)."""
-        upper = role.upper()
-        name = os.environ.get(f"GIT_{upper}_NAME") or self.config_get("user.name")
-        email = os.environ.get(f"GIT_{upper}_EMAIL") or self.config_get("user.email")
-        if required and not (name and email):
-            raise BadInput("no git identity", 'set one: git config user.name "…"; git config user.email …')
-        when = os.environ.get(f"GIT_{upper}_DATE")
-        if when:
-            seconds, offset = git_date(when, f"GIT_{upper}_DATE")
-            return pygit2.Signature(name or "git-genjob", email or "genjob@localhost", seconds, offset)
-        return pygit2.Signature(name or "git-genjob", email or "genjob@localhost")
+        name, email = git_identity(role, self.config_get, required)
+        when = git_role_date(role)
+        return pygit2.Signature(name, email) if when is None else pygit2.Signature(name, email, *when)
 
     def blob(self, data: bytes) -> pygit2.Oid:
         return self._repo.create_blob(data)
