@@ -229,6 +229,15 @@ def _job_at(store: Store, tree: pygit2.Tree) -> tuple[Job, bytes] | None:
 
 def load_tree(store: Store, key: str, tree: pygit2.Tree, tip: pygit2.Oid | None, archived: bool) -> JobRecord:
     where = f"{ARCHIVE_REF} entry" if archived else job_ref(key)
+    job, job_bytes, meta_bytes = _stored_job(store, key, tree, where)
+    meta, attempts = _stored_progress(store, key, tree, meta_bytes)
+    receipt = store.file_at(tree, "receipt.json")
+    envelope = store.file_at(tree, JOB_ENVELOPE)
+    return JobRecord(key, job, job_bytes, meta, tree, store, tip, archived, attempts, receipt, envelope)
+
+
+def _stored_job(store: Store, key: str, tree: pygit2.Tree, where: str) -> tuple[Job, bytes, bytes]:
+    """(job, job.json, meta.json) of a stored job tree, its job checked to be job `key`."""
     try:
         parsed = _job_at(store, tree)
     except BadInput as exc:
@@ -241,6 +250,11 @@ def load_tree(store: Store, key: str, tree: pygit2.Tree, tip: pygit2.Oid | None,
     job, job_bytes = parsed
     if job.key != key:
         raise BadInput(f"job ref {key} holds a job whose key is {job.key}", "the ref is damaged or was renamed")
+    return job, job_bytes, meta_bytes
+
+
+def _stored_progress(store: Store, key: str, tree: pygit2.Tree, meta_bytes: bytes) -> tuple[Meta, Attempts]:
+    """The meta and attempts of a stored job tree, its meta checked to name job `key`."""
     try:
         meta = parse_meta(meta_bytes)
         attempts = parse_attempts(store.file_at(tree, "attempts.json"))
@@ -248,9 +262,7 @@ def load_tree(store: Store, key: str, tree: pygit2.Tree, tip: pygit2.Oid | None,
         raise BadInput(f"job {key}: {exc.message}", "the ref is damaged; inspect it with git show") from None
     if meta.key != key:
         raise BadInput(f"job {key}: meta.json names key {meta.key}", "the ref is damaged or was renamed")
-    receipt = store.file_at(tree, "receipt.json")
-    envelope = store.file_at(tree, JOB_ENVELOPE)
-    return JobRecord(key, job, job_bytes, meta, tree, store, tip, archived, attempts, receipt, envelope)
+    return meta, attempts
 
 
 def load_live(store: Store, key: str) -> JobRecord | None:
@@ -608,16 +620,21 @@ def requeue_problem(store: Store, record: JobRecord, signers: list[Any], revoked
     assert record.tip is not None
     chain = events(store, record.tip)
     sent = [n for n, e in enumerate(chain) if e.event == JobEvent.SENDING]
-    if not sent:
+    if not sent or _signed_requeue(store, record.key, chain[sent[-1] + 1 :], signers, revoked):
         return None
-    for e in chain[sent[-1] + 1 :]:
-        namespace = REQUEUE_SIGNERS.get(e.event)
-        if namespace is None:
-            continue
-        commit = store.get_commit(e.commit)
-        if _signed_event_problem(store, record.key, commit, e.event, namespace, signers, revoked) is None:
-            return None
     return (
         "its last attempt reached the generator, and no signed requeue (its worker's 'failed' or its "
         "owner's 'retried') follows; never sent again by a worker"
     )
+
+
+def _signed_requeue(store: Store, key: str, later: list[Event], signers: list[Any], revoked: set[bytes]) -> bool:
+    """Whether one of the events `later` is a requeue signed by the writer REQUEUE_SIGNERS names."""
+    for e in later:
+        namespace = REQUEUE_SIGNERS.get(e.event)
+        if namespace is None:
+            continue
+        commit = store.get_commit(e.commit)
+        if _signed_event_problem(store, key, commit, e.event, namespace, signers, revoked) is None:
+            return True
+    return False

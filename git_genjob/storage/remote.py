@@ -358,17 +358,23 @@ def recover_kept(store: Store, report: SyncReport) -> None:
         (NOTES_REF, merge_notes),
         (RECEIPTS_REF, merge_notes),
     ):
-        kept = store.kept_tip(name)
-        current = store.ref_target(name)
-        if kept is None or kept == current or (current is not None and store.descendant_of(current, kept)):
-            continue
-        if current is None:
-            store.update_refs([RefUpdate(name, None, kept)], message="genjob: recover")
-        elif store.object_type(current) == "commit":
-            store.update_refs([RefUpdate(name, current, merge(store, current, kept))], message="genjob: recover")
-        else:
-            continue  # not a commit: fetch names it, and the user decides
-        report.recovered.append(name)
+        if _recover_ledger(store, name, merge):
+            report.recovered.append(name)
+
+
+def _recover_ledger(store: Store, name: str, merge: Callable[[Store, pygit2.Oid, pygit2.Oid], pygit2.Oid]) -> bool:
+    """Merge the last value genjob gave ledger ref `name` back into it, if the ref lost it; whether it did."""
+    kept = store.kept_tip(name)
+    current = store.ref_target(name)
+    if kept is None or kept == current or (current is not None and store.descendant_of(current, kept)):
+        return False
+    if current is None:
+        store.update_refs([RefUpdate(name, None, kept)], message="genjob: recover")
+    elif store.object_type(current) == "commit":
+        store.update_refs([RefUpdate(name, current, merge(store, current, kept))], message="genjob: recover")
+    else:
+        return False  # not a commit: fetch names it, and the user decides
+    return True
 
 
 def _reconcile_mergeable(
@@ -480,15 +486,21 @@ def _outgoing(
     """The local genjob refs (and notes refs, `with_notes`) whose value the remote lacks, each
     leased on the remote's value; a diverged job's ref is held back."""
     updates: list[RefUpdate] = []
-    local_names = [n for n, _ in store.iter_refs(GENJOB_PREFIX)]
-    if with_notes:
-        local_names += [r for r in NOTES_REFS if store.ref_target(r)]
+    local_names = _pushable(store, with_notes)
     held_back = {JOBS_PREFIX + key for key in report.diverged}  # the rest goes out; these are exit 4 after
     for name in local_names:
         update = None if name in held_back else _outgoing_update(store, name, remote_refs.get(name))
         if update is not None:
             updates.append(update)
     return updates
+
+
+def _pushable(store: Store, with_notes: bool) -> list[str]:
+    """The local refs a push may send: every genjob ref, then (`with_notes`) each notes ref there is."""
+    local_names = [n for n, _ in store.iter_refs(GENJOB_PREFIX)]
+    if with_notes:
+        local_names += [r for r in NOTES_REFS if store.ref_target(r)]
+    return local_names
 
 
 def _outgoing_update(store: Store, name: str, theirs: pygit2.Oid | None) -> RefUpdate | None:

@@ -115,14 +115,18 @@ def sparse_paths(store: Store, paths: list[str]) -> set[str]:
 
 def worktree_oids(store: Store, paths: list[str]) -> dict[str, pygit2.Oid | None]:
     """Each path's work-tree content as the blob id git would store (clean filters applied); None if absent."""
-    root = store.workdir or ""
-    present = [p for p in paths if os.path.isfile(os.path.join(root, p)) and not os.path.islink(os.path.join(root, p))]
+    present = _regular_files(store.workdir or "", paths)
     out: dict[str, pygit2.Oid | None] = {p: None for p in paths}
     if present:
         lines = _git(store, "hash-object", "--stdin-paths", data="".join(p + "\n" for p in present).encode())
         for path, line in zip(present, lines.decode().split(), strict=True):
             out[path] = pygit2.Oid(hex=line)
     return out
+
+
+def _regular_files(root: str, paths: list[str]) -> list[str]:
+    """The paths of `paths` that are files in the work tree at `root` (not symbolic links)."""
+    return [p for p in paths if os.path.isfile(os.path.join(root, p)) and not os.path.islink(os.path.join(root, p))]
 
 
 def index_oids(store: Store, paths: list[str]) -> dict[str, pygit2.Oid | None]:
