@@ -21,12 +21,18 @@ def repo_dirs(start: str | None = None) -> tuple[str, str] | None:
     if path is None:
         return None
     dotgit = os.path.join(path, ".git")
+    return (path, dotgit) if _plain_git_dir(path, dotgit) else None
+
+
+def _plain_git_dir(path: str, dotgit: str) -> bool:
+    """Whether `dotgit`, the git directory of work tree `path`, is one a file read may follow:
+    both owned by this user, with HEAD, objects and a plain config."""
     uid = os.geteuid()
     if os.stat(path).st_uid != uid or os.stat(dotgit).st_uid != uid:
-        return None  # safe.directory territory: let libgit2 decide
+        return False  # safe.directory territory: let libgit2 decide
     if not (os.path.isfile(os.path.join(dotgit, "HEAD")) and os.path.isdir(os.path.join(dotgit, "objects"))):
-        return None
-    return (path, dotgit) if _plain_config(dotgit) else None
+        return False
+    return _plain_config(dotgit)
 
 
 def _work_tree_above(path: str) -> str | None:
