@@ -102,12 +102,17 @@ class Archive:
             shard_tree = store.local(shard_entry.id)
             if not isinstance(shard_tree, pygit2.Tree):
                 continue
-            blob = rows[name] if isinstance(rows, pygit2.Tree) and name in rows else None
-            # A hint, so an oversized one (a hostile push) is ignored, not read into memory.
-            size = store.local_size(blob.id) if blob is not None else None
-            small = size is not None and size <= ROWS_MAX_BYTES
-            data = _hint_bytes(blob) if isinstance(blob, pygit2.Blob) and small else None
-            yield name, shard_tree, data, str(blob.id) if data is not None and blob is not None else None
+            data, blob_id = self._rows_hint(rows, name)
+            yield name, shard_tree, data, blob_id
+
+    def _rows_hint(self, rows: pygit2.Object | None, name: str) -> tuple[bytes | None, str | None]:
+        """Shard `name`'s rows blob in the `_rows` tree `rows`: its bytes and id, or (None, None)."""
+        blob = rows[name] if isinstance(rows, pygit2.Tree) and name in rows else None
+        # A hint, so an oversized one (a hostile push) is ignored, not read into memory.
+        size = self.store.local_size(blob.id) if blob is not None else None
+        small = size is not None and size <= ROWS_MAX_BYTES
+        data = _hint_bytes(blob) if isinstance(blob, pygit2.Blob) and small else None
+        return data, str(blob.id) if data is not None and blob is not None else None
 
     def entry(self, key: str) -> pygit2.Tree | None:
         """The archived final tree of job `key` (one tree lookup), or None."""
@@ -126,10 +131,14 @@ class Archive:
         """`base` with `<shard>/<key>` set to `job_tree`, touching only that path, and with
         `row` (one line: sort key, key, then the rest, tab-separated) as that job's line in
         `_rows/<shard>`, so `status --all` reads one blob per shard instead of every job."""
+        tree = self.store.tree_with(base, f"{shard(key)}/{key}", job_tree, TREE_MODE)
+        return tree if row is None else self._with_row(base, tree, key, job_tree, row)
+
+    def _with_row(
+        self, base: pygit2.Tree | None, tree: pygit2.Oid, key: str, job_tree: pygit2.Oid, row: str
+    ) -> pygit2.Oid:
+        """`tree` (`base` with job `key` set) with `row` as that job's line in its shard's rows blob."""
         store = self.store
-        tree = store.tree_with(base, f"{shard(key)}/{key}", job_tree, TREE_MODE)
-        if row is None:
-            return tree
         sort_key, rest = row.split("\t", 1)
         rows_path = f"{ROWS_DIR}/{shard(key)}"
         old = lookup(base, rows_path)

@@ -104,8 +104,17 @@ def blob_digests(
         done(sizes[oid])
     if not big:
         return out
+    out.update(_streamed_digests(store, big, sizes, done))
+    return out
+
+
+def _streamed_digests(
+    store: Store, big: list[pygit2.Oid], sizes: dict[pygit2.Oid, int], done: Callable[[int], None]
+) -> dict[pygit2.Oid, tuple[str, int]]:
+    """blob_digests' big blobs, streamed two at a time; `done(size)` after each, as it ends."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
+    out: dict[pygit2.Oid, tuple[str, int]] = {}
     with ThreadPoolExecutor(max_workers=min(2, len(big))) as pool:
         running = {pool.submit(_digest, _streamed(store.gitdir, oid, sizes[oid])): oid for oid in big}
         for fut in as_completed(running):

@@ -17,33 +17,51 @@ _HEX = frozenset("0123456789abcdef")
 def repo_dirs(start: str | None = None) -> tuple[str, str] | None:
     """(work tree, git directory) around `start` as libgit2's discovery finds them, when that
     is a plain `.git` directory owned by this user on the same file system; else None."""
-    path = os.path.abspath(start or os.getcwd())
+    path = _work_tree_above(os.path.abspath(start or os.getcwd()))
+    if path is None:
+        return None
+    dotgit = os.path.join(path, ".git")
+    return (path, dotgit) if _plain_git_dir(path, dotgit) else None
+
+
+def _plain_git_dir(path: str, dotgit: str) -> bool:
+    """Whether `dotgit`, the git directory of work tree `path`, is one a file read may follow:
+    both owned by this user, with HEAD, objects and a plain config."""
+    uid = os.geteuid()
+    if os.stat(path).st_uid != uid or os.stat(dotgit).st_uid != uid:
+        return False  # safe.directory territory: let libgit2 decide
+    if not (os.path.isfile(os.path.join(dotgit, "HEAD")) and os.path.isdir(os.path.join(dotgit, "objects"))):
+        return False
+    return _plain_config(dotgit)
+
+
+def _work_tree_above(path: str) -> str | None:
+    """The nearest directory at or above `path`, on its file system, that holds a `.git`
+    directory; None at a gitfile, a git directory itself, or the file system's top."""
     dev = os.stat(path).st_dev
     while True:
         dotgit = os.path.join(path, ".git")
         if os.path.isdir(dotgit):
-            break
+            return path
         if os.path.lexists(dotgit) or os.path.isfile(os.path.join(path, "HEAD")):
             return None  # a gitfile (linked worktree, submodule) or a git directory itself
         parent = os.path.dirname(path)
         if parent == path or os.stat(parent).st_dev != dev:
             return None
         path = parent
-    uid = os.geteuid()
-    if os.stat(path).st_uid != uid or os.stat(dotgit).st_uid != uid:
-        return None  # safe.directory territory: let libgit2 decide
-    if not (os.path.isfile(os.path.join(dotgit, "HEAD")) and os.path.isdir(os.path.join(dotgit, "objects"))):
-        return None
+
+
+def _plain_config(dotgit: str) -> bool:
+    """Whether the repository's config is readable and sets nothing a file read cannot follow:
+    no `[extensions]`, no `core.worktree`, not bare."""
     try:
         with open(os.path.join(dotgit, "config"), "rb") as fh:
             config = fh.read().lower()
     except OSError:
-        return None
+        return False
     if b"extensions" in config or b"worktree" in config:
-        return None
-    if b"bare" in config and b"\tbare = false\n" not in config:
-        return None
-    return path, dotgit
+        return False
+    return not (b"bare" in config and b"\tbare = false\n" not in config)
 
 
 class Refs:

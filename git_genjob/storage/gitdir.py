@@ -5,6 +5,7 @@ them, and the repository formats libgit2 cannot open (refused before it tries)."
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from git_genjob.documents.errors import BadInput
 from git_genjob.storage.layout import JOBS_PREFIX
@@ -128,20 +129,29 @@ def common_dir(start: str | None = None) -> str | None:
         return resolve_common(os.path.abspath(gitdir))
     path = os.path.abspath(start or os.getcwd())
     while True:
-        dotgit = os.path.join(path, ".git")
-        if os.path.isdir(dotgit):
-            return resolve_common(dotgit)
-        if os.path.isfile(dotgit):
-            with open(dotgit, encoding="utf-8") as fh:
-                line = fh.read().strip()
-            if line.startswith("gitdir:"):
-                return resolve_common(os.path.normpath(os.path.join(path, line[len("gitdir:") :].strip())))
-        if os.path.isfile(os.path.join(path, "HEAD")) and os.path.isdir(os.path.join(path, "refs")):
-            return path  # a bare repository
+        found = _common_at(path)
+        if found is not None:
+            return found
         parent = os.path.dirname(path)
         if parent == path:
             return None
         path = parent
+
+
+def _common_at(path: str) -> str | None:
+    """The common git directory of the repository at `path` (its `.git` directory or gitfile,
+    or `path` itself when bare), or None when `path` holds none."""
+    dotgit = os.path.join(path, ".git")
+    if os.path.isdir(dotgit):
+        return resolve_common(dotgit)
+    if os.path.isfile(dotgit):
+        with open(dotgit, encoding="utf-8") as fh:
+            line = fh.read().strip()
+        if line.startswith("gitdir:"):
+            return resolve_common(os.path.normpath(os.path.join(path, line[len("gitdir:") :].strip())))
+    if os.path.isfile(os.path.join(path, "HEAD")) and os.path.isdir(os.path.join(path, "refs")):
+        return path  # a bare repository
+    return None
 
 
 def resolve_common(gitdir: str) -> str:
@@ -162,20 +172,25 @@ def live_keys(common: str) -> list[str]:
         keys |= {e.name for e in os.scandir(loose) if e.is_file() and not e.name.endswith(".lock")}
     except FileNotFoundError:
         pass
-    try:
-        with open(os.path.join(common, "packed-refs"), encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                name = line.rstrip("\n").partition(" ")[2]
-                if name.startswith(JOBS_PREFIX):
-                    keys.add(name[len(JOBS_PREFIX) :])
-    except FileNotFoundError:
-        pass
-    return sorted(keys)
+    return sorted(keys | set(_packed_job_tips(common)))
 
 
 def live_tips(common: str) -> dict[str, str] | None:
     """{key: tip id} of the live job refs, read from the ref files as git keeps them (a loose
     ref over its packed line), or None when one is not a plain object id (git must say)."""
+    tips = _packed_job_tips(common)
+    loose = _loose_job_tips(common)
+    if loose is None:
+        return None
+    tips.update(loose)
+    hexdigits = set("0123456789abcdef")
+    if any(len(oid) not in (40, 64) or not set(oid) <= hexdigits for oid in tips.values()):
+        return None
+    return tips
+
+
+def _packed_job_tips(common: str) -> dict[str, str]:
+    """{key: the id on its line} of the live job refs in packed-refs."""
     tips: dict[str, str] = {}
     try:
         with open(os.path.join(common, "packed-refs"), encoding="utf-8", errors="replace") as fh:
@@ -185,10 +200,16 @@ def live_tips(common: str) -> dict[str, str] | None:
                     tips[name[len(JOBS_PREFIX) :]] = oid
     except FileNotFoundError:
         pass
+    return tips
+
+
+def _loose_job_tips(common: str) -> dict[str, str] | None:
+    """{key: the text of its file} of the loose live job refs, or None when one is not a readable file."""
     try:
         entries = list(os.scandir(os.path.join(common, JOBS_PREFIX)))
     except FileNotFoundError:
         entries = []
+    tips: dict[str, str] = {}
     for e in entries:
         if e.name.endswith(".lock"):
             continue
@@ -199,9 +220,6 @@ def live_tips(common: str) -> dict[str, str] | None:
                 tips[e.name] = fh.read().strip()
         except (OSError, UnicodeDecodeError):
             return None
-    hexdigits = set("0123456789abcdef")
-    if any(len(oid) not in (40, 64) or not set(oid) <= hexdigits for oid in tips.values()):
-        return None
     return tips
 
 
@@ -300,13 +318,9 @@ def read_commit_trailers(gitdir: str, commits: list[tuple[str, str]]) -> None:
     """Read the Genjob-* trailers of many (id, message) commits in one `git log --no-walk
     --stdin` (what `%(trailers:only,unfold)` shows), for `genjob_trailers_of_commit` to find:
     an audit of a range asks git once, not once per commit."""
-    new = [(oid, message) for oid, message in commits if (gitdir, oid) not in _BY_COMMIT]
-    wanted = [oid for oid, message in new if may_name_a_job(message)]
-    _BY_COMMIT.update({(gitdir, oid): {} for oid, message in new if not may_name_a_job(message)})
+    wanted = _commits_to_ask(gitdir, commits)
     if not wanted:
         return
-    import re
-
     proc = run_git(
         [f"--git-dir={gitdir}", "log", "--no-walk=unsorted", "--stdin", "--format=%x00%H%x00%(trailers:only,unfold)"],
         "\n".join(wanted).encode() + b"\n",
@@ -315,12 +329,28 @@ def read_commit_trailers(gitdir: str, commits: list[tuple[str, str]]) -> None:
         return  # each commit is then asked on its own
     fields = proc.stdout.decode("utf-8", "replace").split("\0")
     for oid, block in zip(fields[1::2], fields[2::2], strict=False):
-        out: dict[str, str] = {}
-        for line in block.splitlines():
-            m = re.match(PARSED_TRAILER, line)
-            if m and m.group(1).lower().startswith("genjob-"):
-                out[canonical_trailer_key(m.group(1))] = m.group(2).strip()
-        _BY_COMMIT[(gitdir, oid)] = out
+        _BY_COMMIT[(gitdir, oid)] = _genjob_trailers_in(block)
+
+
+def _commits_to_ask(gitdir: str, commits: list[tuple[str, str]]) -> list[str]:
+    """The ids of `commits` not read yet whose message may hold a Genjob-* trailer; each other
+    new one is remembered as holding none."""
+    new = [(oid, message) for oid, message in commits if (gitdir, oid) not in _BY_COMMIT]
+    wanted = [oid for oid, message in new if may_name_a_job(message)]
+    _BY_COMMIT.update({(gitdir, oid): {} for oid, message in new if not may_name_a_job(message)})
+    return wanted
+
+
+def _genjob_trailers_in(block: str) -> dict[str, str]:
+    """The Genjob-* trailers of a `%(trailers:only,unfold)` block ({canonical key: value})."""
+    import re
+
+    out: dict[str, str] = {}
+    for line in block.splitlines():
+        m = re.match(PARSED_TRAILER, line)
+        if m and m.group(1).lower().startswith("genjob-"):
+            out[canonical_trailer_key(m.group(1))] = m.group(2).strip()
+    return out
 
 
 # -- what libgit2 cannot open, and git's dates, read without it ------------------------------
@@ -366,31 +396,60 @@ def refuse_unsupported(gitdir: str) -> None:
         raise sha256_refusal(gitdir)
 
 
+def git_identity(role: str, config: Callable[[str], str | None], required: bool) -> tuple[str, str]:
+    """(name, email) for `role` ("author" or "committer") as git reads them: GIT_<ROLE>_NAME /
+    _EMAIL, else user.name / user.email from `config`. Without one, `required` refuses (exit 2);
+    otherwise the fallback is git-genjob <genjob@localhost>."""
+    upper = role.upper()
+    name = os.environ.get(f"GIT_{upper}_NAME") or config("user.name")
+    email = os.environ.get(f"GIT_{upper}_EMAIL") or config("user.email")
+    if required and not (name and email):
+        raise BadInput("no git identity", 'set one: git config user.name "…"; git config user.email …')
+    return name or "git-genjob", email or "genjob@localhost"
+
+
+def git_role_date(role: str) -> tuple[int, int] | None:
+    """GIT_<ROLE>_DATE as git_date reads it, or None (unset or empty: now)."""
+    variable = f"GIT_{role.upper()}_DATE"
+    when = os.environ.get(variable)
+    return git_date(when, variable) if when else None
+
+
 def git_date(value: str, what: str) -> tuple[int, int]:
     """(unix seconds, offset in minutes) of a date as git takes it in GIT_*_DATE: its own
     `<seconds> <+hhmm>` (or `@<seconds>`), RFC 2822 or ISO 8601; anything else exits 2."""
-    import datetime  # with email.utils, only where a date is given: the hooks import this module
-    import email.utils
-
     raw = value.strip().removeprefix("@")
     parts = raw.split()
     try:
         if parts and parts[0].isdigit() and len(parts) <= 2:
-            zone = parts[1] if len(parts) == 2 else "+0000"
-            if len(zone) != 5 or zone[0] not in "+-" or not zone[1:].isdigit():
-                raise ValueError(zone)
-            minutes = int(zone[1:3]) * 60 + int(zone[3:])
-            return int(parts[0]), -minutes if zone[0] == "-" else minutes
-        try:
-            when = email.utils.parsedate_to_datetime(raw)
-        except (TypeError, ValueError):
-            when = datetime.datetime.fromisoformat(raw)
-        if when.tzinfo is None:
-            when = when.astimezone()  # a local time, as git reads one
-        offset = when.utcoffset()
-        assert offset is not None
-        return int(when.timestamp()), int(offset.total_seconds() // 60)
+            return _raw_date(parts)
+        return _text_date(raw)
     except ValueError:
         raise BadInput(
             f"{what}={value!r} is not a date git understands", 'e.g. "1700000000 +0000" or an ISO 8601 time'
         ) from None
+
+
+def _raw_date(parts: list[str]) -> tuple[int, int]:
+    """git's own `<seconds> [<+hhmm>]` (no zone: +0000); ValueError for a zone git would not take."""
+    zone = parts[1] if len(parts) == 2 else "+0000"
+    if len(zone) != 5 or zone[0] not in "+-" or not zone[1:].isdigit():
+        raise ValueError(zone)
+    minutes = int(zone[1:3]) * 60 + int(zone[3:])
+    return int(parts[0]), -minutes if zone[0] == "-" else minutes
+
+
+def _text_date(raw: str) -> tuple[int, int]:
+    """An RFC 2822 or ISO 8601 date (without a zone: local time, as git reads one); else ValueError."""
+    import datetime  # with email.utils, only where a date is given: the hooks import this module
+    import email.utils
+
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        when = datetime.datetime.fromisoformat(raw)
+    if when.tzinfo is None:
+        when = when.astimezone()  # a local time, as git reads one
+    offset = when.utcoffset()
+    assert offset is not None
+    return int(when.timestamp()), int(offset.total_seconds() // 60)

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from git_genjob.documents.errors import LockHeld
+from git_genjob.documents.errors import Conflict, LockHeld, StaleLock
 from git_genjob.storage.layout import GENJOB_PREFIX, NOTES_REFS, writers_dir
 
 UNKNOWN_STALE_S = 600.0
@@ -144,6 +144,11 @@ def lock_state(common: str, ref: str, records: list[tuple[int, bool, set[str]]] 
     # Our own record names the ref we are failing to lock; another thread of ours holds a lock
     # for milliseconds, so our own pid counts as the holder only for a fresh lock.
     holders = [(p, alive) for p, alive, refs in records if ref in refs and (p != os.getpid() or age < 2.0)]
+    return _judged(path, age, holders)
+
+
+def _judged(path: str, age: float, holders: list[tuple[int, bool]]) -> LockState:
+    """The lock file at `path`, `age` seconds old, judged by the (pid, alive) records naming it."""
     live = [p for p, alive in holders if alive]
     if live:
         return LockState(path, False, f"a running git-genjob process ({live[0]})")
@@ -157,6 +162,38 @@ def held_by_another_writer(common: str, ref: str) -> bool:
     return any(alive and pid != os.getpid() and ref in refs for pid, alive, refs in _records(common))
 
 
+def refuse_stale(common: str, refs: list[str]) -> None:
+    """Raise StaleLock when a lock on one of `refs` is stale: no waiting clears it."""
+    for ref in refs:
+        state = lock_state(common, ref)
+        if state is not None and state.stale:
+            raise StaleLock(
+                f"{ref} is locked by a stale lock file {state.path}, left by {state.holder}",
+                f"git genjob recover clears git-genjob's stale locks (or, if no git runs: rm {state.path})",
+            )
+
+
+def refuse_claimed(common: str, refs: list[str], exc: Exception) -> None:
+    """Raise Conflict when another running git-genjob process is locking one of `refs`."""
+    if any(held_by_another_writer(common, ref) for ref in refs):
+        raise Conflict(
+            f"{', '.join(refs)} is locked by another writer ({exc})",
+            "another writer is updating it; pick another",
+        ) from None
+
+
+def lock_timeout(common: str, gitdir: str, refs: list[str], exc: Exception) -> LockHeld:
+    """The error for a lock on `refs` still held after the wait: its file and holder when known."""
+    found = held(common, gitdir, refs, False)
+    if found:
+        path, who, todo = found[0]
+        return LockHeld(f"could not lock {path}: {who}", todo)
+    return LockHeld(
+        f"could not lock {', '.join(refs)}: {exc}",
+        "another writer has held the lock for a while; try again",
+    )
+
+
 def clear_stale(common: str) -> list[str]:
     """Remove stale ref locks; returns their paths.
 
@@ -165,12 +202,8 @@ def clear_stale(common: str) -> list[str]:
     no record names once it is older than UNKNOWN_STALE_S.
     """
     records = _records(common)
-    refs = set(NOTES_REFS) | {r for _pid, alive, names in records if not alive for r in names}
-    for dirpath, _dirs, files in os.walk(os.path.join(common, GENJOB_PREFIX)):
-        rel = os.path.relpath(dirpath, common).replace(os.sep, "/")
-        refs |= {f"{rel}/{f[: -len('.lock')]}" for f in files if f.endswith(".lock")}
     cleared = []
-    for ref in sorted(refs):
+    for ref in sorted(_maybe_stale(common, records)):
         state = lock_state(common, ref, records)
         if state is not None and state.stale:
             try:
@@ -182,6 +215,16 @@ def clear_stale(common: str) -> list[str]:
         if not alive:
             _forget(os.path.join(writers_dir(common), str(pid)))
     return cleared
+
+
+def _maybe_stale(common: str, records: list[tuple[int, bool, set[str]]]) -> set[str]:
+    """The refs whose lock clear_stale judges: the notes refs, every ref a dead writer recorded,
+    and each ref under refs/genjob/ with a lock file now."""
+    refs = set(NOTES_REFS) | {r for _pid, alive, names in records if not alive for r in names}
+    for dirpath, _dirs, files in os.walk(os.path.join(common, GENJOB_PREFIX)):
+        rel = os.path.relpath(dirpath, common).replace(os.sep, "/")
+        refs |= {f"{rel}/{f[: -len('.lock')]}" for f in files if f.endswith(".lock")}
+    return refs
 
 
 def _since(path: str) -> str | None:
@@ -199,34 +242,43 @@ def held(common: str, gitdir: str, refs: list[str], index: bool) -> list[tuple[s
     one way to clear it). `refs` are ref names (their locks live in the common dir); `index` adds
     this work tree's `index.lock` (in its own git dir), which git holds while `git commit` waits
     for its editor and leaves behind when a git command is killed."""
-    found = []
-    if index:
-        path = os.path.join(gitdir, "index.lock")
-        since = _since(path)
-        if since is not None:
-            found.append(
-                (
-                    path,
-                    f"held by a git command (no git-genjob process) {since}",
-                    "finish the git command that holds it (a `git commit` waiting for its editor, say) and "
-                    f"run this again; if no git command is running here, a killed git left it: rm {path}",
-                )
-            )
+    found = _index_held(gitdir) if index else []
     records = _records(common)
     for ref in refs:
         state = lock_state(common, ref, records)
         since = _since(state.path) if state is not None else None
         if state is None or since is None:
             continue
-        if not state.stale and "git-genjob" in state.holder:
-            todo = "wait for it to finish, then run this again"
-        elif "git-genjob" in state.holder:
-            todo = f"git genjob recover clears it (or: rm {state.path})"
-        else:
-            state = LockState(state.path, state.stale, "a git command (no git-genjob process)")
-            todo = f"if no git command is running here, a killed git left it: rm {state.path}"
-        found.append((state.path, f"held by {state.holder} {since}", todo))
+        found.append(_ref_held(state, since))
     return found
+
+
+def _index_held(gitdir: str) -> list[tuple[str, str, str]]:
+    """`held`'s line for this work tree's `index.lock`, if it exists."""
+    path = os.path.join(gitdir, "index.lock")
+    since = _since(path)
+    if since is None:
+        return []
+    return [
+        (
+            path,
+            f"held by a git command (no git-genjob process) {since}",
+            "finish the git command that holds it (a `git commit` waiting for its editor, say) and "
+            f"run this again; if no git command is running here, a killed git left it: rm {path}",
+        )
+    ]
+
+
+def _ref_held(state: LockState, since: str) -> tuple[str, str, str]:
+    """`held`'s line for a ref lock: its path, who holds it since when, and how to clear it."""
+    if not state.stale and "git-genjob" in state.holder:
+        todo = "wait for it to finish, then run this again"
+    elif "git-genjob" in state.holder:
+        todo = f"git genjob recover clears it (or: rm {state.path})"
+    else:
+        state = LockState(state.path, state.stale, "a git command (no git-genjob process)")
+        todo = f"if no git command is running here, a killed git left it: rm {state.path}"
+    return (state.path, f"held by {state.holder} {since}", todo)
 
 
 def wait_unlocked(common: str, gitdir: str, refs: list[str], index: bool, wait_s: float) -> None:

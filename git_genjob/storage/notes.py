@@ -51,10 +51,15 @@ def note_blobs(store: Store, commits: Iterable[pygit2.Oid | str], refs: Iterable
     out = []
     for ref in refs:
         tree = _tree(store, store.ref_target(ref))
-        paths = [note_path(tree, c) for c in names] if tree is not None else []
-        entries = [lookup(tree, p) for p in paths if p is not None]
-        out += [e.id for e in entries if e is not None]
+        out += _blobs_in(tree, names) if tree is not None else []
     return out
+
+
+def _blobs_in(tree: pygit2.Tree, commits: list[str]) -> list[pygit2.Oid]:
+    """The blob ids of the notes on `commits` in one notes tree."""
+    paths = [note_path(tree, c) for c in commits]
+    entries = [lookup(tree, p) for p in paths if p is not None]
+    return [e.id for e in entries if e is not None]
 
 
 def read_note(store: Store, commit: pygit2.Oid | str, ref: str = NOTES_REF) -> bytes | None:

@@ -81,14 +81,21 @@ def document_blobs(clone: Clone) -> list[pygit2.Oid]:
     for _, tip in clone.iter_refs(JOBS_PREFIX):
         commit = clone.local(tip)
         trees += [commit.tree] if isinstance(commit, pygit2.Commit) else []
-    archive = clone.ref_target(ARCHIVE_REF)
-    if archive is not None:
-        try:
-            rows = clone.get_commit(archive).tree[ROWS_DIR]
-        except KeyError:
-            rows = None
-        trees += [rows] if isinstance(rows, pygit2.Tree) else []
+    rows = _archive_rows(clone)
+    trees += [rows] if rows is not None else []
     return [e.id for tree in trees for e in tree if e.type_str == "blob"]
+
+
+def _archive_rows(clone: Clone) -> pygit2.Tree | None:
+    """The archive's rows tree, or None (no archive, or no rows in it)."""
+    archive = clone.ref_target(ARCHIVE_REF)
+    if archive is None:
+        return None
+    try:
+        rows = clone.get_commit(archive).tree[ROWS_DIR]
+    except KeyError:
+        return None
+    return rows if isinstance(rows, pygit2.Tree) else None
 
 
 def skip_worktree(clone: Clone, paths: Iterable[str]) -> set[str]:

@@ -188,25 +188,14 @@ class LeasedRemote(Publisher):
             self.remote_values.update(twin.remote_values)
 
     def move(self, updates: list[RefUpdate], message: str) -> None:
-        for u in updates:
-            if u.expected != self.remote_values.get(u.name):
-                raise Conflict(f"{u.name} has local events the remote lacks", "run git genjob push first")
+        self._check_fetched(updates)
         riding = self._riders_for(updates)
         refused = self._push(riding, updates)
         lost = [u for u in updates if u.name in refused]
-        published = [r.update for r in riding if r.update.name not in refused] + [u for u in updates if not lost]
-        for u in published:
-            if u.new is None:
-                self.remote_values.pop(u.name, None)
-            else:
-                self.remote_values[u.name] = u.new
+        for u in _published(riding, updates, refused):
+            self._remember(u)
         crash_point("after-push")
-        # Locally one ref at a time, in the order given, whatever the local value: the remote decided.
-        for r in riding:
-            if r.update.name not in refused:
-                self._set_local(r.update, r.message)
-        for r in riding:
-            r.settled(None if r.update.name not in refused else f"the remote moved: {r.update.name}")
+        self._settle(riding, refused)
         if lost:
             raise Conflict(
                 "the remote moved: " + ", ".join(u.name for u in lost),
@@ -214,6 +203,12 @@ class LeasedRemote(Publisher):
             )
         for u in updates:
             self._set_local(u, message)
+
+    def _check_fetched(self, updates: list[RefUpdate]) -> None:
+        """Conflict unless each update is leased on the value last fetched from the remote."""
+        for u in updates:
+            if u.expected != self.remote_values.get(u.name):
+                raise Conflict(f"{u.name} has local events the remote lacks", "run git genjob push first")
 
     def _riders_for(self, updates: list[RefUpdate]) -> list[_Riding]:
         """The held events that go out in the same push as `updates`: none when these move
@@ -237,8 +232,31 @@ class LeasedRemote(Publisher):
             self.riding = riding + self.riding  # not decided: flush() tries them again
             raise
 
+    def _remember(self, u: RefUpdate) -> None:
+        """Record the value `u` leaves on the remote."""
+        if u.new is None:
+            self.remote_values.pop(u.name, None)
+        else:
+            self.remote_values[u.name] = u.new
+
+    def _settle(self, riding: list[_Riding], refused: set[str]) -> None:
+        """Move the held events the remote took locally, then tell each held event how it went."""
+        # Locally one ref at a time, in the order given, whatever the local value: the remote decided.
+        for r in riding:
+            if r.update.name not in refused:
+                self._set_local(r.update, r.message)
+        for r in riding:
+            r.settled(None if r.update.name not in refused else f"the remote moved: {r.update.name}")
+
     def _set_local(self, u: RefUpdate, message: str) -> None:
         self.store.update_refs([RefUpdate(u.name, self.store.ref_target(u.name), u.new)], message=message)
+
+
+def _published(riding: list[_Riding], updates: list[RefUpdate], refused: set[str]) -> list[RefUpdate]:
+    """What a push left on the remote: each held event it did not refuse, and `updates` when it
+    refused none of them."""
+    lost = any(u.name in refused for u in updates)
+    return [r.update for r in riding if r.update.name not in refused] + [u for u in updates if not lost]
 
 
 class OnePush(LeasedRemote):
@@ -257,10 +275,7 @@ class OnePush(LeasedRemote):
                 raise Conflict(
                     f"{u.name} has local events {self.remote} lacks", f"run git genjob push {self.remote} first"
                 )
-            if u.new is None:  # the next held move builds on what this one leaves
-                self.remote_values.pop(u.name, None)
-            else:
-                self.remote_values[u.name] = u.new
+            self._remember(u)  # the next held move builds on what this one leaves
             self.staged.append((u, message))
 
     def carry(self, name: str) -> None:

@@ -129,14 +129,26 @@ def bundle_inputs(store: Store, record: JobRecord, limits: Limits | None = None)
     extra = sorted(str(e.name) for e in record.tree if str(e.name) not in TOP_LEVEL)
     if extra:
         raise BadInput(f"{where}: its tree holds {', '.join(map(repr, extra))} beside the job's documents")
-    inputs_entry = lookup(record.tree, "inputs")
-    stored: dict[str, pygit2.Oid] = {}
-    if inputs_entry is not None:
-        sub = store.get(inputs_entry.id)
-        if not isinstance(sub, pygit2.Tree):
-            raise BadInput(f"{where}: inputs is not a directory")
-        stored = store.tree_files(sub)
+    stored = _stored_inputs(store, record.tree, where)
     wanted = {p: d for p, d in record.job.input_map.items() if d is not None}
+    _check_input_paths(where, stored, wanted)
+    _check_sizes(store, where, {p: stored[p] for p in wanted}, limits or Limits())
+    return _read_inputs(store, where, stored, wanted)
+
+
+def _stored_inputs(store: Store, tree: pygit2.Tree, where: str) -> dict[str, pygit2.Oid]:
+    """{path: blob oid} under the job tree's inputs/ (none without one)."""
+    inputs_entry = lookup(tree, "inputs")
+    if inputs_entry is None:
+        return {}
+    sub = store.get(inputs_entry.id)
+    if not isinstance(sub, pygit2.Tree):
+        raise BadInput(f"{where}: inputs is not a directory")
+    return store.tree_files(sub)
+
+
+def _check_input_paths(where: str, stored: dict[str, pygit2.Oid], wanted: dict[str, str]) -> None:
+    """Refuse files under inputs/ that job.json does not name, then an input it names that is missing."""
     planted = sorted(set(stored) - set(wanted))
     if planted:
         raise BadInput(
@@ -146,7 +158,10 @@ def bundle_inputs(store: Store, record: JobRecord, limits: Limits | None = None)
     missing = sorted(set(wanted) - set(stored))
     if missing:
         raise BadInput(f"{where}: inputs/{missing[0]} is missing")
-    _check_sizes(store, where, {p: stored[p] for p in wanted}, limits or Limits())
+
+
+def _read_inputs(store: Store, where: str, stored: dict[str, pygit2.Oid], wanted: dict[str, str]) -> dict[str, bytes]:
+    """Each input's bytes, in path order, each re-hashed against the digest job.json gives it."""
     out: dict[str, bytes] = {}
     for path, want in sorted(wanted.items()):
         data = store.read(stored[path], limit=CONTENT_MAX)
@@ -214,6 +229,15 @@ def _job_at(store: Store, tree: pygit2.Tree) -> tuple[Job, bytes] | None:
 
 def load_tree(store: Store, key: str, tree: pygit2.Tree, tip: pygit2.Oid | None, archived: bool) -> JobRecord:
     where = f"{ARCHIVE_REF} entry" if archived else job_ref(key)
+    job, job_bytes, meta_bytes = _stored_job(store, key, tree, where)
+    meta, attempts = _stored_progress(store, key, tree, meta_bytes)
+    receipt = store.file_at(tree, "receipt.json")
+    envelope = store.file_at(tree, JOB_ENVELOPE)
+    return JobRecord(key, job, job_bytes, meta, tree, store, tip, archived, attempts, receipt, envelope)
+
+
+def _stored_job(store: Store, key: str, tree: pygit2.Tree, where: str) -> tuple[Job, bytes, bytes]:
+    """(job, job.json, meta.json) of a stored job tree, its job checked to be job `key`."""
     try:
         parsed = _job_at(store, tree)
     except BadInput as exc:
@@ -226,6 +250,11 @@ def load_tree(store: Store, key: str, tree: pygit2.Tree, tip: pygit2.Oid | None,
     job, job_bytes = parsed
     if job.key != key:
         raise BadInput(f"job ref {key} holds a job whose key is {job.key}", "the ref is damaged or was renamed")
+    return job, job_bytes, meta_bytes
+
+
+def _stored_progress(store: Store, key: str, tree: pygit2.Tree, meta_bytes: bytes) -> tuple[Meta, Attempts]:
+    """The meta and attempts of a stored job tree, its meta checked to name job `key`."""
     try:
         meta = parse_meta(meta_bytes)
         attempts = parse_attempts(store.file_at(tree, "attempts.json"))
@@ -233,9 +262,7 @@ def load_tree(store: Store, key: str, tree: pygit2.Tree, tip: pygit2.Oid | None,
         raise BadInput(f"job {key}: {exc.message}", "the ref is damaged; inspect it with git show") from None
     if meta.key != key:
         raise BadInput(f"job {key}: meta.json names key {meta.key}", "the ref is damaged or was renamed")
-    receipt = store.file_at(tree, "receipt.json")
-    envelope = store.file_at(tree, JOB_ENVELOPE)
-    return JobRecord(key, job, job_bytes, meta, tree, store, tip, archived, attempts, receipt, envelope)
+    return meta, attempts
 
 
 def load_live(store: Store, key: str) -> JobRecord | None:
@@ -313,13 +340,7 @@ def find_job(store: Store, key: str) -> JobRecord:
     that was interrupted between its two steps.
     """
     live_tip = store.ref_target(job_ref(key))
-    try:
-        archived = load_archived(store, key)
-    except BadInput:
-        if live_tip is None:
-            raise
-        # A malformed entry came from a remote (genjob writes none): it ends nothing here.
-        archived = None
+    archived = _archived_beside(store, key, live_tip)
     both = archived is not None and live_tip is not None
     # Both: the leftover of an interrupted move, unless the archive entry came from a remote
     # that this clone cannot vouch for; then the live job stands.
@@ -329,6 +350,17 @@ def find_job(store: Store, key: str) -> JobRecord:
     if record is None:
         raise NoSuchJob(f"no job with key {key!r}", "list jobs with: git genjob status --all")
     return record
+
+
+def _archived_beside(store: Store, key: str, live_tip: pygit2.Oid | None) -> JobRecord | None:
+    """The archived record of `key`; with a live job, a malformed archive entry counts as none."""
+    try:
+        return load_archived(store, key)
+    except BadInput:
+        if live_tip is None:
+            raise
+        # A malformed entry came from a remote (genjob writes none): it ends nothing here.
+        return None
 
 
 MIN_PREFIX = 4
@@ -343,14 +375,18 @@ def resolve_key(store: Store, text: str) -> str:
     """
     if len(text) < MIN_PREFIX or store.ref_target(job_ref(text)) is not None or Archive(store).entry(text):
         return text
-    matches = sorted(k for k in store.live_keys() if k.startswith(text))
-    if not matches:
-        matches = sorted(k for k, _ in Archive(store).entries() if k.startswith(text))
+    matches = _prefix_matches(store, text)
     if len(matches) > 1:
         raise NoSuchJob(
             f"{text!r} is the prefix of {len(matches)} jobs' keys: " + ", ".join(matches[:5]), "give more characters"
         )
     return matches[0] if matches else text
+
+
+def _prefix_matches(store: Store, prefix: str) -> list[str]:
+    """The live jobs' keys that start with `prefix`, sorted; without one, the archived jobs'."""
+    matches = sorted(k for k in store.live_keys() if k.startswith(prefix))
+    return matches or sorted(k for k, _ in Archive(store).entries() if k.startswith(prefix))
 
 
 def events(store: Store, tip: pygit2.Oid) -> list[Event]:
@@ -455,11 +491,16 @@ def _applied_problem(store: Store, key: str, job_digest: str, commit: str | None
     t = genjob_trailers_of_commit(str(landed.id), landed.message, store.gitdir)  # as git reads them
     if t.get("Genjob-Key") != key or t.get("Genjob-Job") != job_digest:
         return f"applied as {commit[:12]}, which does not carry this job's Genjob-Key and Genjob-Job"
-    short = branch.removeprefix("refs/heads/")
-    tips = [store.ref_target(branch)] + [o for n, o in store.iter_refs("refs/remotes/") if n.endswith(f"/{short}")]
-    if any(t is not None and (t == landed.id or store.descendant_of(t, landed.id)) for t in tips):
+    if _branch_holds(store, branch, landed.id):
         return None
     return f"applied as {commit[:12]} on {branch}, which does not hold that commit here"
+
+
+def _branch_holds(store: Store, branch: str, commit: pygit2.Oid) -> bool:
+    """Whether local `branch` or a remote-tracking copy of it holds `commit`."""
+    short = branch.removeprefix("refs/heads/")
+    tips = [store.ref_target(branch)] + [o for n, o in store.iter_refs("refs/remotes/") if n.endswith(f"/{short}")]
+    return any(t is not None and (t == commit or store.descendant_of(t, commit)) for t in tips)
 
 
 def _drop_problem(
@@ -579,16 +620,21 @@ def requeue_problem(store: Store, record: JobRecord, signers: list[Any], revoked
     assert record.tip is not None
     chain = events(store, record.tip)
     sent = [n for n, e in enumerate(chain) if e.event == JobEvent.SENDING]
-    if not sent:
+    if not sent or _signed_requeue(store, record.key, chain[sent[-1] + 1 :], signers, revoked):
         return None
-    for e in chain[sent[-1] + 1 :]:
-        namespace = REQUEUE_SIGNERS.get(e.event)
-        if namespace is None:
-            continue
-        commit = store.get_commit(e.commit)
-        if _signed_event_problem(store, record.key, commit, e.event, namespace, signers, revoked) is None:
-            return None
     return (
         "its last attempt reached the generator, and no signed requeue (its worker's 'failed' or its "
         "owner's 'retried') follows; never sent again by a worker"
     )
+
+
+def _signed_requeue(store: Store, key: str, later: list[Event], signers: list[Any], revoked: set[bytes]) -> bool:
+    """Whether one of the events `later` is a requeue signed by the writer REQUEUE_SIGNERS names."""
+    for e in later:
+        namespace = REQUEUE_SIGNERS.get(e.event)
+        if namespace is None:
+            continue
+        commit = store.get_commit(e.commit)
+        if _signed_event_problem(store, key, commit, e.event, namespace, signers, revoked) is None:
+            return True
+    return False

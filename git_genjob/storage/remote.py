@@ -122,16 +122,12 @@ def push_leases(store: Store, remote: str, updates: list[RefUpdate]) -> None:
     """One atomic `git push` with a lease per ref; a rejection is a lost race (exit 4)."""
     if not updates:
         return
-    args = ["push", "--porcelain", "--atomic", "--no-verify"]
-    specs = []
-    for u in updates:
-        args.append(f"--force-with-lease={u.name}:{u.expected or ''}")
-        specs.append(f"{u.new}:{u.name}" if u.new is not None else f":{u.name}")
-    proc = git(store, *args, remote, *specs, check=False)
+    leases, specs = _leased(updates)
+    proc = git(store, "push", "--porcelain", "--atomic", "--no-verify", *leases, remote, *specs, check=False)
     if proc.returncode == 0:
         return
     _raise_if_declined(proc, remote)
-    rejected = [line.split("\t")[1].split(":")[-1] for line in proc.stdout.splitlines() if line.startswith("!\t")]
+    rejected = _rejected(proc)
     if rejected or "stale info" in proc.stderr or "rejected" in proc.stdout + proc.stderr:
         raise Conflict(
             "the remote moved: " + (", ".join(rejected) or "push rejected"),
@@ -143,17 +139,25 @@ def push_leases(store: Store, remote: str, updates: list[RefUpdate]) -> None:
 def push_each(store: Store, remote: str, updates: list[RefUpdate]) -> set[str]:
     """One `git push` (not atomic) with a lease per ref: the remote decides each ref on its own
     lease, so one ref's lost race never holds back another's update. The names it refused."""
-    args = ["push", "--porcelain", "--no-verify"]
-    specs = []
-    for u in updates:
-        args.append(f"--force-with-lease={u.name}:{u.expected or ''}")
-        specs.append(f"{u.new}:{u.name}" if u.new is not None else f":{u.name}")
-    proc = git(store, *args, remote, *specs, check=False)
+    leases, specs = _leased(updates)
+    proc = git(store, "push", "--porcelain", "--no-verify", *leases, remote, *specs, check=False)
     _raise_if_declined(proc, remote)
-    rejected = {line.split("\t")[1].split(":")[-1] for line in proc.stdout.splitlines() if line.startswith("!\t")}
+    rejected = set(_rejected(proc))
     if proc.returncode != 0 and not rejected:
         raise RemoteUnavailable(f"git push to {remote} failed: {proc.stderr.strip()}", "check the remote")
     return rejected
+
+
+def _leased(updates: list[RefUpdate]) -> tuple[list[str], list[str]]:
+    """The `--force-with-lease` options and the refspecs that push `updates`, each leased on its expected value."""
+    leases = [f"--force-with-lease={u.name}:{u.expected or ''}" for u in updates]
+    specs = [f"{u.new}:{u.name}" if u.new is not None else f":{u.name}" for u in updates]
+    return leases, specs
+
+
+def _rejected(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The refs a `git push --porcelain` rejected (its `!` lines), in its order."""
+    return [line.split("\t")[1].split(":")[-1] for line in proc.stdout.splitlines() if line.startswith("!\t")]
 
 
 def _raise_if_declined(proc: subprocess.CompletedProcess[str], remote: str) -> None:
@@ -238,6 +242,25 @@ def reconcile(
     are taken only through `notes` (landing.quarantine: only notes that verify, SPEC §12.2);
     without it they stay in their holding refs."""
     recover_kept(store, report)
+    remote_refs = _importable(store, remote_refs, report)
+    for name, merge in (
+        (ARCHIVE_REF, merge_union),
+        (REPLAYS_REF, merge_union),
+    ):
+        if name in remote_refs:
+            _reconcile_mergeable(store, name, remote_refs[name], merge, report)
+    if notes is not None:
+        notes(store, {r: remote_refs[r] for r in NOTES_REFS if r in remote_refs}, report)
+    forward = _job_moves(store, remote_refs, report)  # job refs the remote advanced: one transaction, one sync
+    # each checked against the value read: a local writer since is a conflict (exit 4); a
+    # transaction holds a lock file open per ref, so at most REFS_PER_TRANSACTION at a time
+    for i in range(0, len(forward), REFS_PER_TRANSACTION):
+        store.update_refs(forward[i : i + REFS_PER_TRANSACTION], message="genjob: fetch")
+    _drop_archived_live(store, report)
+
+
+def _importable(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncReport) -> dict[str, pygit2.Oid]:
+    """The remote refs genjob could have written; the rest are reported as refused, never imported."""
     remote_refs = dict(remote_refs)
     for name, oid in sorted(remote_refs.items()):
         if name.startswith(JOBS_PREFIX) and not is_key(name[len(JOBS_PREFIX) :]):
@@ -250,38 +273,39 @@ def reconcile(
         if kind != "commit":  # genjob writes only commits there: never ours to import
             report.refused.append(f"{name} ({kind or 'missing'} {str(oid)[:12]})")
             del remote_refs[name]
-    for name, merge in (
-        (ARCHIVE_REF, merge_union),
-        (REPLAYS_REF, merge_union),
-    ):
-        if name in remote_refs:
-            _reconcile_mergeable(store, name, remote_refs[name], merge, report)
-    if notes is not None:
-        notes(store, {r: remote_refs[r] for r in NOTES_REFS if r in remote_refs}, report)
-    forward: list[RefUpdate] = []  # job refs the remote advanced: one transaction, one sync
+    return remote_refs
+
+
+def _job_moves(store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncReport) -> list[RefUpdate]:
+    """The job refs to move to the remote's value (new or fast-forward), in ref order."""
+    forward: list[RefUpdate] = []
     for name, oid in sorted(remote_refs.items()):
-        if not name.startswith(JOBS_PREFIX):
-            continue
-        key = name[len(JOBS_PREFIX) :]
-        local = store.ref_target(name)
-        if local is None and Archive(store).entry(key) is not None:
-            continue
-        rel = _relation(store, local, oid)
-        if rel in ("absent", "behind"):
-            forward.append(RefUpdate(name, local, oid))
-            (report.created if rel == "absent" else report.updated).append(key)
-        elif rel == "diverged":
-            assert local is not None
-            foreign = _foreign_chain(store, key, local, oid)
-            if foreign is None:
-                report.diverged.append(key)
-            else:  # not this job's history: ours stands, and `push` puts it back (with a lease)
-                report.kept.append(f"{key} ({foreign})")
-    # each checked against the value read: a local writer since is a conflict (exit 4); a
-    # transaction holds a lock file open per ref, so at most REFS_PER_TRANSACTION at a time
-    for i in range(0, len(forward), REFS_PER_TRANSACTION):
-        store.update_refs(forward[i : i + REFS_PER_TRANSACTION], message="genjob: fetch")
-    _drop_archived_live(store, report)
+        if name.startswith(JOBS_PREFIX):
+            move = _job_move(store, name[len(JOBS_PREFIX) :], oid, report)
+            if move is not None:
+                forward.append(move)
+    return forward
+
+
+def _job_move(store: Store, key: str, remote: pygit2.Oid, report: SyncReport) -> RefUpdate | None:
+    """How job `key`'s ref follows the remote's `remote`, reported: a new ref or a fast-forward,
+    or None (archived here, the same, ahead, or diverged: a rival race or a foreign chain)."""
+    name = JOBS_PREFIX + key
+    local = store.ref_target(name)
+    if local is None and Archive(store).entry(key) is not None:
+        return None
+    rel = _relation(store, local, remote)
+    if rel in ("absent", "behind"):
+        (report.created if rel == "absent" else report.updated).append(key)
+        return RefUpdate(name, local, remote)
+    if rel == "diverged":
+        assert local is not None
+        foreign = _foreign_chain(store, key, local, remote)
+        if foreign is None:
+            report.diverged.append(key)
+        else:  # not this job's history: ours stands, and `push` puts it back (with a lease)
+            report.kept.append(f"{key} ({foreign})")
+    return None
 
 
 REFS_PER_TRANSACTION = 128  # open files a fetch's ref transaction may hold (macOS allows 256 by default)
@@ -334,17 +358,23 @@ def recover_kept(store: Store, report: SyncReport) -> None:
         (NOTES_REF, merge_notes),
         (RECEIPTS_REF, merge_notes),
     ):
-        kept = store.kept_tip(name)
-        current = store.ref_target(name)
-        if kept is None or kept == current or (current is not None and store.descendant_of(current, kept)):
-            continue
-        if current is None:
-            store.update_refs([RefUpdate(name, None, kept)], message="genjob: recover")
-        elif store.object_type(current) == "commit":
-            store.update_refs([RefUpdate(name, current, merge(store, current, kept))], message="genjob: recover")
-        else:
-            continue  # not a commit: fetch names it, and the user decides
-        report.recovered.append(name)
+        if _recover_ledger(store, name, merge):
+            report.recovered.append(name)
+
+
+def _recover_ledger(store: Store, name: str, merge: Callable[[Store, pygit2.Oid, pygit2.Oid], pygit2.Oid]) -> bool:
+    """Merge the last value genjob gave ledger ref `name` back into it, if the ref lost it; whether it did."""
+    kept = store.kept_tip(name)
+    current = store.ref_target(name)
+    if kept is None or kept == current or (current is not None and store.descendant_of(current, kept)):
+        return False
+    if current is None:
+        store.update_refs([RefUpdate(name, None, kept)], message="genjob: recover")
+    elif store.object_type(current) == "commit":
+        store.update_refs([RefUpdate(name, current, merge(store, current, kept))], message="genjob: recover")
+    else:
+        return False  # not a commit: fetch names it, and the user decides
+    return True
 
 
 def _reconcile_mergeable(
@@ -375,13 +405,18 @@ def _drop_archived_live(store: Store, report: SyncReport) -> None:
         if tip is None or Archive(store).entry(key) is None:
             continue
         if tip == archive or store.descendant_of(archive, tip):
-            entry = Archive(store).entry(key)
-            problem = vouch_problem(store, key, entry) if entry is not None else "no archive entry"
-            if problem is not None:  # SPEC §11: a live job is dropped only for an entry this clone can see
-                report.kept.append(f"{key} ({problem})")
-                continue
-            store.update_refs([RefUpdate(JOBS_PREFIX + key, tip, None)], message="genjob: archived elsewhere")
-            report.dropped.append(key)
+            _drop_if_vouched(store, key, tip, report)
+
+
+def _drop_if_vouched(store: Store, key: str, tip: pygit2.Oid, report: SyncReport) -> None:
+    """Drop live job `key`, archived elsewhere, if this clone can vouch for its archive entry; else keep it."""
+    entry = Archive(store).entry(key)
+    problem = vouch_problem(store, key, entry) if entry is not None else "no archive entry"
+    if problem is not None:  # SPEC §11: a live job is dropped only for an entry this clone can see
+        report.kept.append(f"{key} ({problem})")
+        return
+    store.update_refs([RefUpdate(JOBS_PREFIX + key, tip, None)], message="genjob: archived elsewhere")
+    report.dropped.append(key)
 
 
 def fetch(store: Store, remote: str, notes: NotesReconciler | None = None) -> SyncReport:
@@ -431,23 +466,7 @@ def push(store: Store, remote: str, notes: NotesReconciler | None = None) -> Syn
     remote_refs = fetch_raw(store, remote)
     reconcile(store, remote_refs, report, notes)
     _refuse_non_commits(report, remote)
-    updates: list[RefUpdate] = []
-    local_names = [n for n, _ in store.iter_refs(GENJOB_PREFIX)]
-    if notes is not None:
-        local_names += [r for r in NOTES_REFS if store.ref_target(r)]
-    held_back = {JOBS_PREFIX + key for key in report.diverged}  # the rest goes out; these are exit 4 after
-    for name in local_names:
-        oid = store.ref_target(name)
-        if oid is not None and remote_refs.get(name) != oid and name not in held_back:
-            if name in NOTES_REFS and name in remote_refs:
-                oid = _notes_to_push(store, oid, remote_refs[name])
-            if oid != remote_refs.get(name):
-                updates.append(RefUpdate(name, remote_refs.get(name), oid))
-    for name, oid in remote_refs.items():
-        key = name[len(JOBS_PREFIX) :]
-        archived = name.startswith(JOBS_PREFIX) and Archive(store).entry(key) is not None
-        if archived and store.ref_target(name) is None:
-            updates.append(RefUpdate(name, oid, None))
+    updates = _outgoing(store, remote_refs, report, notes is not None) + _archived_here(store, remote_refs)
     push_leases(store, remote, updates)
     crash_point("after-push")
     report.pushed = [u.name for u in updates]
@@ -459,3 +478,48 @@ def push(store: Store, remote: str, notes: NotesReconciler | None = None) -> Syn
             f"inspect with git genjob show KEY; the remote's events are under {TRACK}",
         )
     return report
+
+
+def _outgoing(
+    store: Store, remote_refs: dict[str, pygit2.Oid], report: SyncReport, with_notes: bool
+) -> list[RefUpdate]:
+    """The local genjob refs (and notes refs, `with_notes`) whose value the remote lacks, each
+    leased on the remote's value; a diverged job's ref is held back."""
+    updates: list[RefUpdate] = []
+    local_names = _pushable(store, with_notes)
+    held_back = {JOBS_PREFIX + key for key in report.diverged}  # the rest goes out; these are exit 4 after
+    for name in local_names:
+        update = None if name in held_back else _outgoing_update(store, name, remote_refs.get(name))
+        if update is not None:
+            updates.append(update)
+    return updates
+
+
+def _pushable(store: Store, with_notes: bool) -> list[str]:
+    """The local refs a push may send: every genjob ref, then (`with_notes`) each notes ref there is."""
+    local_names = [n for n, _ in store.iter_refs(GENJOB_PREFIX)]
+    if with_notes:
+        local_names += [r for r in NOTES_REFS if store.ref_target(r)]
+    return local_names
+
+
+def _outgoing_update(store: Store, name: str, theirs: pygit2.Oid | None) -> RefUpdate | None:
+    """The push of local ref `name`, leased on the remote's value `theirs`; None when the remote
+    holds it already (for a notes ref: all that a push of it would send)."""
+    oid = store.ref_target(name)
+    if oid is None or theirs == oid:
+        return None
+    if name in NOTES_REFS and theirs is not None:
+        oid = _notes_to_push(store, oid, theirs)
+    return RefUpdate(name, theirs, oid) if oid != theirs else None
+
+
+def _archived_here(store: Store, remote_refs: dict[str, pygit2.Oid]) -> list[RefUpdate]:
+    """Deletions of the remote's job refs for jobs archived here (and gone from here)."""
+    updates: list[RefUpdate] = []
+    for name, oid in remote_refs.items():
+        key = name[len(JOBS_PREFIX) :]
+        archived = name.startswith(JOBS_PREFIX) and Archive(store).entry(key) is not None
+        if archived and store.ref_target(name) is None:
+            updates.append(RefUpdate(name, oid, None))
+    return updates

@@ -22,12 +22,18 @@ from git_genjob.documents.errors import (
     NotARepository,
     RefMoved,
     RemoteUnavailable,
-    StaleLock,
 )
 from git_genjob.documents.paths import check_entry_name
 from git_genjob.storage import durable, locks, partial
 from git_genjob.storage.faults import crash_point
-from git_genjob.storage.gitdir import git_date, live_keys, refuse_unsupported, resolve_common, sha256_refusal
+from git_genjob.storage.gitdir import (
+    git_identity,
+    git_role_date,
+    live_keys,
+    refuse_unsupported,
+    resolve_common,
+    sha256_refusal,
+)
 from git_genjob.storage.layout import LEDGER_REFS, kept_path
 
 FILE_MODE = pygit2.enums.FileMode.BLOB
@@ -128,6 +134,31 @@ class _BuildFailed(Exception):
         self.error = error
 
 
+def _build_once(build: Callable[[], pygit2.Oid]) -> Callable[[], pygit2.Oid]:
+    """`build`, run once (later calls return its value); a failed object write raises _BuildFailed."""
+    made: list[pygit2.Oid] = []
+
+    def value() -> pygit2.Oid:
+        if not made:
+            try:
+                made.append(build())
+            except pygit2.GitError as exc:
+                raise _BuildFailed(exc) from exc
+        return made[0]
+
+    return value
+
+
+def _stage_moves(txn: pygit2.ReferenceTransaction, updates: list[RefUpdate], message: str) -> bool:
+    """Set or remove each ref of `updates` in `txn`; whether any ref is set (names objects)."""
+    for u in updates:
+        if u.new is None:
+            txn.remove(u.name)
+        else:
+            txn.set_target(u.name, u.new, message=message)
+    return any(u.new is not None for u in updates)
+
+
 class Store:
     """All reads and writes of genjob's objects and refs in one repository."""
 
@@ -153,16 +184,9 @@ class Store:
         GIT_<ROLE>_NAME / _EMAIL / _DATE, else user.name / user.email and now. Without one,
         `required` refuses (exit 2, apply's commit lands on a user's branch); otherwise the
         fallback is git-genjob <genjob@localhost> (event commits under refs/genjob)."""
-        upper = role.upper()
-        name = os.environ.get(f"GIT_{upper}_NAME") or self.config_get("user.name")
-        email = os.environ.get(f"GIT_{upper}_EMAIL") or self.config_get("user.email")
-        if required and not (name and email):
-            raise BadInput("no git identity", 'set one: git config user.name "…"; git config user.email …')
-        when = os.environ.get(f"GIT_{upper}_DATE")
-        if when:
-            seconds, offset = git_date(when, f"GIT_{upper}_DATE")
-            return pygit2.Signature(name or "git-genjob", email or "genjob@localhost", seconds, offset)
-        return pygit2.Signature(name or "git-genjob", email or "genjob@localhost")
+        name, email = git_identity(role, self.config_get, required)
+        when = git_role_date(role)
+        return pygit2.Signature(name, email) if when is None else pygit2.Signature(name, email, *when)
 
     def blob(self, data: bytes) -> pygit2.Oid:
         return self._repo.create_blob(data)
@@ -586,50 +610,36 @@ class Store:
     ) -> None:
         """The CAS. With `build`, the one update's new value is made once its ref is locked."""
         deadline = time.monotonic() + LOCK_WAIT_S
+        value = None if build is None else _build_once(build)  # a retry after a failed commit reuses it
+        names = [u.name for u in updates]
         while True:
             self.check_expected(updates)  # cheap pre-check: a stale writer loses without locking
             try:
-                with self._repo.transaction() as txn:
-                    for u in updates:
-                        txn.lock_ref(u.name)
-                    crash_point("ref-locked")
-                    self.check_expected(updates)
-                    if build is not None:
-                        try:
-                            value = build()
-                        except pygit2.GitError as exc:
-                            raise _BuildFailed(exc) from exc  # an object write failed: no lock to wait for
-                        updates = [RefUpdate(updates[0].name, updates[0].expected, value)]
-                        build = None  # a retry after a failed commit reuses the objects made
-                    for u in updates:
-                        if u.new is None:
-                            txn.remove(u.name)
-                        else:
-                            txn.set_target(u.name, u.new, message=message)
-                    if any(u.new is not None for u in updates):  # objects on disk before the refs naming them
-                        durable.before_ref_commit(self._objects_dir())
-                durable.after_ref_commit(self.common_dir)  # the refs (not the objects) on disk before it returns
-                self._keep([u for u in updates if u.name in LEDGER_REFS and u.new is not None])
+                self._move_locked(updates, message, value)
                 return
             except _BuildFailed as failed:
                 raise failed.error from None
             except pygit2.GitError as exc:
-                self._raise_if_stale(updates)
-                if not wait and any(locks.held_by_another_writer(self.common_dir, u.name) for u in updates):
-                    raise Conflict(
-                        f"{', '.join(u.name for u in updates)} is locked by another writer ({exc})",
-                        "another writer is updating it; pick another",
-                    ) from None
+                locks.refuse_stale(self.common_dir, names)
+                if not wait:
+                    locks.refuse_claimed(self.common_dir, names, exc)
                 if time.monotonic() > deadline:
-                    found = locks.held(self.common_dir, self.gitdir, [u.name for u in updates], False)
-                    if found:
-                        path, who, todo = found[0]
-                        raise LockHeld(f"could not lock {path}: {who}", todo) from None
-                    raise LockHeld(
-                        f"could not lock {', '.join(u.name for u in updates)}: {exc}",
-                        "another writer has held the lock for a while; try again",
-                    ) from None
+                    raise locks.lock_timeout(self.common_dir, self.gitdir, names, exc) from None
                 time.sleep(0.01 + random.random() * 0.02)
+
+    def _move_locked(self, updates: list[RefUpdate], message: str, build: Callable[[], pygit2.Oid] | None) -> None:
+        """One try of the CAS: lock every ref, check it again, make the new value if asked, move them."""
+        with self._repo.transaction() as txn:
+            for u in updates:
+                txn.lock_ref(u.name)
+            crash_point("ref-locked")
+            self.check_expected(updates)
+            if build is not None:
+                updates = [RefUpdate(updates[0].name, updates[0].expected, build())]
+            if _stage_moves(txn, updates, message):  # objects on disk before the refs naming them
+                durable.before_ref_commit(self._objects_dir())
+        durable.after_ref_commit(self.common_dir)  # the refs (not the objects) on disk before it returns
+        self._keep([u for u in updates if u.name in LEDGER_REFS and u.new is not None])
 
     def _keep(self, updates: list[RefUpdate]) -> None:
         """Remember the last value genjob itself gave each shared ledger ref (the archive, the
@@ -661,15 +671,6 @@ class Store:
 
     def _objects_dir(self) -> str:
         return os.path.join(self.common_dir, "objects")
-
-    def _raise_if_stale(self, updates: list[RefUpdate]) -> None:
-        for u in updates:
-            state = locks.lock_state(self.common_dir, u.name)
-            if state is not None and state.stale:
-                raise StaleLock(
-                    f"{u.name} is locked by a stale lock file {state.path}, left by {state.holder}",
-                    f"git genjob recover clears git-genjob's stale locks (or, if no git runs: rm {state.path})",
-                )
 
     def check_expected(self, updates: list[RefUpdate]) -> None:
         for u in updates:

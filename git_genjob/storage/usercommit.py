@@ -68,6 +68,18 @@ def user_commit(
     the hint of a signing failure tells the user to run again without signing."""
     if not signing_on(store):
         return store.commit(tree, parents, message, identity_required=True)
+    hint = SIGN_HINT.format(what="apply", command=command)
+    oid = _signed_commit_tree(store, tree, parents, message, hint)
+    made = store.get_commit(oid)  # what git wrote is what libgit2 would have: same tree and parents
+    if made.tree_id != tree or list(made.parent_ids) != list(parents):
+        raise BadInput(f"git commit-tree wrote {oid} with another tree or parents", hint)
+    return oid
+
+
+def _signed_commit_tree(
+    store: Store, tree: pygit2.Oid, parents: list[pygit2.Oid], message: str, hint: str
+) -> pygit2.Oid:
+    """The commit `git commit-tree -S` writes as the user's identity; BadInput when git cannot sign."""
     author = store.signature("author", required=True)
     committer = store.signature("committer", required=True)
     env = {
@@ -78,7 +90,6 @@ def user_commit(
         "GIT_COMMITTER_EMAIL": committer.email,
         "GIT_COMMITTER_DATE": _date(committer),
     }
-    hint = SIGN_HINT.format(what="apply", command=command)
     args = ["commit-tree", "-S", str(tree)]
     for parent in parents:
         args += ["-p", str(parent)]
@@ -90,8 +101,4 @@ def user_commit(
             hint,
             details=[f"git: {line}" for line in said if line.strip()] or ["git commit-tree -S failed"],
         )
-    oid = pygit2.Oid(hex=proc.stdout.decode("ascii").strip())
-    made = store.get_commit(oid)  # what git wrote is what libgit2 would have: same tree and parents
-    if made.tree_id != tree or list(made.parent_ids) != list(parents):
-        raise BadInput(f"git commit-tree wrote {oid} with another tree or parents", hint)
-    return oid
+    return pygit2.Oid(hex=proc.stdout.decode("ascii").strip())

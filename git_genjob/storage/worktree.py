@@ -47,6 +47,12 @@ def dirty_paths(store: Store, paths: list[str]) -> list[str]:
     out = _git(
         store, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all", "--", *paths
     )
+    found = _status_paths(out)
+    return sorted(p for p in paths if p in found or any(f.startswith(p + "/") for f in found))
+
+
+def _status_paths(out: bytes) -> set[str]:
+    """The paths `git status --porcelain=v1 -z` names (a rename's source path skipped)."""
     found = set()
     records = out.split(b"\0")
     i = 0
@@ -57,25 +63,27 @@ def dirty_paths(store: Store, paths: list[str]) -> list[str]:
             if rec[:1] in (b"R", b"C"):
                 i += 1  # a rename's source path follows
         i += 1
-    return sorted(p for p in paths if p in found or any(f.startswith(p + "/") for f in found))
+    return found
 
 
 def blocked_paths(store: Store, paths: list[str]) -> list[str]:
     """Output paths that the work tree cannot take: a leading directory is a file, or the path is a directory."""
     root = store.workdir or ""
-    problems = []
-    for path in paths:
-        parts = path.split("/")
-        for i in range(1, len(parts)):
-            prefix = os.path.join(root, *parts[:i])
-            if os.path.lexists(prefix) and (os.path.islink(prefix) or not os.path.isdir(prefix)):
-                problems.append(f"{'/'.join(parts[:i])} is a file in the work tree (the job writes {path})")
-                break
-        else:
-            full = os.path.join(root, path)
-            if os.path.isdir(full) and not os.path.islink(full):
-                problems.append(f"{path} is a directory in the work tree")
-    return problems
+    problems = [_blocked(root, path) for path in paths]
+    return [p for p in problems if p is not None]
+
+
+def _blocked(root: str, path: str) -> str | None:
+    """Why the work tree at `root` cannot take a file at `path` (None: it can)."""
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        prefix = os.path.join(root, *parts[:i])
+        if os.path.lexists(prefix) and (os.path.islink(prefix) or not os.path.isdir(prefix)):
+            return f"{'/'.join(parts[:i])} is a file in the work tree (the job writes {path})"
+    full = os.path.join(root, path)
+    if os.path.isdir(full) and not os.path.islink(full):
+        return f"{path} is a directory in the work tree"
+    return None
 
 
 def _no_skip_worktree_bits(store: Store) -> bool:
@@ -107,14 +115,18 @@ def sparse_paths(store: Store, paths: list[str]) -> set[str]:
 
 def worktree_oids(store: Store, paths: list[str]) -> dict[str, pygit2.Oid | None]:
     """Each path's work-tree content as the blob id git would store (clean filters applied); None if absent."""
-    root = store.workdir or ""
-    present = [p for p in paths if os.path.isfile(os.path.join(root, p)) and not os.path.islink(os.path.join(root, p))]
+    present = _regular_files(store.workdir or "", paths)
     out: dict[str, pygit2.Oid | None] = {p: None for p in paths}
     if present:
         lines = _git(store, "hash-object", "--stdin-paths", data="".join(p + "\n" for p in present).encode())
         for path, line in zip(present, lines.decode().split(), strict=True):
             out[path] = pygit2.Oid(hex=line)
     return out
+
+
+def _regular_files(root: str, paths: list[str]) -> list[str]:
+    """The paths of `paths` that are files in the work tree at `root` (not symbolic links)."""
+    return [p for p in paths if os.path.isfile(os.path.join(root, p)) and not os.path.islink(os.path.join(root, p))]
 
 
 def index_oids(store: Store, paths: list[str]) -> dict[str, pygit2.Oid | None]:
@@ -133,23 +145,43 @@ def checkout_outputs(store: Store, outputs: dict[str, pygit2.Oid | None], modes:
     if not outputs:
         return
     sparse = sparse_paths(store, list(outputs))
+    try:
+        _git(store, "update-index", "--index-info", data=_index_info(outputs, modes))
+    except LockHeld as exc:
+        raise IndexUntouched(exc.message, exc.hint, details=exc.details) from None
+    crash_point("mid-checkout")
+    _remove_deleted(store, outputs, sparse)
+    _write_outputs(store, outputs, sparse)
+    _keep_sparse(store, outputs, sparse)
+
+
+def _index_info(outputs: dict[str, pygit2.Oid | None], modes: dict[str, int]) -> bytes:
+    """`git update-index --index-info` input: each output's blob and mode, a zero id where it is deleted."""
     info = "".join(
         f"{modes.get(p, 0o100644):o} {oid} 0\t{p}\n" if oid is not None else f"0 {_ZERO}\t{p}\n"
         for p, oid in sorted(outputs.items())
     )
-    try:
-        _git(store, "update-index", "--index-info", data=info.encode("utf-8"))
-    except LockHeld as exc:
-        raise IndexUntouched(exc.message, exc.hint, details=exc.details) from None
-    crash_point("mid-checkout")
+    return info.encode("utf-8")
+
+
+def _remove_deleted(store: Store, outputs: dict[str, pygit2.Oid | None], sparse: set[str]) -> None:
+    """Unlink the work-tree files of deleted outputs (a sparse path has none to unlink)."""
     root = store.workdir or ""
-    write = [p for p, oid in sorted(outputs.items()) if oid is not None and p not in sparse]
     for path, oid in outputs.items():
         full = os.path.join(root, path)
         if oid is None and path not in sparse and os.path.lexists(full):
             os.unlink(full)
+
+
+def _write_outputs(store: Store, outputs: dict[str, pygit2.Oid | None], sparse: set[str]) -> None:
+    """Check out the written outputs from the index (filters, eol, stat data), but the sparse ones."""
+    write = [p for p, oid in sorted(outputs.items()) if oid is not None and p not in sparse]
     if write:
         _git(store, "checkout-index", "-f", "-q", "-z", "--stdin", data=_z(write))
+
+
+def _keep_sparse(store: Store, outputs: dict[str, pygit2.Oid | None], sparse: set[str]) -> None:
+    """Set again the skip-worktree bit that `update-index --index-info` cleared on the sparse outputs."""
     keep_sparse = [p for p, oid in outputs.items() if oid is not None and p in sparse]
     if keep_sparse:
         _git(store, "update-index", "--skip-worktree", "-z", "--stdin", data=_z(keep_sparse))
