@@ -63,24 +63,17 @@ def audit_commit(
     p = result.problems
     p += _trailer_problems(commit, t)
     found, summary = _given_notes(*notes) if notes is not None else _stored_notes(store, commit)
-    result.envelope_ref = found[0] if found else None
-    raw = _envelope_in(found, t)
-    if found is None or raw is None:
-        p += _no_envelope_problems(store, commit, result, summary)
+    noted = _noted_receipt(store, commit, result, found, summary)
+    if noted is None:
         return result
-    env = _note_receipt(raw, t, p)
-    if env is None:
-        return result
+    found, env = noted
     pred = env.predicate
     result.model, result.sandbox = generator_label(pred.generator), pred.confinement.summary()
     here, trust = _trust_for(store, commit, tip_trust, trust_from)
     signer = _check_signer(result, env, trust, _when(commit, now), trust_from is not None)
     p += _status_problems(store, commit, pred)
-    carried = note_job(found[1], t.get("Genjob-Receipt"))
-    record = _stored_record(store, pred.key, p) if notes is None or carried is None else None  # fetch reads no archive
-    job = _job_of(record, carried)
-    allowed = job[2].allowed_paths if job is not None else list(pred.outputs)
-    p += [f"check 5: {x}" for x in check_output_paths(pred, allowed)]
+    record, job = _answered_job(store, pred, found[1], t.get("Genjob-Receipt"), p, judged_notes=notes is not None)
+    p += [f"check 5: {x}" for x in check_output_paths(pred, _allowed_paths(job, pred))]
     p += _binding_problems(pred, t)
     absent = store.missing_parents(commit)
     _check_tree(store, result, commit, record, pred, judged_notes=notes is not None, absent=absent)
@@ -94,9 +87,39 @@ def audit_commit(
     if notes is None and record is not None and not absent:
         p += _freshness_problems(store, result, commit, record)
     if signer is not None:  # what follows is read from the receipt whose signature verified
-        facts = _verified_facts(result, raw, pred, signer, planned, job[2])
+        facts = _verified_facts(result, env.raw, pred, signer, planned, job[2])
         _judge_summary(result, summary, found, facts, [here, trust_from_tree(store, commit.tree)])
     return result
+
+
+def _noted_receipt(
+    store: Store, commit: pygit2.Commit, result: CommitAudit, found: tuple[str, bytes] | None, summary: bytes | None
+) -> tuple[tuple[str, bytes], Envelope] | None:
+    """(where the envelope is, the envelope) the commit's notes hold for its Genjob-Receipt;
+    None when they hold none or it does not parse (the problems added to `result`)."""
+    result.envelope_ref = found[0] if found else None
+    raw = _envelope_in(found, result.trailers)
+    if found is None or raw is None:
+        result.problems += _no_envelope_problems(store, commit, result, summary)
+        return None
+    env = _note_receipt(raw, result.trailers, result.problems)
+    return (found, env) if env is not None else None
+
+
+def _answered_job(
+    store: Store, pred: Predicate, note: bytes, want: str | None, problems: list[str], judged_notes: bool
+) -> tuple[JobRecord | None, tuple[bytes, bytes | None, Job] | None]:
+    """(the job as stored here, the job the receipt answers: the stored one, else the one the
+    receipts note carries beside the envelope hashing to `want`); notes judged before fetch
+    takes them read no archive when they carry their job."""
+    carried = note_job(note, want)
+    record = _stored_record(store, pred.key, problems) if not judged_notes or carried is None else None
+    return record, _job_of(record, carried)
+
+
+def _allowed_paths(job: tuple[bytes, bytes | None, Job] | None, pred: Predicate) -> list[str]:
+    """The paths the job allows its outputs (without the job: the receipt's own outputs)."""
+    return job[2].allowed_paths if job is not None else list(pred.outputs)
 
 
 def _envelope_in(found: tuple[str, bytes] | None, t: dict[str, str]) -> bytes | None:
