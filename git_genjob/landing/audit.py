@@ -367,11 +367,16 @@ def _judge_summary(
         result.forged_note = quoted(summary)
         result.problems.append(f"{FORGED}: {NOTES_REF} does not hold what the verified receipt renders")
         result.note = []
-    if found[0] == RECEIPTS_REF:
-        carried = note_envelope(found[1], facts.receipt)
-        line = carried[0] if carried else ""
-        if line and line not in {want.decode("utf-8").splitlines()[0] for want in expected}:
-            result.problems.append(f"{FORGED}: the receipts note's summary is not what the verified receipt renders")
+    if found[0] == RECEIPTS_REF and not _carries_rendering(found[1], facts.receipt, expected):
+        result.problems.append(f"{FORGED}: the receipts note's summary is not what the verified receipt renders")
+
+
+def _carries_rendering(note: bytes, receipt: str, expected: list[bytes]) -> bool:
+    """Whether the summary line a receipts note carries beside the envelope hashing to `receipt`
+    (none is fine) is the first line of one of the `expected` renderings."""
+    carried = note_envelope(note, receipt)
+    line = carried[0] if carried else ""
+    return not line or line in {want.decode("utf-8").splitlines()[0] for want in expected}
 
 
 def _copy_hint(store: Store, commit: pygit2.Commit, t: dict[str, str]) -> str:
@@ -409,6 +414,11 @@ def genjob_groups(message: str) -> list[dict[str, str]]:
     return groups
 
 
+def names_several_jobs(groups: list[dict[str, str]]) -> bool:
+    """Whether a message's trailer groups (genjob_groups) name more than one job: a squash commit."""
+    return len({g.get("Genjob-Key") for g in groups}) > 1
+
+
 def audit_one(
     store: Store,
     commit: pygit2.Commit,
@@ -420,13 +430,8 @@ def audit_one(
     """The audit of one commit that names a job or carries a genjob summary note (None for a
     commit that does neither). `noted` is refs/notes/genjob's tree (None: no notes; True: read it)."""
     trailers, groups = genjob_trailers(commit, store.gitdir), genjob_groups(commit.message)
-    if len({g.get("Genjob-Key") for g in groups}) > 1 or (groups and not trailers):
-        result = audit_squash(store, commit, groups, tip_trust, trust_from, now)  # trailers in the body
-        summary = read_note(store, commit.id)
-        if summary is not None:  # apply never notes a squash: each job's note sits on its own commit
-            result.forged_note = quoted(summary)
-            result.problems.append(f"{FORGED}: a squash commit carries no genjob summary")
-        return result
+    if names_several_jobs(groups) or (groups and not trailers):
+        return audit_squash(store, commit, groups, tip_trust, trust_from, now)  # trailers in the body
     if trailers:
         return audit_commit(store, commit, tip_trust, trust_from, now=now)
     claimed = attributions(commit.message)
@@ -474,12 +479,12 @@ def audit_squash(
 ) -> CommitAudit:
     """A commit carrying several jobs' trailers: what each job's receipt still proves.
 
-    No note sits on a squash commit, so each receipt is read from the archive (or the live
-    job) and trusted only because its digest is the one the message names and its signature
-    verifies. Each output path then either still holds the signed content (intact) or was
-    changed by a later commit of the squashed branch (since modified): a fact, not a failure,
-    since the squash author's own edits are theirs. The squash commit's other changes are
-    human-authored and are not claimed by any receipt.
+    No note sits on a squash commit (a summary note there is forged), so each receipt is read
+    from the archive (or the live job) and trusted only because its digest is the one the
+    message names and its signature verifies. Each output path then either still holds the
+    signed content (intact) or was changed by a later commit of the squashed branch (since
+    modified): a fact, not a failure, since the squash author's own edits are theirs. The
+    squash commit's other changes are human-authored and are not claimed by any receipt.
     """
     result = CommitAudit(str(commit.id), subject_of(commit), groups[0], squashed=True)
     trust = _trust_for(store, commit, tip_trust, trust_from)[1]
@@ -489,6 +494,10 @@ def audit_squash(
         problems, fact = _squashed_job(store, commit, g, trust, _when(commit, now))
         result.problems += problems
         result.facts += fact
+    summary = read_note(store, commit.id)
+    if summary is not None:  # apply never notes a squash: each job's note sits on its own commit
+        result.forged_note = quoted(summary)
+        result.problems.append(f"{FORGED}: a squash commit carries no genjob summary")
     return result
 
 
@@ -561,6 +570,14 @@ def _digest_at(store: Store, tree: pygit2.Tree, path: str) -> str | None:
 
 def _diff_problems(store: Store, commit: pygit2.Commit, pred: Predicate) -> list[str]:
     """The commit's diff from its first parent is exactly the receipt's outputs."""
+    changed = _changed_paths(store, commit)
+    if changed == pred.outputs:
+        return []
+    return ["commit diff != receipt outputs: " + "; ".join(_output_mismatches(changed, pred.outputs))]
+
+
+def _changed_paths(store: Store, commit: pygit2.Commit) -> dict[str, str | None]:
+    """Each path the commit changes from its first parent: its new content's digest (None: deleted)."""
     parent_tree = commit.parents[0].tree if commit.parents else None
     changed: dict[str, str | None] = {}
     diff = (
@@ -573,20 +590,22 @@ def _diff_problems(store: Store, commit: pygit2.Commit, pred: Predicate) -> list
             changed[delta.old_file.path] = None
         else:
             changed[delta.new_file.path] = digest(store.read(delta.new_file.id, limit=None))
-    outputs = pred.outputs
-    if changed != outputs:
-        extra = sorted(set(changed) - set(outputs))
-        other = sorted(k for k in set(changed) & set(outputs) if changed[k] != outputs[k])
-        lacking = sorted(set(outputs) - set(changed))
-        parts = []
-        if extra:
-            parts.append("changes paths the receipt does not name: " + ", ".join(extra))
-        if other:
-            parts.append("content differs from the receipt at: " + ", ".join(other))
-        if lacking:
-            parts.append("lacks receipt outputs: " + ", ".join(lacking))
-        return ["commit diff != receipt outputs: " + "; ".join(parts)]
-    return []
+    return changed
+
+
+def _output_mismatches(changed: dict[str, str | None], outputs: dict[str, str | None]) -> list[str]:
+    """How a diff differs from the receipt's outputs: extra paths, other content, missing outputs."""
+    extra = sorted(set(changed) - set(outputs))
+    other = sorted(k for k in set(changed) & set(outputs) if changed[k] != outputs[k])
+    lacking = sorted(set(outputs) - set(changed))
+    parts = []
+    if extra:
+        parts.append("changes paths the receipt does not name: " + ", ".join(extra))
+    if other:
+        parts.append("content differs from the receipt at: " + ", ".join(other))
+    if lacking:
+        parts.append("lacks receipt outputs: " + ", ".join(lacking))
+    return parts
 
 
 TRUST_HINT = (

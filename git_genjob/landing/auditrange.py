@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pygit2
 
 from git_genjob.documents.errors import BadInput, Unavailable
-from git_genjob.landing.audit import audit_one, genjob_groups, genjob_trailers, notes_tree_of
+from git_genjob.landing.audit import audit_one, genjob_groups, genjob_trailers, names_several_jobs, notes_tree_of
 from git_genjob.landing.verdict import CommitAudit
 from git_genjob.landing.verify import TrustStore, trust_from_tree
 from git_genjob.landing.walk import BASE_HINT, Walk, commits_in, range_base, range_commit
@@ -27,12 +27,17 @@ def _prefetch(store: Store, commits: list[pygit2.Commit]) -> None:
     """A partial clone (git clone --filter=blob:none) lacks the notes and the changed files audit
     reads: fetch them in one batch first, not one process per blob."""
     named = [c for c in commits if "Genjob-" in (c.message or "")]
-    want: list[pygit2.Oid] = note_blobs(store, [c.id for c in named])
-    archive, read = Archive(store), [*named, *commits[:1]]
-    trees = [tree for c in read for tree in _trees_read(archive, c)]
-    want += [oid for c in read for oid in _diff_blobs(c)]
-    want += [e.id for tree in trees for e in tree if e.type_str == "blob"]
-    store.fetch_missing(w for w in want if w != NULL_OID)
+    notes: list[pygit2.Oid] = note_blobs(store, [c.id for c in named])
+    read = [*named, *commits[:1]]
+    files = _files_read(Archive(store), read)
+    diffs = [oid for c in read for oid in _diff_blobs(c)]
+    store.fetch_missing(w for w in [*notes, *diffs, *files] if w != NULL_OID)
+
+
+def _files_read(archive: Archive, commits: list[pygit2.Commit]) -> list[pygit2.Oid]:
+    """The blobs of the trees auditing `commits` reads (their .genjob/, each named job's archive entry)."""
+    trees = [tree for c in commits for tree in _trees_read(archive, c)]
+    return [e.id for tree in trees for e in tree if e.type_str == "blob"]
 
 
 def _trees_read(archive: Archive, commit: pygit2.Commit) -> list[pygit2.Tree]:
@@ -56,7 +61,7 @@ def _notes_fetched(store: Store, commits: list[pygit2.Commit], spec: str | None 
     if any(store.ref_target(ref) is not None for ref in (NOTES_REF, RECEIPTS_REF)):
         return
     named = [c for c in commits if genjob_trailers(c, store.gitdir) or genjob_groups(c.message)]
-    if all(len({g.get("Genjob-Key") for g in genjob_groups(c.message)}) > 1 for c in named):
+    if all(names_several_jobs(genjob_groups(c.message)) for c in named):
         return  # none, or all squash commits: those are read from the archive, not from notes
     where = spec.label if isinstance(spec, Walk) else spec or "HEAD"
     raise Unavailable(

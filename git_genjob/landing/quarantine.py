@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from git_genjob.landing.audit import CommitAudit, audit_commit, genjob_groups, genjob_trailers
+from git_genjob.landing.audit import CommitAudit, audit_commit, genjob_groups, genjob_trailers, names_several_jobs
 from git_genjob.landing.summary import FORGED
 from git_genjob.landing.verify import TrustStore, trust_from_tree
 from git_genjob.storage.layout import NOTES_REF, RECEIPTS_REF
@@ -194,10 +194,7 @@ def _landed_commit(
             refused[ref].append(f"{short} {ref}: {FORGED}: it annotates a {store.object_type(obj)}, not a commit")
         return None
     commit = store.get_commit(pygit2.Oid(hex=obj))
-    if (
-        not genjob_trailers(commit, store.gitdir)
-        or len({g.get("Genjob-Key") for g in genjob_groups(commit.message)}) > 1
-    ):
+    if not genjob_trailers(commit, store.gitdir) or names_several_jobs(genjob_groups(commit.message)):
         for ref in new:
             refused[ref].append(
                 f"{short} {ref}: {FORGED}: the commit has no Genjob trailers (or is a squash of several)"
