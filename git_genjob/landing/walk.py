@@ -64,9 +64,7 @@ def commits_in(store: Store, spec: str | None | Walk) -> list[pygit2.Commit]:
     """Commits of RANGE (`A..B`, revisions, `^A`; default HEAD's history) in git log's order,
     newest first (oldest first with `--reverse`), limited as git log limits them."""
     walk = spec if isinstance(spec, Walk) else Walk(revs=(spec,) if spec else ())
-    for rev in walk.revs or ("HEAD",):
-        for side in re.split(r"\.\.\.?", rev.removeprefix("^")) if rev != "..." else [rev]:
-            range_commit(store, side or "HEAD", rev)
+    _check_sides(store, walk)
     proc = subprocess.run(
         ["git", f"--git-dir={store.gitdir}", *walk.rev_list()],
         capture_output=True,
@@ -78,6 +76,14 @@ def commits_in(store: Store, spec: str | None | Walk) -> list[pygit2.Commit]:
         raise BadInput(f"git rev-list refused {walk.label!r}: {proc.stderr.strip()}", "see git help log")
     commits = [store.get_commit(pygit2.Oid(hex=line)) for line in proc.stdout.split()]
     return commits[::-1] if walk.reverse else commits
+
+
+def _check_sides(store: Store, walk: Walk) -> None:
+    """Each side of each revision (`A`, `A..B`, `A...B`, `^A`) names a commit, or the real reason
+    it does not, before git's rev-list says only that it failed."""
+    for rev in walk.revs or ("HEAD",):
+        for side in re.split(r"\.\.\.?", rev.removeprefix("^")) if rev != "..." else [rev]:
+            range_commit(store, side or "HEAD", rev)
 
 
 def range_commit(store: Store, rev: str, spec: str) -> pygit2.Commit:
