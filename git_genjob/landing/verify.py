@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -412,24 +412,28 @@ def note_envelope(note: bytes, want: str | None = None) -> tuple[str, bytes] | N
     `want` (a commit's Genjob-Receipt) when there is one, else the first. Notes merge as sorted
     unions of lines, so a line a remote added may sort before the real one."""
     first = None
-    for line in note.decode("utf-8", "replace").split("\n"):  # JSON may hold U+2028 raw
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                doc = parse_strict(line.encode("utf-8"), "note")
-            except BadInput:
-                continue
-            if isinstance(doc, dict) and isinstance(doc.get("envelope"), str):
-                found = str(doc.get("summary", "")), doc["envelope"].encode("utf-8")
-                if want is None or digest(found[1]) == want:
-                    return found
-                first = first or found
+    for doc in _envelope_lines(note):
+        found = str(doc.get("summary", "")), doc["envelope"].encode("utf-8")
+        if want is None or digest(found[1]) == want:
+            return found
+        first = first or found
     return first
 
 
 def note_job(note: bytes, want: str | None) -> tuple[bytes, bytes | None] | None:
     """(job.json, the planner's envelope or None) the receipts note's JSON line for the envelope
     hashing to `want` carries (apply writes them beside the envelope, SPEC §11), or None."""
+    for doc in _envelope_lines(note):
+        if want is not None and digest(doc["envelope"].encode("utf-8")) != want:
+            continue
+        job, envelope = doc.get("job"), doc.get("job_envelope")
+        if isinstance(job, str):
+            return job.encode("utf-8"), envelope.encode("utf-8") if isinstance(envelope, str) else None
+    return None
+
+
+def _envelope_lines(note: bytes) -> Iterator[dict[str, Any]]:
+    """Each JSON line of a note, in order, that parses strictly to an object with an envelope string."""
     for line in note.decode("utf-8", "replace").split("\n"):  # JSON may hold U+2028 raw
         line = line.strip()
         if not line.startswith("{"):
@@ -438,11 +442,5 @@ def note_job(note: bytes, want: str | None) -> tuple[bytes, bytes | None] | None
             doc = parse_strict(line.encode("utf-8"), "note")
         except BadInput:
             continue
-        if not isinstance(doc, dict) or not isinstance(doc.get("envelope"), str):
-            continue
-        if want is not None and digest(doc["envelope"].encode("utf-8")) != want:
-            continue
-        job, envelope = doc.get("job"), doc.get("job_envelope")
-        if isinstance(job, str):
-            return job.encode("utf-8"), envelope.encode("utf-8") if isinstance(envelope, str) else None
-    return None
+        if isinstance(doc, dict) and isinstance(doc.get("envelope"), str):
+            yield doc

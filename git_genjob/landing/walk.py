@@ -42,20 +42,22 @@ class Walk:
         words = list(self.revs) or ["HEAD"]
         if self.max_count is not None:
             words.append(f"-n {self.max_count}")
-        words += [f"--since={self.since}"] if self.since else []
-        words += [f"--until={self.until}"] if self.until else []
-        words += [f"--author={a}" for a in self.authors] + [f"--grep={g}" for g in self.greps]
+        words += self._filters()
         words += ["--reverse"] if self.reverse else []
         words += ["--first-parent"] if self.first_parent else []
         return " ".join(words + (["--", *self.paths] if self.paths else []))
+
+    def _filters(self) -> list[str]:
+        """--since, --until, --author and --grep, as git log and git rev-list both read them."""
+        words = [f"--since={self.since}"] if self.since else []
+        words += [f"--until={self.until}"] if self.until else []
+        return words + [f"--author={a}" for a in self.authors] + [f"--grep={g}" for g in self.greps]
 
     def rev_list(self) -> list[str]:
         args = ["--no-replace-objects", "rev-list"]
         if self.max_count is not None:
             args.append(f"--max-count={self.max_count}")
-        args += [f"--since={self.since}"] if self.since else []
-        args += [f"--until={self.until}"] if self.until else []
-        args += [f"--author={a}" for a in self.authors] + [f"--grep={g}" for g in self.greps]
+        args += self._filters()
         args += ["--first-parent"] if self.first_parent else []
         return [*args, "--end-of-options", *(self.revs or ("HEAD",)), "--", *self.paths]
 
