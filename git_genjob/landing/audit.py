@@ -382,18 +382,26 @@ def _carries_rendering(note: bytes, receipt: str, expected: list[bytes]) -> bool
 def _copy_hint(store: Store, commit: pygit2.Commit, t: dict[str, str]) -> str:
     """A cherry-pick (or a rebase without notes.rewriteRef) leaves the note on the original."""
     record = load_archived(store, t.get("Genjob-Key", "")) if t.get("Genjob-Key") else None
-    final = record.meta.final if record is not None else None
-    if final is None or final.commit is None or final.commit == str(commit.id) or not store.has(final.commit):
+    applied = _applied_as_other(store, commit, record)
+    if applied is None:
         return ""
     return (
-        f"; job {record.key if record else ''} was applied as {final.commit[:12]}: if this commit is its "
+        f"; job {record.key if record else ''} was applied as {applied[:12]}: if this commit is its "
         f"cherry-pick, copy the notes: "
         + "; ".join(
-            f"git notes --ref={ref[len('refs/notes/') :]} copy {final.commit[:12]} {str(commit.id)[:12]}"
+            f"git notes --ref={ref[len('refs/notes/') :]} copy {applied[:12]} {str(commit.id)[:12]}"
             for ref in (RECEIPTS_REF, NOTES_REF)
-            if read_note(store, final.commit, ref) is not None
+            if read_note(store, applied, ref) is not None
         )
     )
+
+
+def _applied_as_other(store: Store, commit: pygit2.Commit, record: JobRecord | None) -> str | None:
+    """The commit the archived job was applied as, when that is another commit this repository has."""
+    final = record.meta.final if record is not None else None
+    if final is None or final.commit is None or final.commit == str(commit.id) or not store.has(final.commit):
+        return None
+    return final.commit
 
 
 GROUP_LINE = re.compile(r"^\s*(Genjob-(?:Key|Job|Receipt|Signer|Worker)):\s*(\S+)\s*$", re.IGNORECASE)

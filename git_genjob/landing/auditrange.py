@@ -98,9 +98,14 @@ def audit(
             progress(f"audit: {n}/{len(commits)} commits")
         checked = audit_one(store, commit, tip_trust, fixed, noted, now)
         if checked is not None:
-            checked.problems = [p + (hint if p.startswith("check 2:") else "") for p in checked.problems]
-            out.append(checked)
+            out.append(_with_base_hint(checked, hint))
     return out
+
+
+def _with_base_hint(checked: CommitAudit, hint: str) -> CommitAudit:
+    """`checked` with `hint` (where the range's trust was read) after each check-2 problem."""
+    checked.problems = [p + (hint if p.startswith("check 2:") else "") for p in checked.problems]
+    return checked
 
 
 def _tip_trust(store: Store, spec: str | None | Walk, commits: list[pygit2.Commit]) -> TrustStore:
