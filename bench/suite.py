@@ -285,7 +285,7 @@ def child_run(argv: list[str], cwd: str) -> tuple[float, float, int]:
 
 
 def row_scale(sizes: list[int], live: int, jobs: int) -> list[Row]:
-    from git_genjob.landing.audit import audit
+    from git_genjob.landing.auditrange import audit
     from git_genjob.storage.publish import publisher
     from git_genjob.storage.store import Store
     from git_genjob.worker.run import Picker, WorkReport, _claim_next

@@ -86,7 +86,8 @@ def _commit_named(store: Any, text: str) -> str | None:
 
 def _verify_commit(store: Any, commit: str, as_json: bool) -> None:
     from git_genjob.documents.errors import BadInput
-    from git_genjob.landing.audit import audit, audit_exit, audit_lines
+    from git_genjob.landing.auditrange import audit
+    from git_genjob.landing.verdict import audit_exit, audit_lines
     from git_genjob.landing.walk import Walk
 
     results = audit(store, Walk(revs=(commit,), max_count=1))
@@ -255,7 +256,8 @@ def log_cmd(revs: tuple[str, ...], oneline: bool, fmt: str, as_json: bool, **opt
     receipt that verified; a note that is not that rendering is named as forged and quoted
     escaped. Exit 1 when any commit fails, 3 when one cannot be checked in this clone or the
     notes were never fetched (git genjob fetch)."""
-    from git_genjob.landing.audit import audit, audit_exit
+    from git_genjob.landing.auditrange import audit
+    from git_genjob.landing.verdict import audit_exit
 
     markdown = _markdown(fmt, as_json)
     store = open_store()
@@ -358,7 +360,8 @@ def audit_cmd(revs: tuple[str, ...], quiet: bool, trust_from: str | None, fmt: s
     was not fetched; see docs/ci.md) or when the notes were never fetched (a fresh git clone:
     git genjob fetch), 2 when RANGE names no commit. RANGE and the limiting options mean what
     they mean to git log: `git genjob audit -20 origin/main..HEAD -- src/`."""
-    from git_genjob.landing.audit import audit, audit_counts, audit_exit, audit_lines
+    from git_genjob.landing.auditrange import audit
+    from git_genjob.landing.verdict import audit_counts, audit_exit, audit_lines
 
     markdown = _markdown(fmt, as_json)
     walk = _walk(revs, opts)

@@ -172,26 +172,37 @@ def applied_before(store: Store, head: pygit2.Oid | None, record: JobRecord) -> 
     not an ancestor; git is asked once, for the commits that could name a job at all."""
     if head is None:
         return None
-    hide: list[pygit2.Oid] = []
-    if record.meta.base:
-        try:
-            base = store.get_commit(record.meta.base).id
-            if base == head or store.descendant_of(head, base):
-                hide = [base]
-        except (BadInput, ValueError, KeyError):
-            pass
-    candidates = []
-    for n, commit in enumerate(store.walk(head, hide)):
-        if not hide and n >= UNBASED_WALK:
-            break
-        if may_name_a_job(commit.message):
-            candidates.append((str(commit.id), commit.message))
+    candidates = _naming_commits(store, head, _base_hidden(store, head, record))
     read_commit_trailers(store.gitdir, candidates)
     for oid, message in candidates:  # newest first
         t = genjob_trailers_of_commit(oid, message, store.gitdir)
         if t.get("Genjob-Key") == record.key:
             return pygit2.Oid(hex=oid), t.get("Genjob-Receipt")
     return None
+
+
+def _base_hidden(store: Store, head: pygit2.Oid, record: JobRecord) -> list[pygit2.Oid]:
+    """[the job's base commit] when it is `head` or an ancestor of it (the walk stops there), else []."""
+    if record.meta.base:
+        try:
+            base = store.get_commit(record.meta.base).id
+            if base == head or store.descendant_of(head, base):
+                return [base]
+        except (BadInput, ValueError, KeyError):
+            pass
+    return []
+
+
+def _naming_commits(store: Store, head: pygit2.Oid, hide: list[pygit2.Oid]) -> list[tuple[str, str]]:
+    """(oid, message) of each commit from `head` down to `hide` (or the last UNBASED_WALK) whose
+    message may name a job, newest first."""
+    candidates = []
+    for n, commit in enumerate(store.walk(head, hide)):
+        if not hide and n >= UNBASED_WALK:
+            break
+        if may_name_a_job(commit.message):
+            candidates.append((str(commit.id), commit.message))
+    return candidates
 
 
 @dataclass(frozen=True)
@@ -259,28 +270,12 @@ def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid
     """The gate before a job lands: the local `pre-apply` hook where one is installed, and the
     committed `[hooks] pre_apply` of .genjob/config.toml always (the repository's policy, not a
     local hook choice: a clone without `init --hooks` runs it too; genjob's own hook runs it once)."""
-    hook = os.path.join(store.hooks_dir(), "pre-apply")
-    gates: list[tuple[list[str], str]] = []
-    ours = False
-    if os.path.isfile(hook) and os.access(hook, os.X_OK):
-        ours = installed_by_genjob(hook)
-        gates.append(([hook, record.key], "the pre-apply hook"))
-    command = read_config(store).pre_apply
-    if command and not ours:
-        committed = "the pre-apply gate ([hooks] pre_apply in .genjob/config.toml)"
-        gates.append((["sh", "-c", command, "pre-apply", record.key], committed))
+    gates = _pre_apply_gates(store, record.key)
     if not gates:
         return
     tmp = scratch_dir()
     try:
-        for path, oid in outputs.items():
-            if oid is None:
-                continue
-            target = os.path.join(tmp, path)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as fh:
-                for data in blob_chunks(store, oid):
-                    fh.write(data)
+        _write_outputs(store, tmp, outputs)
         env = {**clean_env(), "GENJOB_OUTPUTS": tmp, "GENJOB_KEY": record.key}
         for argv, what in gates:
             proc = subprocess.run(argv, cwd=store.workdir or store.gitdir, env=env, capture_output=True, text=True)
@@ -292,6 +287,34 @@ def run_pre_apply(store: Store, record: JobRecord, outputs: dict[str, pygit2.Oid
                 )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _pre_apply_gates(store: Store, key: str) -> list[tuple[list[str], str]]:
+    """(argv, what it is) of each gate to run, in order: the local hook, then the committed
+    command unless the hook is genjob's own (which runs it)."""
+    hook = os.path.join(store.hooks_dir(), "pre-apply")
+    gates: list[tuple[list[str], str]] = []
+    ours = False
+    if os.path.isfile(hook) and os.access(hook, os.X_OK):
+        ours = installed_by_genjob(hook)
+        gates.append(([hook, key], "the pre-apply hook"))
+    command = read_config(store).pre_apply
+    if command and not ours:
+        committed = "the pre-apply gate ([hooks] pre_apply in .genjob/config.toml)"
+        gates.append((["sh", "-c", command, "pre-apply", key], committed))
+    return gates
+
+
+def _write_outputs(store: Store, root: str, outputs: dict[str, pygit2.Oid | None]) -> None:
+    """The outputs' files under `root` (deleted paths left out), as the gates read them."""
+    for path, oid in outputs.items():
+        if oid is None:
+            continue
+        target = os.path.join(root, path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as fh:
+            for data in blob_chunks(store, oid):
+                fh.write(data)
 
 
 def apply(store: Store, key: str, branch: str | None = None) -> Applied:
@@ -336,15 +359,11 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
         return _archived(store, record)
     side, ref_name, checked_out, head = _target(store, record, key, branch)
     tree = store.get_commit(head).tree if head is not None else None
-    # 1. verify (checks 1-7), against the work tree's trust store and the one the commit will carry
-    verdict = check_for_target(store, record, tree)
-    if not verdict.ok:
-        raise Refused(f"receipt of job {key} does not verify", next_step(verdict), details=verdict.failures())
+    verdict = _verified(store, record, key, tree)  # 1. verify (checks 1-7)
     assert verdict.envelope is not None
     done = landed(store, head, key, verdict.envelope.digest)
     if done is not None:  # a crash after the commit: reconcile, never commit again
-        kept = _reconcile_worktree(store, done, _landed_changes(store, done, record, verdict)) if checked_out else []
-        _finish(store, record, verdict, done, ref_name)
+        kept = _reconcile_landed(store, record, verdict, done, ref_name, checked_out)
         return Applied(key, str(done), ref_name, already=True, reconciled=True, kept=kept)
     # 2. applied once, everywhere (SPEC §11): a commit on the branch since the job's base that
     #    carries this job's key is its landing, whatever the refs under refs/genjob now say.
@@ -372,7 +391,33 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
     # 7. index and work tree for the output paths only, checked out as git would (filters, eol)
     if checked_out:
         _check_out(store, key, outputs, ref_name, head, commit)
-    # 8-9. note, then archive
+    _finish_landed(store, key, record, verdict, commit, ref_name)  # 8-9. note, then archive
+    return Applied(key, str(commit), ref_name, already=False, merged_onto=merged_onto)
+
+
+def _verified(store: Store, record: JobRecord, key: str, tree: pygit2.Tree | None) -> Verdict:
+    """1. verify (checks 1-7), against the work tree's trust store and the one the commit will
+    carry: a receipt that does not verify refuses the apply."""
+    verdict = check_for_target(store, record, tree)
+    if not verdict.ok:
+        raise Refused(f"receipt of job {key} does not verify", next_step(verdict), details=verdict.failures())
+    return verdict
+
+
+def _reconcile_landed(
+    store: Store, record: JobRecord, verdict: Verdict, done: pygit2.Oid, ref_name: str, checked_out: bool
+) -> list[str]:
+    """The commit an interrupted apply landed: the work tree brought to it where it is checked
+    out (the paths kept, as _reconcile_worktree says), then its note and archive."""
+    kept = _reconcile_worktree(store, done, _landed_changes(store, done, record, verdict)) if checked_out else []
+    _finish(store, record, verdict, done, ref_name)
+    return kept
+
+
+def _finish_landed(
+    store: Store, key: str, record: JobRecord, verdict: Verdict, commit: pygit2.Oid, ref_name: str
+) -> None:
+    """8-9. note, then archive; a lock held then names the commit that already landed."""
     try:
         _finish(store, record, verdict, commit, ref_name)
     except LockHeld as exc:
@@ -381,7 +426,6 @@ def _apply(store: Store, key: str, branch: str | None = None) -> Applied:
             f"{exc.hint}; then run git genjob apply {key} again to record its note and archive it",
             details=exc.details,
         ) from None
-    return Applied(key, str(commit), ref_name, already=False, merged_onto=merged_onto)
 
 
 def _target(

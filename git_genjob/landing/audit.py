@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
 
 import pygit2
 
 from git_genjob.documents.canonical import digest
 from git_genjob.documents.config import read_config
 from git_genjob.documents.display import printable, usage_text
-from git_genjob.documents.errors import BadInput, GenjobError, Unavailable
+from git_genjob.documents.errors import BadInput, GenjobError
 from git_genjob.documents.job import Job, check_key
 from git_genjob.documents.keys import TrustedKey
 from git_genjob.documents.receipt import (
@@ -26,22 +24,17 @@ from git_genjob.landing.merge import MERGED_TRAILER, audit_merged
 from git_genjob.landing.summary import FORGED, Facts, Party, check, expected_renderings, generator_label, quoted
 from git_genjob.landing.verdict import CommitAudit, audit_counts, audit_exit, audit_lines
 from git_genjob.landing.verify import TrustStore, check_fresh, note_envelope, note_job, trust_from_tree
-from git_genjob.landing.walk import BASE_HINT, Walk, commits_in, range_base, range_commit
 from git_genjob.planner.trust import JobTrust, job_trust
-from git_genjob.storage.archive import Archive
 from git_genjob.storage.gitdir import (
     TRAILERS,
     attributions,
     canonical_trailer_key,
     genjob_trailers_of_commit,
-    read_commit_trailers,
 )
 from git_genjob.storage.layout import NOTES_REF, RECEIPTS_REF
-from git_genjob.storage.notes import note_blobs, note_path, read_note, receipt_note
+from git_genjob.storage.notes import note_path, read_note, receipt_note
 from git_genjob.storage.records import JobRecord, load_archived, load_live
-from git_genjob.storage.store import Store, lookup
-
-NULL_OID = pygit2.Oid(hex="0" * 40)
+from git_genjob.storage.store import Store
 
 __all__ = ["CommitAudit", "audit_counts", "audit_exit", "audit_lines"]  # their home is landing.verdict
 
@@ -70,24 +63,17 @@ def audit_commit(
     p = result.problems
     p += _trailer_problems(commit, t)
     found, summary = _given_notes(*notes) if notes is not None else _stored_notes(store, commit)
-    result.envelope_ref = found[0] if found else None
-    raw = _envelope_in(found, t)
-    if found is None or raw is None:
-        p += _no_envelope_problems(store, commit, result, summary)
+    noted = _noted_receipt(store, commit, result, found, summary)
+    if noted is None:
         return result
-    env = _note_receipt(raw, t, p)
-    if env is None:
-        return result
+    found, env = noted
     pred = env.predicate
     result.model, result.sandbox = generator_label(pred.generator), pred.confinement.summary()
     here, trust = _trust_for(store, commit, tip_trust, trust_from)
     signer = _check_signer(result, env, trust, _when(commit, now), trust_from is not None)
     p += _status_problems(store, commit, pred)
-    carried = note_job(found[1], t.get("Genjob-Receipt"))
-    record = _stored_record(store, pred.key, p) if notes is None or carried is None else None  # fetch reads no archive
-    job = _job_of(record, carried)
-    allowed = job[2].allowed_paths if job is not None else list(pred.outputs)
-    p += [f"check 5: {x}" for x in check_output_paths(pred, allowed)]
+    record, job = _answered_job(store, pred, found[1], t.get("Genjob-Receipt"), p, judged_notes=notes is not None)
+    p += [f"check 5: {x}" for x in check_output_paths(pred, _allowed_paths(job, pred))]
     p += _binding_problems(pred, t)
     absent = store.missing_parents(commit)
     _check_tree(store, result, commit, record, pred, judged_notes=notes is not None, absent=absent)
@@ -101,9 +87,39 @@ def audit_commit(
     if notes is None and record is not None and not absent:
         p += _freshness_problems(store, result, commit, record)
     if signer is not None:  # what follows is read from the receipt whose signature verified
-        facts = _verified_facts(result, raw, pred, signer, planned, job[2])
+        facts = _verified_facts(result, env.raw, pred, signer, planned, job[2])
         _judge_summary(result, summary, found, facts, [here, trust_from_tree(store, commit.tree)])
     return result
+
+
+def _noted_receipt(
+    store: Store, commit: pygit2.Commit, result: CommitAudit, found: tuple[str, bytes] | None, summary: bytes | None
+) -> tuple[tuple[str, bytes], Envelope] | None:
+    """(where the envelope is, the envelope) the commit's notes hold for its Genjob-Receipt;
+    None when they hold none or it does not parse (the problems added to `result`)."""
+    result.envelope_ref = found[0] if found else None
+    raw = _envelope_in(found, result.trailers)
+    if found is None or raw is None:
+        result.problems += _no_envelope_problems(store, commit, result, summary)
+        return None
+    env = _note_receipt(raw, result.trailers, result.problems)
+    return (found, env) if env is not None else None
+
+
+def _answered_job(
+    store: Store, pred: Predicate, note: bytes, want: str | None, problems: list[str], judged_notes: bool
+) -> tuple[JobRecord | None, tuple[bytes, bytes | None, Job] | None]:
+    """(the job as stored here, the job the receipt answers: the stored one, else the one the
+    receipts note carries beside the envelope hashing to `want`); notes judged before fetch
+    takes them read no archive when they carry their job."""
+    carried = note_job(note, want)
+    record = _stored_record(store, pred.key, problems) if not judged_notes or carried is None else None
+    return record, _job_of(record, carried)
+
+
+def _allowed_paths(job: tuple[bytes, bytes | None, Job] | None, pred: Predicate) -> list[str]:
+    """The paths the job allows its outputs (without the job: the receipt's own outputs)."""
+    return job[2].allowed_paths if job is not None else list(pred.outputs)
 
 
 def _envelope_in(found: tuple[str, bytes] | None, t: dict[str, str]) -> bytes | None:
@@ -351,28 +367,41 @@ def _judge_summary(
         result.forged_note = quoted(summary)
         result.problems.append(f"{FORGED}: {NOTES_REF} does not hold what the verified receipt renders")
         result.note = []
-    if found[0] == RECEIPTS_REF:
-        carried = note_envelope(found[1], facts.receipt)
-        line = carried[0] if carried else ""
-        if line and line not in {want.decode("utf-8").splitlines()[0] for want in expected}:
-            result.problems.append(f"{FORGED}: the receipts note's summary is not what the verified receipt renders")
+    if found[0] == RECEIPTS_REF and not _carries_rendering(found[1], facts.receipt, expected):
+        result.problems.append(f"{FORGED}: the receipts note's summary is not what the verified receipt renders")
+
+
+def _carries_rendering(note: bytes, receipt: str, expected: list[bytes]) -> bool:
+    """Whether the summary line a receipts note carries beside the envelope hashing to `receipt`
+    (none is fine) is the first line of one of the `expected` renderings."""
+    carried = note_envelope(note, receipt)
+    line = carried[0] if carried else ""
+    return not line or line in {want.decode("utf-8").splitlines()[0] for want in expected}
 
 
 def _copy_hint(store: Store, commit: pygit2.Commit, t: dict[str, str]) -> str:
     """A cherry-pick (or a rebase without notes.rewriteRef) leaves the note on the original."""
     record = load_archived(store, t.get("Genjob-Key", "")) if t.get("Genjob-Key") else None
-    final = record.meta.final if record is not None else None
-    if final is None or final.commit is None or final.commit == str(commit.id) or not store.has(final.commit):
+    applied = _applied_as_other(store, commit, record)
+    if applied is None:
         return ""
     return (
-        f"; job {record.key if record else ''} was applied as {final.commit[:12]}: if this commit is its "
+        f"; job {record.key if record else ''} was applied as {applied[:12]}: if this commit is its "
         f"cherry-pick, copy the notes: "
         + "; ".join(
-            f"git notes --ref={ref[len('refs/notes/') :]} copy {final.commit[:12]} {str(commit.id)[:12]}"
+            f"git notes --ref={ref[len('refs/notes/') :]} copy {applied[:12]} {str(commit.id)[:12]}"
             for ref in (RECEIPTS_REF, NOTES_REF)
-            if read_note(store, final.commit, ref) is not None
+            if read_note(store, applied, ref) is not None
         )
     )
+
+
+def _applied_as_other(store: Store, commit: pygit2.Commit, record: JobRecord | None) -> str | None:
+    """The commit the archived job was applied as, when that is another commit this repository has."""
+    final = record.meta.final if record is not None else None
+    if final is None or final.commit is None or final.commit == str(commit.id) or not store.has(final.commit):
+        return None
+    return final.commit
 
 
 GROUP_LINE = re.compile(r"^\s*(Genjob-(?:Key|Job|Receipt|Signer|Worker)):\s*(\S+)\s*$", re.IGNORECASE)
@@ -393,6 +422,11 @@ def genjob_groups(message: str) -> list[dict[str, str]]:
     return groups
 
 
+def names_several_jobs(groups: list[dict[str, str]]) -> bool:
+    """Whether a message's trailer groups (genjob_groups) name more than one job: a squash commit."""
+    return len({g.get("Genjob-Key") for g in groups}) > 1
+
+
 def audit_one(
     store: Store,
     commit: pygit2.Commit,
@@ -404,13 +438,8 @@ def audit_one(
     """The audit of one commit that names a job or carries a genjob summary note (None for a
     commit that does neither). `noted` is refs/notes/genjob's tree (None: no notes; True: read it)."""
     trailers, groups = genjob_trailers(commit, store.gitdir), genjob_groups(commit.message)
-    if len({g.get("Genjob-Key") for g in groups}) > 1 or (groups and not trailers):
-        result = audit_squash(store, commit, groups, tip_trust, trust_from, now)  # trailers in the body
-        summary = read_note(store, commit.id)
-        if summary is not None:  # apply never notes a squash: each job's note sits on its own commit
-            result.forged_note = quoted(summary)
-            result.problems.append(f"{FORGED}: a squash commit carries no genjob summary")
-        return result
+    if names_several_jobs(groups) or (groups and not trailers):
+        return audit_squash(store, commit, groups, tip_trust, trust_from, now)  # trailers in the body
     if trailers:
         return audit_commit(store, commit, tip_trust, trust_from, now=now)
     claimed = attributions(commit.message)
@@ -458,12 +487,12 @@ def audit_squash(
 ) -> CommitAudit:
     """A commit carrying several jobs' trailers: what each job's receipt still proves.
 
-    No note sits on a squash commit, so each receipt is read from the archive (or the live
-    job) and trusted only because its digest is the one the message names and its signature
-    verifies. Each output path then either still holds the signed content (intact) or was
-    changed by a later commit of the squashed branch (since modified): a fact, not a failure,
-    since the squash author's own edits are theirs. The squash commit's other changes are
-    human-authored and are not claimed by any receipt.
+    No note sits on a squash commit (a summary note there is forged), so each receipt is read
+    from the archive (or the live job) and trusted only because its digest is the one the
+    message names and its signature verifies. Each output path then either still holds the
+    signed content (intact) or was changed by a later commit of the squashed branch (since
+    modified): a fact, not a failure, since the squash author's own edits are theirs. The
+    squash commit's other changes are human-authored and are not claimed by any receipt.
     """
     result = CommitAudit(str(commit.id), subject_of(commit), groups[0], squashed=True)
     trust = _trust_for(store, commit, tip_trust, trust_from)[1]
@@ -473,6 +502,10 @@ def audit_squash(
         problems, fact = _squashed_job(store, commit, g, trust, _when(commit, now))
         result.problems += problems
         result.facts += fact
+    summary = read_note(store, commit.id)
+    if summary is not None:  # apply never notes a squash: each job's note sits on its own commit
+        result.forged_note = quoted(summary)
+        result.problems.append(f"{FORGED}: a squash commit carries no genjob summary")
     return result
 
 
@@ -545,6 +578,14 @@ def _digest_at(store: Store, tree: pygit2.Tree, path: str) -> str | None:
 
 def _diff_problems(store: Store, commit: pygit2.Commit, pred: Predicate) -> list[str]:
     """The commit's diff from its first parent is exactly the receipt's outputs."""
+    changed = _changed_paths(store, commit)
+    if changed == pred.outputs:
+        return []
+    return ["commit diff != receipt outputs: " + "; ".join(_output_mismatches(changed, pred.outputs))]
+
+
+def _changed_paths(store: Store, commit: pygit2.Commit) -> dict[str, str | None]:
+    """Each path the commit changes from its first parent: its new content's digest (None: deleted)."""
     parent_tree = commit.parents[0].tree if commit.parents else None
     changed: dict[str, str | None] = {}
     diff = (
@@ -557,127 +598,25 @@ def _diff_problems(store: Store, commit: pygit2.Commit, pred: Predicate) -> list
             changed[delta.old_file.path] = None
         else:
             changed[delta.new_file.path] = digest(store.read(delta.new_file.id, limit=None))
-    outputs = pred.outputs
-    if changed != outputs:
-        extra = sorted(set(changed) - set(outputs))
-        other = sorted(k for k in set(changed) & set(outputs) if changed[k] != outputs[k])
-        lacking = sorted(set(outputs) - set(changed))
-        parts = []
-        if extra:
-            parts.append("changes paths the receipt does not name: " + ", ".join(extra))
-        if other:
-            parts.append("content differs from the receipt at: " + ", ".join(other))
-        if lacking:
-            parts.append("lacks receipt outputs: " + ", ".join(lacking))
-        return ["commit diff != receipt outputs: " + "; ".join(parts)]
-    return []
+    return changed
+
+
+def _output_mismatches(changed: dict[str, str | None], outputs: dict[str, str | None]) -> list[str]:
+    """How a diff differs from the receipt's outputs: extra paths, other content, missing outputs."""
+    extra = sorted(set(changed) - set(outputs))
+    other = sorted(k for k in set(changed) & set(outputs) if changed[k] != outputs[k])
+    lacking = sorted(set(outputs) - set(changed))
+    parts = []
+    if extra:
+        parts.append("changes paths the receipt does not name: " + ", ".join(extra))
+    if other:
+        parts.append("content differs from the receipt at: " + ", ".join(other))
+    if lacking:
+        parts.append("lacks receipt outputs: " + ", ".join(lacking))
+    return parts
 
 
 TRUST_HINT = (
     " (trust is read from this commit's .genjob/; if it was applied before the trust store was committed, "
     "check it against a later one: git genjob audit --trust-from REV)"
 )
-
-
-def _prefetch(store: Store, commits: list[pygit2.Commit]) -> None:
-    """A partial clone (git clone --filter=blob:none) lacks the notes and the changed files audit
-    reads: fetch them in one batch first, not one process per blob."""
-    named = [c for c in commits if "Genjob-" in (c.message or "")]
-    want: list[pygit2.Oid] = note_blobs(store, [c.id for c in named])
-    archive, read = Archive(store), [*named, *commits[:1]]
-    trees = [tree for c in read for tree in _trees_read(archive, c)]
-    want += [oid for c in read for oid in _diff_blobs(c)]
-    want += [e.id for tree in trees for e in tree if e.type_str == "blob"]
-    store.fetch_missing(w for w in want if w != NULL_OID)
-
-
-def _trees_read(archive: Archive, commit: pygit2.Commit) -> list[pygit2.Tree]:
-    """The trees whose files auditing `commit` reads: its .genjob/ and each named job's archive entry."""
-    trust = lookup(commit.tree, ".genjob")
-    keys = [g["Genjob-Key"] for g in genjob_groups(commit.message) if g.get("Genjob-Key")]
-    entries = [archive.entry(key) for key in keys]
-    return [t for t in [trust, *entries] if isinstance(t, pygit2.Tree)]
-
-
-def _diff_blobs(commit: pygit2.Commit) -> list[pygit2.Oid]:
-    """Both sides of a one-parent commit's diff: the diff check and the freshness check read them."""
-    if len(commit.parents) != 1:
-        return []
-    deltas = commit.tree.diff_to_tree(commit.parents[0].tree, swap=True).deltas
-    return [f.id for d in deltas for f in (d.new_file, d.old_file)]
-
-
-def _notes_fetched(store: Store, commits: list[pygit2.Commit], spec: str | None | Walk) -> None:
-    """A fresh `git clone` has no notes: one message with the fix and exit 3, not a FAIL per commit."""
-    if any(store.ref_target(ref) is not None for ref in (NOTES_REF, RECEIPTS_REF)):
-        return
-    named = [c for c in commits if genjob_trailers(c, store.gitdir) or genjob_groups(c.message)]
-    if all(len({g.get("Genjob-Key") for g in genjob_groups(c.message)}) > 1 for c in named):
-        return  # none, or all squash commits: those are read from the archive, not from notes
-    where = spec.label if isinstance(spec, Walk) else spec or "HEAD"
-    raise Unavailable(
-        f"notes not fetched: {len(named)} genjob commit(s) in {where}, but this clone has no "
-        f"{RECEIPTS_REF} or {NOTES_REF} (git clone does not fetch notes), so none can be checked",
-        f"git genjob fetch {_remote_name(store)}",
-    )
-
-
-def _remote_name(store: Store) -> str:
-    """The remote to name in a fetch hint: origin, else the only one, else REMOTE."""
-    names = store.remote_names()
-    return "origin" if "origin" in names else names[0] if len(names) == 1 else "REMOTE"
-
-
-def audit(
-    store: Store,
-    spec: str | None | Walk,
-    progress: Callable[[str], None] = lambda _: None,
-    trust_from: str | None = None,
-) -> list[CommitAudit]:
-    commits = commits_in(store, spec)
-    tip_trust = _tip_trust(store, spec, commits)
-    fixed, now, base = _judging_trust(store, spec, trust_from)
-    if store.promisor_remote is not None:
-        _prefetch(store, commits)
-    read_commit_trailers(store.gitdir, [(str(c.id), c.message) for c in commits])  # one git for the range
-    _notes_fetched(store, commits, spec)
-    hint = BASE_HINT.format(base=base) if base is not None and trust_from is None else ""
-    out = []
-    noted = notes_tree_of(store)
-    for n, commit in enumerate(commits, 1):
-        if n % 200 == 0:
-            progress(f"audit: {n}/{len(commits)} commits")
-        checked = audit_one(store, commit, tip_trust, fixed, noted, now)
-        if checked is not None:
-            checked.problems = [p + (hint if p.startswith("check 2:") else "") for p in checked.problems]
-            out.append(checked)
-    return out
-
-
-def _tip_trust(store: Store, spec: str | None | Walk, commits: list[pygit2.Commit]) -> TrustStore:
-    """The trust store at the newest commit of the range, whose revocations hold for all of it."""
-    newest = commits[-1] if isinstance(spec, Walk) and spec.reverse and commits else commits[0] if commits else None
-    return trust_from_tree(store, newest.tree) if newest is not None else TrustStore([], set())
-
-
-def _judging_trust(
-    store: Store, spec: str | None | Walk, trust_from: str | None
-) -> tuple[TrustStore | None, float | None, str | None]:
-    """(the trust store every commit is judged by, None: each its own; the time keys are judged
-    at, None: each commit's date; the range's BASE or None), from --trust-from and BASE..HEAD."""
-    fixed = None
-    if trust_from is not None:
-        try:
-            fixed = trust_from_tree(store, store.revparse_commit(trust_from).tree)
-        except (KeyError, ValueError, pygit2.GitError):
-            raise BadInput(f"--trust-from {trust_from!r} is not a commit", "give a branch, tag or commit") from None
-    base = range_base(spec)
-    if base is None:
-        return fixed, None, None
-    # SPEC §12.2: commits new in BASE..HEAD are judged by the trust in force now, read from
-    # BASE unless --trust-from says otherwise: a branch cannot vouch for its own key, and no
-    # verdict depends on a date a commit states.
-    now = time.time()
-    if fixed is None:
-        fixed = trust_from_tree(store, range_commit(store, base, base).tree)
-    return fixed, now, base

@@ -249,14 +249,7 @@ def gateway_of(opts: CiOptions) -> str:
             ".genjob/config.toml",
         )
     name, sep, url = text.partition("=")
-    if (
-        not sep
-        or not name.isidentifier()
-        or in_the_clear(url)
-        or any(c in url for c in " '\"\\$`")
-        or not url.isascii()
-        or not url.isprintable()
-    ):
+    if not sep or not _gateway_url_ok(name, url):
         raise BadInput(
             f"--gateway {text!r} is not NAME=https://URL (plain http only to a runner's own 127.0.0.1)",
             "e.g. --gateway anthropic=https://api.anthropic.com",
@@ -267,6 +260,18 @@ def gateway_of(opts: CiOptions) -> str:
             f"--model-key-env {KEY_ENV[name]}, or another NAME with [gateway.NAME] key_env in .genjob/config.toml",
         )
     return text
+
+
+def _gateway_url_ok(name: str, url: str) -> bool:
+    """NAME is an identifier and URL https (plain http only to 127.0.0.1), with nothing a shell
+    or the workflow's YAML would read."""
+    return (
+        name.isidentifier()
+        and not in_the_clear(url)
+        and not any(c in url for c in " '\"\\$`")
+        and url.isascii()
+        and url.isprintable()
+    )
 
 
 def _yaml_str(text: str) -> str:

@@ -99,67 +99,65 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[bytes] | str:
 
 
 def _sandbox(store: Store) -> list[Check]:
-    checks = []
     root = os.geteuid() == 0
+    checks = [_bwrap_check(), _userns_check(root)]
+    checks.append(_apparmor(root, checks[0].status == Status.OK))
+    return [*checks, _landlock_check(), _mechanism_check()]
+
+
+def _bwrap_check() -> Check:
+    """bubblewrap installed, able to run, and with the namespaces a generator gets."""
     exe = shutil.which("bwrap")
     if exe is None:
-        checks.append(Check("sandbox.bwrap", Status.WARN, "bubblewrap is not installed", REFUSAL_FIX))
-    else:
-        proc = _run([exe, "--ro-bind", "/", "/", "true"])
-        if isinstance(proc, str) or proc.returncode != 0:
-            said = proc if isinstance(proc, str) else proc.stderr.decode("utf-8", "replace").strip()[-200:]
-            checks.append(
-                Check("sandbox.bwrap", Status.WARN, f"{exe} is installed but cannot run: {said}", BWRAP_PROFILE_FIX)
-            )
-        else:
-            why = bwrap_problem()  # with the namespaces a generator gets
-            if why is None:
-                checks.append(
-                    Check("sandbox.bwrap", Status.OK, f"{exe} works (bwrap --ro-bind / / true, and its namespaces)")
-                )
-            else:
-                checks.append(
-                    Check(
-                        "sandbox.bwrap",
-                        Status.WARN,
-                        f"{exe} runs, but not with a generator's namespaces: {why}",
-                        BWRAP_PROFILE_FIX,
-                    )
-                )
+        return Check("sandbox.bwrap", Status.WARN, "bubblewrap is not installed", REFUSAL_FIX)
+    proc = _run([exe, "--ro-bind", "/", "/", "true"])
+    if isinstance(proc, str) or proc.returncode != 0:
+        said = proc if isinstance(proc, str) else proc.stderr.decode("utf-8", "replace").strip()[-200:]
+        return Check("sandbox.bwrap", Status.WARN, f"{exe} is installed but cannot run: {said}", BWRAP_PROFILE_FIX)
+    why = bwrap_problem()  # with the namespaces a generator gets
+    if why is None:
+        return Check("sandbox.bwrap", Status.OK, f"{exe} works (bwrap --ro-bind / / true, and its namespaces)")
+    return Check(
+        "sandbox.bwrap",
+        Status.WARN,
+        f"{exe} runs, but not with a generator's namespaces: {why}",
+        BWRAP_PROFILE_FIX,
+    )
+
+
+def _userns_check(root: bool) -> Check:
     if root:
-        checks.append(Check("sandbox.userns", Status.OK, "running as root: namespaces need no user namespace"))
-    elif userns_works():
-        checks.append(Check("sandbox.userns", Status.OK, "this user may create user, PID and network namespaces"))
-    else:
-        checks.append(
-            Check(
-                "sandbox.userns",
-                Status.WARN,
-                "this user may not create user namespaces (bubblewrap needs them; Landlock does not)",
-                "sysctl user.max_user_namespaces=15000 (or kernel.unprivileged_userns_clone=1 on Debian)",
-            )
-        )
-    checks.append(_apparmor(root, checks[0].status == Status.OK))
+        return Check("sandbox.userns", Status.OK, "running as root: namespaces need no user namespace")
+    if userns_works():
+        return Check("sandbox.userns", Status.OK, "this user may create user, PID and network namespaces")
+    return Check(
+        "sandbox.userns",
+        Status.WARN,
+        "this user may not create user namespaces (bubblewrap needs them; Landlock does not)",
+        "sysctl user.max_user_namespaces=15000 (or kernel.unprivileged_userns_clone=1 on Debian)",
+    )
+
+
+def _landlock_check() -> Check:
     abi = landlock_abi()
     if abi < 1:
-        checks.append(
-            Check(
-                "sandbox.landlock",
-                Status.WARN,
-                "Landlock is not available",
-                "Linux 5.13 or later, with landlock in lsm=",
-            )
+        return Check(
+            "sandbox.landlock",
+            Status.WARN,
+            "Landlock is not available",
+            "Linux 5.13 or later, with landlock in lsm=",
         )
-    else:
-        net = "denies TCP itself" if abi >= 4 else "cannot deny the network without a namespace (ABI 4, Linux 6.7, can)"
-        checks.append(Check("sandbox.landlock", Status.OK, f"Landlock ABI {abi} ({net})"))
+    net = "denies TCP itself" if abi >= 4 else "cannot deny the network without a namespace (ABI 4, Linux 6.7, can)"
+    return Check("sandbox.landlock", Status.OK, f"Landlock ABI {abi} ({net})")
+
+
+def _mechanism_check() -> Check:
+    """The confinement exec generators get here, or why they get none."""
     try:
         mechanism = choose(SandboxOptions())
     except GenjobError as exc:
-        checks.append(Check("sandbox", Status.FAIL, exc.message, exc.hint or ""))
-    else:
-        checks.append(Check("sandbox", Status.OK, f"exec generators run under {mechanism}"))
-    return checks
+        return Check("sandbox", Status.FAIL, exc.message, exc.hint or "")
+    return Check("sandbox", Status.OK, f"exec generators run under {mechanism}")
 
 
 def _apparmor(root: bool, bwrap_ok: bool) -> Check:
@@ -237,6 +235,16 @@ def _keys(store: Store) -> list[Check]:
 
 
 def _worker_keys(store: Store, trust: Any, keys_dir: str, read: Callable[[str], Any]) -> list[Check]:
+    paths = _worker_key_paths(store, keys_dir)
+    if not paths:
+        return [
+            Check("keys.worker", Status.SKIP, "no worker key on this machine (a worker makes one: git genjob keygen)")
+        ]
+    return [_worker_key_check(trust, path, read) for path in dict.fromkeys(paths)]
+
+
+def _worker_key_paths(store: Store, keys_dir: str) -> list[str]:
+    """genjob.signingKey, then each key in `keys_dir` but the planner's (may repeat)."""
     paths = []
     configured = store.config_get("genjob.signingKey")
     if configured:
@@ -245,31 +253,24 @@ def _worker_keys(store: Store, trust: Any, keys_dir: str, read: Callable[[str], 
         names = sorted(os.listdir(keys_dir))
     except OSError:
         names = []
-    paths += [os.path.join(keys_dir, n) for n in names if n != "planner" and not n.endswith(".pub")]
-    if not paths:
-        return [
-            Check("keys.worker", Status.SKIP, "no worker key on this machine (a worker makes one: git genjob keygen)")
-        ]
-    checks = []
-    for path in dict.fromkeys(paths):
-        try:
-            key = read(path)
-        except GenjobError as exc:
-            checks.append(Check("keys.worker", Status.FAIL, f"{path}: {exc.message}", exc.hint or ""))
-            continue
-        if _trusted_for(trust, key.public, "genjob-receipt"):
-            checks.append(Check("keys.worker", Status.OK, f"{path} ({key.keyid}), trusted for receipts"))
-        else:
-            name = os.path.basename(path)
-            checks.append(
-                Check(
-                    "keys.worker",
-                    Status.WARN,
-                    f"{path} ({key.keyid}) is not trusted for receipts: apply refuses what it signs",
-                    f"git genjob trust add {name} {path}.pub, then commit .genjob/",
-                )
-            )
-    return checks
+    return paths + [os.path.join(keys_dir, n) for n in names if n != "planner" and not n.endswith(".pub")]
+
+
+def _worker_key_check(trust: Any, path: str, read: Callable[[str], Any]) -> Check:
+    """One worker key: readable, and trusted for receipts."""
+    try:
+        key = read(path)
+    except GenjobError as exc:
+        return Check("keys.worker", Status.FAIL, f"{path}: {exc.message}", exc.hint or "")
+    if _trusted_for(trust, key.public, "genjob-receipt"):
+        return Check("keys.worker", Status.OK, f"{path} ({key.keyid}), trusted for receipts")
+    name = os.path.basename(path)
+    return Check(
+        "keys.worker",
+        Status.WARN,
+        f"{path} ({key.keyid}) is not trusted for receipts: apply refuses what it signs",
+        f"git genjob trust add {name} {path}.pub, then commit .genjob/",
+    )
 
 
 def _trust_store(store: Store) -> list[Check]:
@@ -293,22 +294,25 @@ def _trust_store(store: Store) -> list[Check]:
                 "git genjob init, or git genjob trust add NAME KEY.pub",
             )
         ]
+    return [_trusted_roles(trust)]
+
+
+def _trusted_roles(trust: Any) -> Check:
+    """A trust store that trusts someone: how many keys may plan and sign receipts, and its skipped lines."""
     roles = {
         ns: sum(1 for k in trust.signers if k.namespaces and ns in k.namespaces)
         for ns in ("genjob-job", "genjob-receipt")
     }
     detail = f"{len(trust.signers)} keys: {roles['genjob-job']} may plan, {roles['genjob-receipt']} may sign receipts"
     if trust.problems:
-        return [
-            Check(
-                "trust-store", Status.WARN, f"{detail}; lines skipped: {'; '.join(trust.problems)}", "fix those lines"
-            )
-        ]
+        return Check(
+            "trust-store", Status.WARN, f"{detail}; lines skipped: {'; '.join(trust.problems)}", "fix those lines"
+        )
     if not roles["genjob-job"] or not roles["genjob-receipt"]:
-        return [
-            Check("trust-store", Status.WARN, detail, "git genjob keygen --planner; git genjob trust add NAME KEY.pub")
-        ]
-    return [Check("trust-store", Status.OK, detail)]
+        return Check(
+            "trust-store", Status.WARN, detail, "git genjob keygen --planner; git genjob trust add NAME KEY.pub"
+        )
+    return Check("trust-store", Status.OK, detail)
 
 
 # -- notes, hooks, remotes, the gateway ----------------------------------------------------------

@@ -259,7 +259,7 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
     from git_genjob.storage.archive import Archive  # loads libgit2: only the slow path, which has it
 
     taken = _taken("verify", store)
-    if taken is None or not verdict.ok or not safe_name(key) or not _merge_free(verdict):
+    if taken is None or not _verdict_memoable(key, verdict):
         return
     _, gitdir, st, t0 = taken
     jobs = _job_refs(gitdir, [key])
@@ -267,9 +267,20 @@ def remember_verify(store: Store, key: str, verdict: Verdict) -> None:
         return
     edges = _trust_edges(store)
     shown = _verify_renderings(verdict)
-    if shown is None or stamp(taken[0], gitdir, trust=True) != st or _job_refs(gitdir, [key]) != jobs:
+    if shown is None or _moved_since(taken, key, jobs):
         return
     Memo(verify_memo_path(gitdir, key)).write(st, key=key, jobs=jobs, **window(edges, t0), text=shown[0], json=shown[1])
+
+
+def _verdict_memoable(key: str, verdict: Verdict) -> bool:
+    """A passing verdict, of a key that can name a memo file, that needed no merge."""
+    return verdict.ok and safe_name(key) and _merge_free(verdict)
+
+
+def _moved_since(taken: tuple[str, str, dict[str, str], float], key: str, jobs: dict[str, str]) -> bool:
+    """Whether what `verify KEY` stamped, or the job's refs, moved since it was taken."""
+    workdir, gitdir, st, _ = taken
+    return stamp(workdir, gitdir, trust=True) != st or _job_refs(gitdir, [key]) != jobs
 
 
 def _merge_free(verdict: Verdict) -> bool:

@@ -109,48 +109,60 @@ def _check_pushed(
         problems += [f"{short}: {p}" for p in checked.problems]
         if checked.ok and checked.merged:  # SPEC §11: say which pushed commits audit proved as merges
             print(f"git-genjob pre-push: {short} {checked.provenance}", file=sys.stderr)
-        for ref in NOTES_REFS:  # the summary and, since SPEC §11, the envelope in its own ref
-            if (
-                read_note(store, commit.id, ref) is not None
-                and ref not in pushing_notes
-                and not notes.has(ref, str(commit.id))
-            ):
-                problems.append(f"{short}: its note is not on {remote} ({ref}; run git genjob push first)")
+        problems += _notes_left_behind(store, commit, remote, pushing_notes, notes)
     return problems
+
+
+def _notes_left_behind(
+    store: Store, commit: pygit2.Commit, remote: str, pushing_notes: set[str], notes: _RemoteNotes
+) -> list[str]:
+    """A pushed commit's notes that neither this push nor the remote carries."""
+    short = str(commit.id)[:12]
+    return [
+        f"{short}: its note is not on {remote} ({ref}; run git genjob push first)"
+        for ref in NOTES_REFS  # the summary and, since SPEC §11, the envelope in its own ref
+        if read_note(store, commit.id, ref) is not None
+        and ref not in pushing_notes
+        and not notes.has(ref, str(commit.id))
+    ]
 
 
 def _check_pushed_notes(store: Store, local_sha: str, remote_sha: str) -> list[str]:
     """A push of refs/notes/genjob: every summary note it adds or changes must be the rendering
     of the verified receipt on its commit (landing.summary), else it is a forged summary."""
     new = all_notes(store, store.get_commit(local_sha).tree)
-    old = (
-        all_notes(store, store.get_commit(remote_sha).tree)
-        if set(remote_sha) != {"0"} and store.has(remote_sha)
-        else {}
-    )
+    old = all_notes(store, store.get_commit(remote_sha).tree) if _remote_has(store, remote_sha) else {}
     head = store.ref_target("HEAD")
     tip_trust = trust_from_tree(store, store.get_commit(head).tree) if head is not None else None
     problems = []
     for obj, blob in sorted(new.items()):
-        if old.get(obj) == blob:
-            continue
-        if not store.has(obj):
-            problems.append(f"{obj[:12]}: {FORGED}: it annotates an object this repository does not have")
-            continue
-        try:
-            commit = store.get_commit(pygit2.Oid(hex=obj))
-        except (GenjobError, ValueError, KeyError):
-            problems.append(f"{obj[:12]}: {FORGED}: it annotates an object that is not a commit")
-            continue
-        checked = audit_one(store, commit, tip_trust or trust_from_tree(store, commit.tree))
-        forged = [p for p in (checked.problems if checked else []) if p.startswith(FORGED)]
-        problems += [f"{obj[:12]}: {p} ({NOTES_REF})" for p in forged]
+        if old.get(obj) != blob:
+            problems += _summary_note_problems(store, obj, tip_trust)
     return problems
+
+
+def _summary_note_problems(store: Store, obj: str, tip_trust: TrustStore | None) -> list[str]:
+    """Why a summary note a push adds or changes on `obj` is forged (none: it is the rendering of
+    the verified receipt there)."""
+    if not store.has(obj):
+        return [f"{obj[:12]}: {FORGED}: it annotates an object this repository does not have"]
+    try:
+        commit = store.get_commit(pygit2.Oid(hex=obj))
+    except (GenjobError, ValueError, KeyError):
+        return [f"{obj[:12]}: {FORGED}: it annotates an object that is not a commit"]
+    checked = audit_one(store, commit, tip_trust or trust_from_tree(store, commit.tree))
+    forged = [p for p in (checked.problems if checked else []) if p.startswith(FORGED)]
+    return [f"{obj[:12]}: {p} ({NOTES_REF})" for p in forged]
+
+
+def _remote_has(store: Store, remote_sha: str) -> bool:
+    """Whether the remote's side of a pushed ref is a commit here (not the zeros of a new ref)."""
+    return set(remote_sha) != {"0"} and store.has(remote_sha)
 
 
 def _new_commits(store: Store, remote: str, local_sha: str, remote_sha: str) -> Iterator[pygit2.Commit]:
     """Commits the push sends: reachable from local_sha, not from what the remote already has."""
     hide = [oid for _name, oid in store.iter_refs(f"refs/remotes/{remote}/")]
-    if set(remote_sha) != {"0"} and store.has(remote_sha):
+    if _remote_has(store, remote_sha):
         hide.append(pygit2.Oid(hex=remote_sha))
     yield from store.walk(pygit2.Oid(hex=local_sha), hide)

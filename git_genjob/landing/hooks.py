@@ -204,22 +204,35 @@ def _live_job_paths(tips: dict[str, str] | None) -> dict[str, list[str]]:
     `.genjob/` trusts signed (SPEC §11: a keyless remote's job holds up nobody's commit); the
     memo is kept for one trust store and read anew when it changes."""
     if tips is None:
-        tips = {}
-        for line in _git(["for-each-ref", "--format=%(objectname) %(refname)", JOBS_PREFIX]).decode().splitlines():
-            oid, _, ref = line.partition(" ")
-            tips[ref[len(JOBS_PREFIX) :]] = oid
+        tips = _listed_tips()
     trust = _trust_text()
+    at = {key: f"{oid}@{key}" for key, oid in tips.items()}  # a tip holds paths only under its job's key
+    memo = _memo_holding(tips, at, trust)
+    return {key: memo[at[key]] for key in sorted(tips)}
+
+
+def _memo_holding(tips: dict[str, str], at: dict[str, str], trust: tuple[str, str]) -> dict[str, list[str]]:
+    """The memo of this trust store with every entry of `at`: those it lacks read from git, then
+    written back with the planners' verdicts and only the entries still live."""
     stamp = hashlib.sha256(trust[0].encode() + b"\0" + trust[1].encode()).hexdigest()
     memo_path = _memo_path()
     memo = _read_memo(memo_path, stamp)
-    at = {key: f"{oid}@{key}" for key, oid in tips.items()}  # a tip holds paths only under its job's key
     missing = sorted(key for key, entry in at.items() if entry not in memo)
     if missing:
         verdicts = {k: v for k, v in memo.items() if k.startswith("v:")}
         memo.update(_paths_at([(tips[key], key) for key in missing], trust, verdicts))
         kept = {entry: memo[entry] for entry in at.values()}
         _write_memo(memo_path, stamp, {**verdicts, **kept})
-    return {key: memo[at[key]] for key in sorted(tips)}
+    return memo
+
+
+def _listed_tips() -> dict[str, str]:
+    """{key: tip} of every live job, from one `git for-each-ref` (the refs' files were not readable)."""
+    tips = {}
+    for line in _git(["for-each-ref", "--format=%(objectname) %(refname)", JOBS_PREFIX]).decode().splitlines():
+        oid, _, ref = line.partition(" ")
+        tips[ref[len(JOBS_PREFIX) :]] = oid
+    return tips
 
 
 def _trust_text() -> tuple[str, str]:

@@ -135,22 +135,28 @@ def _tree(store: Store, oid: pygit2.Oid) -> pygit2.Tree:
 
 
 def _describe(store: Store, s: MergeSides) -> PathConflict:
-    if s.ours is None and s.theirs is not None:
-        return PathConflict(s.path, "the job changed it, the branch deleted it (or made it a directory)")
-    if s.theirs is None and s.ours is not None:
-        why = (
-            "the job deleted it, the branch changed it"
-            if s.base
-            else "the branch made a directory where the job writes"
-        )
-        return PathConflict(s.path, why)
+    """Why a path does not merge: a side without a file there, binary content, or the text's
+    conflicting hunks."""
     if s.ours is None or s.theirs is None:
-        return PathConflict(s.path, "a file/directory conflict")
+        return PathConflict(s.path, _fileless_side(s))
     sides = [x for x in (s.base, s.ours, s.theirs) if x is not None]
     if any(b"\0" in store.read(oid, limit=None)[:8000] for oid, _ in sides):
         return PathConflict(s.path, "a binary file both the job and the branch changed")
     why = "the job and the branch changed the same lines" if s.base else "both the job and the branch created it"
     return PathConflict(s.path, why, tuple(hunks(store.merge_text(s))))
+
+
+def _fileless_side(s: MergeSides) -> str:
+    """Why a path where the branch (ours) or the job (theirs) has no file does not merge."""
+    if s.ours is None and s.theirs is not None:
+        return "the job changed it, the branch deleted it (or made it a directory)"
+    if s.theirs is None and s.ours is not None:
+        return (
+            "the job deleted it, the branch changed it"
+            if s.base
+            else "the branch made a directory where the job writes"
+        )
+    return "a file/directory conflict"
 
 
 def hunks(text: bytes) -> list[str]:

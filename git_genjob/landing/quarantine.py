@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from git_genjob.landing.audit import CommitAudit, audit_commit, genjob_groups, genjob_trailers
+from git_genjob.landing.audit import CommitAudit, audit_commit, genjob_groups, genjob_trailers, names_several_jobs
 from git_genjob.landing.summary import FORGED
 from git_genjob.landing.verify import TrustStore, trust_from_tree
 from git_genjob.storage.layout import NOTES_REF, RECEIPTS_REF
@@ -48,13 +48,10 @@ def reconcile_notes(store: Store, remote_refs: dict[str, pygit2.Oid], report: Sy
     ours, theirs, todo = _sides(store, remote_refs)
     if not todo:
         return
-    for side in ours.values():  # the summary is judged against the receipts note, new or not
-        if not side.read:
-            side.notes, side.read = _notes(store, side.tip), True
+    _read_all(store, ours)
     if store.promisor_remote is not None:
         _prefetch(store, todo, ours, theirs)
-    head = store.ref_target("HEAD")
-    tip_trust = trust_from_tree(store, store.get_commit(head).tree) if head is not None else TrustStore([], set())
+    tip_trust = _head_trust(store)
     taken: dict[str, dict[str, pygit2.Oid]] = {ref: {} for ref in REFS}
     refused: dict[str, list[str]] = {ref: [] for ref in REFS}
     held: dict[str, list[str]] = {ref: [] for ref in REFS}
@@ -64,6 +61,20 @@ def reconcile_notes(store: Store, remote_refs: dict[str, pygit2.Oid], report: Sy
         _write(store, ref, ours[ref], theirs[ref], taken[ref], clean=not refused[ref] and not held[ref], report=report)
         report.refused_notes += refused[ref]
         report.held_notes += held[ref]
+
+
+def _read_all(store: Store, sides: dict[str, _Side]) -> None:
+    """Each side's notes read, where _sides left them unread: the summary is judged against the
+    receipts note, new or not."""
+    for side in sides.values():
+        if not side.read:
+            side.notes, side.read = _notes(store, side.tip), True
+
+
+def _head_trust(store: Store) -> TrustStore:
+    """The trust store at HEAD, whose revocations hold for every note judged (none: no HEAD)."""
+    head = store.ref_target("HEAD")
+    return trust_from_tree(store, store.get_commit(head).tree) if head is not None else TrustStore([], set())
 
 
 def _sides(store: Store, remote_refs: dict[str, pygit2.Oid]) -> tuple[dict[str, _Side], dict[str, _Side], set[str]]:
@@ -88,14 +99,20 @@ def _prefetch(store: Store, todo: set[str], ours: dict[str, _Side], theirs: dict
     store; the job travels in the receipts note): one batch, not one process per blob."""
     want = [side[ref].notes[obj] for side in (ours, theirs) for ref in REFS for obj in todo if obj in side[ref].notes]
     store.fetch_missing(want)
+    trees = _trust_trees(store, todo)
+    store.fetch_missing(e.id for tree in trees for e in tree if e.type_str == "blob")
+
+
+def _trust_trees(store: Store, objs: set[str]) -> list[pygit2.Tree]:
+    """The .genjob/ tree of each of `objs` that is a commit with one."""
     trees = []
-    for obj in todo:
+    for obj in objs:
         if store.object_type(obj) != "commit":
             continue
         commit = store.get_commit(pygit2.Oid(hex=obj))
         trust = lookup(commit.tree, ".genjob")
         trees += [trust] if isinstance(trust, pygit2.Tree) else []
-    store.fetch_missing(e.id for tree in trees for e in tree if e.type_str == "blob")
+    return trees
 
 
 def _notes(store: Store, tip: pygit2.Oid | None) -> dict[str, pygit2.Oid]:
@@ -194,10 +211,7 @@ def _landed_commit(
             refused[ref].append(f"{short} {ref}: {FORGED}: it annotates a {store.object_type(obj)}, not a commit")
         return None
     commit = store.get_commit(pygit2.Oid(hex=obj))
-    if (
-        not genjob_trailers(commit, store.gitdir)
-        or len({g.get("Genjob-Key") for g in genjob_groups(commit.message)}) > 1
-    ):
+    if not genjob_trailers(commit, store.gitdir) or names_several_jobs(genjob_groups(commit.message)):
         for ref in new:
             refused[ref].append(
                 f"{short} {ref}: {FORGED}: the commit has no Genjob trailers (or is a squash of several)"

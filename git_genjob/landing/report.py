@@ -16,6 +16,7 @@ so no reference filter matches.
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from git_genjob.documents.display import one_line
@@ -86,52 +87,98 @@ class ReportRow:
 
 def row_of(a: CommitAudit) -> ReportRow:
     """The report row of one audited commit."""
-    key = ", ".join(a.jobs) if a.squashed else a.trailers.get("Genjob-Key", "")
-    verdict = "FAIL" if a.problems else "cannot check" if a.unchecked else "ok"
-    subject = a.subject.removeprefix("genjob: ")
-    signer = a.trailers.get("Genjob-Signer", "")
-    if a.signer_name:
-        signer = f"{a.signer_name} ({signer})"
-    merged = "squashed" if a.squashed else f"merged onto {a.merged_onto[:12]}" if a.merged_onto else "no"
     return ReportRow(
         commit=a.commit[:12],
-        job=key,
-        instruction=a.instruction if a.instruction is not None else subject,
+        job=", ".join(a.jobs) if a.squashed else a.trailers.get("Genjob-Key", ""),
+        instruction=a.instruction if a.instruction is not None else a.subject.removeprefix("genjob: "),
         model=a.model or "",
         planner=a.planner or "",
-        signer=signer,
+        signer=_signer_cell(a),
         sandbox=a.sandbox or "",
-        verdict=verdict,
-        detail="; ".join([a.provenance, *a.problems, *a.unchecked, *(a.facts if a.squashed else [])]),
-        merged=merged,
+        verdict=_verdict_word(a),
+        detail=_detail(a),
+        merged=_merged_cell(a),
         fix=next_step(a),
     )
 
 
+def _verdict_word(a: CommitAudit) -> str:
+    return "FAIL" if a.problems else "cannot check" if a.unchecked else "ok"
+
+
+def _detail(a: CommitAudit) -> str:
+    """The provenance word and every problem (and, for a squash, what each job's receipt still proves)."""
+    return "; ".join([a.provenance, *a.problems, *a.unchecked, *(a.facts if a.squashed else [])])
+
+
+def _signer_cell(a: CommitAudit) -> str:
+    """The Genjob-Signer key, with the principal it verified as when it did."""
+    signer = a.trailers.get("Genjob-Signer", "")
+    return f"{a.signer_name} ({signer})" if a.signer_name else signer
+
+
+def _merged_cell(a: CommitAudit) -> str:
+    """Squashed, merged onto which commit (a merged apply), or no."""
+    return "squashed" if a.squashed else f"merged onto {a.merged_onto[:12]}" if a.merged_onto else "no"
+
+
 def next_step(a: CommitAudit) -> str:
     """What to run next for a commit that fails or cannot be checked ("" for one that passes)."""
-    key = a.trailers.get("Genjob-Key", "KEY")
     if not a.problems:
         return SHALLOW_HINT if a.unchecked else ""
-    first = a.problems[0]
-    for problem in a.problems:
-        for marker in ("copy the notes: ", "copy the note: "):
+    copy = _copy_notes_step(a.problems)
+    if copy is not None:
+        return copy
+    fix = next((fix for applies, fix in FIXES if applies(a.problems)), VERIFY_FIX)
+    return fix.format(key=a.trailers.get("Genjob-Key", "KEY"))
+
+
+_COPY_MARKERS = ("copy the notes: ", "copy the note: ")
+
+
+def _copy_notes_step(problems: list[str]) -> str | None:
+    """The `git notes copy` commands a problem names (a cherry-pick of an applied job), if any."""
+    for problem in problems:
+        for marker in _COPY_MARKERS:
             if marker in problem:
                 return problem.split(marker, 1)[1]
-    if first.startswith("missing trailers"):
-        return "land jobs with git genjob apply; never write Genjob-* trailers by hand (amend the message)"
-    if first.startswith("no genjob note"):
-        return "git genjob fetch origin (brings the notes and the archive), then audit again"
-    if any(p.startswith("check 2:") for p in a.problems):
-        return (
-            "trust the worker's key in .genjob/allowed_signers (git genjob trust add NAME KEY), "
-            "or check against a later trust store: git genjob audit --trust-from REV"
-        )
-    if any(p.startswith("check 9:") for p in a.problems):
-        return "trust the planner's key for genjob-job (git genjob trust add NAME KEY), then audit again"
-    if any("commit diff != receipt outputs" in p or "!= recomputed merge" in p for p in a.problems):
-        return f"keep hand edits in their own commit, or run the job again: git genjob resubmit {key}"
-    return f"git genjob verify {key} (every check, with its hint)"
+    return None
+
+
+def _first_starts(prefix: str) -> Callable[[list[str]], bool]:
+    return lambda problems: problems[0].startswith(prefix)
+
+
+def _any_starts(prefix: str) -> Callable[[list[str]], bool]:
+    return lambda problems: any(p.startswith(prefix) for p in problems)
+
+
+def _any_contains(*needles: str) -> Callable[[list[str]], bool]:
+    return lambda problems: any(n in p for p in problems for n in needles)
+
+
+# (does it apply to the commit's problems, the fix; `{key}`: its Genjob-Key), the first that applies wins.
+FIXES: tuple[tuple[Callable[[list[str]], bool], str], ...] = (
+    (
+        _first_starts("missing trailers"),
+        "land jobs with git genjob apply; never write Genjob-* trailers by hand (amend the message)",
+    ),
+    (_first_starts("no genjob note"), "git genjob fetch origin (brings the notes and the archive), then audit again"),
+    (
+        _any_starts("check 2:"),
+        "trust the worker's key in .genjob/allowed_signers (git genjob trust add NAME KEY), "
+        "or check against a later trust store: git genjob audit --trust-from REV",
+    ),
+    (
+        _any_starts("check 9:"),
+        "trust the planner's key for genjob-job (git genjob trust add NAME KEY), then audit again",
+    ),
+    (
+        _any_contains("commit diff != receipt outputs", "!= recomputed merge"),
+        "keep hand edits in their own commit, or run the job again: git genjob resubmit {key}",
+    ),
+)
+VERIFY_FIX = "git genjob verify {key} (every check, with its hint)"
 
 
 def render_table(rows: list[ReportRow]) -> list[str]:
@@ -144,13 +191,18 @@ def render_table(rows: list[ReportRow]) -> list[str]:
 
 def markdown_report(title: str, results: list[CommitAudit], quiet: bool = False) -> str:
     """The whole report: a heading naming the command, the counts, and the table."""
+    out = [f"### {md_text(title)}", "", f"**{_counts_line(results)}**", ""]
+    shown = [row_of(a) for a in results if not (quiet and a.ok)]
+    if shown:
+        out += [*render_table(shown), ""]
+    return "\n".join(out)
+
+
+def _counts_line(results: list[CommitAudit]) -> str:
+    """How many genjob commits, how many fail, and how many cannot be checked in this clone."""
     failing = sum(1 for a in results if a.problems)
     unchecked = sum(1 for a in results if not a.problems and a.unchecked)
     counts = f"{len(results)} genjob commit(s), {failing} failing"
     if unchecked:
         counts += f", {unchecked} cannot be checked in this clone"
-    out = [f"### {md_text(title)}", "", f"**{counts}**", ""]
-    shown = [row_of(a) for a in results if not (quiet and a.ok)]
-    if shown:
-        out += [*render_table(shown), ""]
-    return "\n".join(out)
+    return counts

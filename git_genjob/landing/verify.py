@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,6 +243,21 @@ def _check_blobs(store: Store, record: JobRecord, pred: Predicate, progress: Cal
 
 def _rehash_outputs(store: Store, record: JobRecord, pred: Predicate, progress: Callable[[str], None]) -> list[str]:
     stored = record.output_oids()
+    problems, want_blobs = _outputs_to_hash(store, stored, pred)
+    digests = blob_digests(store, {stored[path] for path in want_blobs}, _hash_progress(progress, len(want_blobs)))
+    for path, want in want_blobs.items():
+        have = digests[stored[path]][0]
+        if have != want:
+            problems.append(f"{path}: stored blob hashes to {have}, receipt says {want}")
+    for path in stored:
+        if path not in pred.outputs:
+            problems.append(f"{path}: output blob stored but not in the receipt")
+    return problems
+
+
+def _outputs_to_hash(store: Store, stored: dict[str, pygit2.Oid], pred: Predicate) -> tuple[list[str], dict[str, str]]:
+    """(the problems of the receipt's outputs against the stored blobs, {path: signed digest} of
+    each stored blob to re-hash): a deleted output has no blob, every other one a readable blob."""
     problems = []
     want_blobs = {}
     for path, want in pred.outputs.items():
@@ -257,23 +272,20 @@ def _rehash_outputs(store: Store, record: JobRecord, pred: Predicate, progress: 
                 want_blobs[path] = want
             except (BadInput, KeyError) as exc:
                 problems.append(f"{path}: the stored output cannot be read as a blob ({exc})")
+    return problems, want_blobs
+
+
+def _hash_progress(progress: Callable[[str], None], total: int) -> Callable[[int], None]:
+    """Called with each hashed blob's size: a progress line per blob once 8 MiB are hashed."""
     hashed = [0, 0]
 
     def done(size: int) -> None:
         hashed[0] += 1
         hashed[1] += size
         if hashed[1] > 8 * 1024 * 1024:
-            progress(f"verify: {hashed[0]}/{len(want_blobs)} outputs, {hashed[1] // (1024 * 1024)} MiB hashed")
+            progress(f"verify: {hashed[0]}/{total} outputs, {hashed[1] // (1024 * 1024)} MiB hashed")
 
-    digests = blob_digests(store, {stored[path] for path in want_blobs}, done)
-    for path, want in want_blobs.items():
-        have = digests[stored[path]][0]
-        if have != want:
-            problems.append(f"{path}: stored blob hashes to {have}, receipt says {want}")
-    for path in stored:
-        if path not in pred.outputs:
-            problems.append(f"{path}: output blob stored but not in the receipt")
-    return problems
+    return done
 
 
 def _receipt_commit(store: Store, record: JobRecord) -> pygit2.Oid | None:
@@ -283,7 +295,7 @@ def _receipt_commit(store: Store, record: JobRecord) -> pygit2.Oid | None:
             commit = store.get_commit(oid)
             if parse_trailers(commit.message).get("Genjob-Event") == "receipt":
                 return oid
-            oid = commit.parent_ids[0] if commit.parent_ids else None
+            oid = _first_parent(commit)
         return None
     receipts = [c.commit for c in record.meta.chain if c.event == "receipt"]
     return pygit2.Oid(hex=receipts[-1]) if receipts else None
@@ -298,21 +310,30 @@ def _check_fencing(store: Store, record: JobRecord, pred: Predicate) -> list[str
         tree_receipt = store.file_at(receipt_commit.tree, "receipt.json")
         if tree_receipt != record.receipt_bytes:
             return ["the receipt differs from the one its receipt event stored"]
-        oid = receipt_commit.parent_ids[0] if receipt_commit.parent_ids else None
-        attempt = str(pred.attempt)
-        while oid is not None:
-            commit = store.get_commit(oid)
-            t = parse_trailers(commit.message)
-            if str(oid) == pred.claim:
-                if t.get("Genjob-Event") != Event.CLAIMED or t.get("Genjob-Attempt") != attempt:
-                    return [f"commit {str(oid)[:12]} is not the claim of attempt {attempt}"]
-                return []
-            if t.get("Genjob-Event") not in (Event.SENDING, Event.RENEWED) or t.get("Genjob-Attempt") != attempt:
-                return [f"a {t.get('Genjob-Event', '?')} event came between claim {pred.claim[:12]} and the receipt"]
-            oid = commit.parent_ids[0] if commit.parent_ids else None
-        return [f"claim {pred.claim[:12]} is not in the chain below the receipt"]
+        return _events_since_claim(store, _first_parent(receipt_commit), pred)
     except (BadInput, KeyError, ValueError) as exc:
         return [f"cannot read the job's chain: {exc}"]
+
+
+def _events_since_claim(store: Store, oid: pygit2.Oid | None, pred: Predicate) -> list[str]:
+    """Walking down from `oid` (below the receipt event): only the attempt's sending and renewed
+    events until its claim, which is the receipt's `claim` commit."""
+    attempt = str(pred.attempt)
+    while oid is not None:
+        commit = store.get_commit(oid)
+        t = parse_trailers(commit.message)
+        if str(oid) == pred.claim:
+            if t.get("Genjob-Event") != Event.CLAIMED or t.get("Genjob-Attempt") != attempt:
+                return [f"commit {str(oid)[:12]} is not the claim of attempt {attempt}"]
+            return []
+        if t.get("Genjob-Event") not in (Event.SENDING, Event.RENEWED) or t.get("Genjob-Attempt") != attempt:
+            return [f"a {t.get('Genjob-Event', '?')} event came between claim {pred.claim[:12]} and the receipt"]
+        oid = _first_parent(commit)
+    return [f"claim {pred.claim[:12]} is not in the chain below the receipt"]
+
+
+def _first_parent(commit: pygit2.Commit) -> pygit2.Oid | None:
+    return commit.parent_ids[0] if commit.parent_ids else None
 
 
 def check_fresh(store: Store, record: JobRecord, tree: pygit2.Tree | None) -> list[str]:
@@ -391,24 +412,28 @@ def note_envelope(note: bytes, want: str | None = None) -> tuple[str, bytes] | N
     `want` (a commit's Genjob-Receipt) when there is one, else the first. Notes merge as sorted
     unions of lines, so a line a remote added may sort before the real one."""
     first = None
-    for line in note.decode("utf-8", "replace").split("\n"):  # JSON may hold U+2028 raw
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                doc = parse_strict(line.encode("utf-8"), "note")
-            except BadInput:
-                continue
-            if isinstance(doc, dict) and isinstance(doc.get("envelope"), str):
-                found = str(doc.get("summary", "")), doc["envelope"].encode("utf-8")
-                if want is None or digest(found[1]) == want:
-                    return found
-                first = first or found
+    for doc in _envelope_lines(note):
+        found = str(doc.get("summary", "")), doc["envelope"].encode("utf-8")
+        if want is None or digest(found[1]) == want:
+            return found
+        first = first or found
     return first
 
 
 def note_job(note: bytes, want: str | None) -> tuple[bytes, bytes | None] | None:
     """(job.json, the planner's envelope or None) the receipts note's JSON line for the envelope
     hashing to `want` carries (apply writes them beside the envelope, SPEC §11), or None."""
+    for doc in _envelope_lines(note):
+        if want is not None and digest(doc["envelope"].encode("utf-8")) != want:
+            continue
+        job, envelope = doc.get("job"), doc.get("job_envelope")
+        if isinstance(job, str):
+            return job.encode("utf-8"), envelope.encode("utf-8") if isinstance(envelope, str) else None
+    return None
+
+
+def _envelope_lines(note: bytes) -> Iterator[dict[str, Any]]:
+    """Each JSON line of a note, in order, that parses strictly to an object with an envelope string."""
     for line in note.decode("utf-8", "replace").split("\n"):  # JSON may hold U+2028 raw
         line = line.strip()
         if not line.startswith("{"):
@@ -417,11 +442,5 @@ def note_job(note: bytes, want: str | None) -> tuple[bytes, bytes | None] | None
             doc = parse_strict(line.encode("utf-8"), "note")
         except BadInput:
             continue
-        if not isinstance(doc, dict) or not isinstance(doc.get("envelope"), str):
-            continue
-        if want is not None and digest(doc["envelope"].encode("utf-8")) != want:
-            continue
-        job, envelope = doc.get("job"), doc.get("job_envelope")
-        if isinstance(job, str):
-            return job.encode("utf-8"), envelope.encode("utf-8") if isinstance(envelope, str) else None
-    return None
+        if isinstance(doc, dict) and isinstance(doc.get("envelope"), str):
+            yield doc

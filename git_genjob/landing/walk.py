@@ -42,20 +42,22 @@ class Walk:
         words = list(self.revs) or ["HEAD"]
         if self.max_count is not None:
             words.append(f"-n {self.max_count}")
-        words += [f"--since={self.since}"] if self.since else []
-        words += [f"--until={self.until}"] if self.until else []
-        words += [f"--author={a}" for a in self.authors] + [f"--grep={g}" for g in self.greps]
+        words += self._filters()
         words += ["--reverse"] if self.reverse else []
         words += ["--first-parent"] if self.first_parent else []
         return " ".join(words + (["--", *self.paths] if self.paths else []))
+
+    def _filters(self) -> list[str]:
+        """--since, --until, --author and --grep, as git log and git rev-list both read them."""
+        words = [f"--since={self.since}"] if self.since else []
+        words += [f"--until={self.until}"] if self.until else []
+        return words + [f"--author={a}" for a in self.authors] + [f"--grep={g}" for g in self.greps]
 
     def rev_list(self) -> list[str]:
         args = ["--no-replace-objects", "rev-list"]
         if self.max_count is not None:
             args.append(f"--max-count={self.max_count}")
-        args += [f"--since={self.since}"] if self.since else []
-        args += [f"--until={self.until}"] if self.until else []
-        args += [f"--author={a}" for a in self.authors] + [f"--grep={g}" for g in self.greps]
+        args += self._filters()
         args += ["--first-parent"] if self.first_parent else []
         return [*args, "--end-of-options", *(self.revs or ("HEAD",)), "--", *self.paths]
 
@@ -64,9 +66,7 @@ def commits_in(store: Store, spec: str | None | Walk) -> list[pygit2.Commit]:
     """Commits of RANGE (`A..B`, revisions, `^A`; default HEAD's history) in git log's order,
     newest first (oldest first with `--reverse`), limited as git log limits them."""
     walk = spec if isinstance(spec, Walk) else Walk(revs=(spec,) if spec else ())
-    for rev in walk.revs or ("HEAD",):
-        for side in re.split(r"\.\.\.?", rev.removeprefix("^")) if rev != "..." else [rev]:
-            range_commit(store, side or "HEAD", rev)
+    _check_sides(store, walk)
     proc = subprocess.run(
         ["git", f"--git-dir={store.gitdir}", *walk.rev_list()],
         capture_output=True,
@@ -78,6 +78,14 @@ def commits_in(store: Store, spec: str | None | Walk) -> list[pygit2.Commit]:
         raise BadInput(f"git rev-list refused {walk.label!r}: {proc.stderr.strip()}", "see git help log")
     commits = [store.get_commit(pygit2.Oid(hex=line)) for line in proc.stdout.split()]
     return commits[::-1] if walk.reverse else commits
+
+
+def _check_sides(store: Store, walk: Walk) -> None:
+    """Each side of each revision (`A`, `A..B`, `A...B`, `^A`) names a commit, or the real reason
+    it does not, before git's rev-list says only that it failed."""
+    for rev in walk.revs or ("HEAD",):
+        for side in re.split(r"\.\.\.?", rev.removeprefix("^")) if rev != "..." else [rev]:
+            range_commit(store, side or "HEAD", rev)
 
 
 def range_commit(store: Store, rev: str, spec: str) -> pygit2.Commit:

@@ -184,7 +184,8 @@ def test_reports_print_their_own_lines(tmp_path: Path) -> None:
 
 def test_coloured_reports_render_through_the_painter_they_are_given(tmp_path: Path) -> None:
     """verify, audit and work build their own lines; colour comes only from the cli's painter."""
-    from git_genjob.landing.audit import audit, audit_lines
+    from git_genjob.landing.auditrange import audit
+    from git_genjob.landing.verdict import audit_lines
     from git_genjob.landing.verify import verify
     from git_genjob.worker.run import JobOutcome, WorkReport
     from tests.helpers.common import make_repo, submit_key, work
