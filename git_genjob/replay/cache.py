@@ -324,10 +324,12 @@ class Cache:
 
     def seal(self, fp: str, event: dict[str, Any], request: dict[str, Any] | None = None) -> Sealed:
         """One event's bytes (signed by this writer's key when it has one) and its request
-        document, ready for `add_sealed`: nothing written yet. A request whose prompt looks like
-        a credential is refused here (BadInput)."""
+        document, ready for `add_sealed`: nothing written yet. A request whose prompt or model
+        looks like a credential is refused here (BadInput); the model is checked on its own, since
+        the gateway's prompt has ids such as `call_…` replaced and the model keeps them."""
         if request is not None:
             _refuse_secret(request["prompt"])
+            _refuse_secret(str(request.get("model") or ""))
         event = dict(event, fp=fp, time=event.get("time") or utc_now(), host=socket.gethostname())
         ev_bytes = canonical_bytes(event)
         if self.sign is not None:

@@ -1,6 +1,6 @@
 """The gateway under load, races and a hostile agent (SPEC §12.1): attempts of one job and of
 several at once on one machine, a retry opened while an earlier attempt's call is out, a
-request whose length is no byte count."""
+request whose length is no byte count, a model named like a credential."""
 
 from __future__ import annotations
 
@@ -216,3 +216,45 @@ def test_a_content_length_that_is_no_byte_count_is_a_400_and_the_gateway_serves_
     gw.close()
     up.close()
     assert [c["n"] for c in gw.session.model_record()["calls"]] == [1]
+
+
+def test_a_model_named_like_a_credential_is_stored_nowhere(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prompt the secret scan reads has ids (`call_…`, `msg_…`) replaced, so an AWS key
+    id glued to one in the request's model slipped past it, into the early request file and
+    the replay cache's request.json (shared through git); and the model of every call is in
+    the journal and the signed receipt. Now the call is not recorded (as a prompt's credential
+    is not) and its model is redacted where it is kept."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    up = Tagged()
+    store = Store.open(str(repo))
+    gw, env = _open(store, "job-1", 1, up.url)
+    doc = {"model": "call_AKIAIOSFODNN7EXAMPLE", "messages": [{"role": "user", "content": "x"}]}
+    status, _ = post(env["OPENAI_BASE_URL"] + "/chat/completions", env["OPENAI_API_KEY"], doc)
+    gw.close()
+    up.close()
+    assert status == 502 and up.count == 1
+    kept = [json.dumps(gw.session.model_record()), Path(gw.session.journal).read_text()]
+    for folder, _, names in os.walk(os.path.join(repo, ".git")):
+        for name in names:
+            with open(os.path.join(folder, name), "rb") as fh:
+                kept.append(fh.read().decode("latin-1"))
+    kept += [str(store.get(blob.id).data) for blob in _blobs(store)]
+    assert not any("AKIAIOSFODNN7EXAMPLE" in text for text in kept)
+
+
+def _blobs(store: Store) -> list[Any]:
+    """Every blob of refs/genjob/replays' tree (none when the cache is empty)."""
+    import pygit2
+
+    from git_genjob.storage.layout import REPLAYS_REF
+
+    tip = store.ref_target(REPLAYS_REF)
+    if tip is None:
+        return []
+    out: list[Any] = []
+    trees = [store.get_commit(tip).tree]
+    while trees:
+        for entry in trees.pop():
+            obj = store.get(entry.id)
+            (trees.append(obj) if isinstance(obj, pygit2.Tree) else out.append(obj))
+    return out

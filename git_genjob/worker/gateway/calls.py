@@ -23,7 +23,7 @@ from git_genjob.documents.canonical import canonical_bytes, parse_strict, sha256
 from git_genjob.documents.display import printable
 from git_genjob.documents.errors import GenjobError
 from git_genjob.documents.keys import NS_REPLAY, SigningKey, verify_signature
-from git_genjob.documents.secretscan import find_secret
+from git_genjob.documents.secretscan import find_secret, redact
 from git_genjob.documents.signing import REPLAY_TYPE, pae, signer_of, unseal
 from git_genjob.replay.cache import Cache, Sealed, accept
 from git_genjob.replay.prompt import normalize_text
@@ -204,10 +204,10 @@ class Session:
 
     def _write_request(self, doc: dict[str, Any], path: str) -> tuple[str, bytes] | None:
         """Call n's request document at `path` in answers/ (`record` renames it beside its
-        answer), fsynced; None when its prompt looks like a credential (`seal` refuses it: never
-        on disk). One a worker killed mid-call left goes when the job's next Session opens
-        (`_leftovers`), or with SWEEP_AGE_S."""
-        if find_secret(str(doc["prompt"]).encode("utf-8")):
+        answer), fsynced; None when its prompt or model looks like a credential (`seal` refuses
+        it: never on disk). One a worker killed mid-call left goes when the job's next Session
+        opens (`_leftovers`), or with SWEEP_AGE_S."""
+        if any(find_secret(str(doc[field]).encode("utf-8")) for field in ("prompt", "model")):
             return None
         raw = canonical_bytes(doc)
         os.makedirs(self.answers, exist_ok=True)
@@ -232,7 +232,9 @@ class Session:
 
     def _new(self, upstream: str, model: str, fp: str) -> dict[str, Any]:
         """Call n, `sending`, appended (not yet journaled); hold `lock`. The model is the
-        generator's word: cut at MODEL_MAX, so no request makes the receipt or a line huge."""
+        generator's word: cut at MODEL_MAX, so no request makes the receipt or a line huge, and
+        what in it looks like a credential redacted (the receipt is shared through git)."""
+        model = redact(model)
         call: dict[str, Any] = {
             "n": len(self.calls) + 1,
             "upstream": upstream,
