@@ -258,3 +258,42 @@ def _blobs(store: Store) -> list[Any]:
             obj = store.get(entry.id)
             (trees.append(obj) if isinstance(obj, pygit2.Tree) else out.append(obj))
     return out
+
+
+def test_a_hundred_connections_at_once_are_each_answered_and_the_gateway_serves_on(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that opens 100 connections at once: MAX_CONNECTIONS calls go out, every other
+    one is answered 503 at once; none is reset by the kernel (the listen backlog was 5: red team
+    saw 16 of 100 reset), the journal holds exactly the calls that went out, and the gateway
+    serves on."""
+    from git_genjob.worker.gateway.server import MAX_CONNECTIONS
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    up = Tagged(hold=True)
+    gw, env = _open(Store.open(str(repo)), "job-1", 1, up.url)
+    url = env["OPENAI_BASE_URL"] + "/chat/completions"
+    got: list[int | str] = []
+
+    def call(i: int) -> None:
+        try:
+            got.append(
+                post(url, env["OPENAI_API_KEY"], {"model": "m", "messages": [{"role": "user", "content": f"{i}"}]})[0]
+            )
+        except OSError as exc:  # a reset or refused connection
+            got.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(100)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while got.count(503) < 100 - MAX_CONNECTIONS and time.monotonic() < deadline:
+        time.sleep(0.05)
+    up.release.set()
+    for t in threads:
+        t.join(60)
+    assert sorted(got, key=str) == sorted([200] * MAX_CONNECTIONS + [503] * (100 - MAX_CONNECTIONS), key=str)
+    assert post(url, env["OPENAI_API_KEY"], CALL)[0] == 200
+    gw.close()
+    up.close()
+    assert gw.session.model_record()["usage"]["calls"] == MAX_CONNECTIONS + 1

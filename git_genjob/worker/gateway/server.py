@@ -29,7 +29,15 @@ from git_genjob.worker.gateway.spool import TooBig
 from git_genjob.worker.gateway.upstream import NOT_SENT, Client
 
 MAX_CONNECTIONS = 32
+# connections the kernel holds until the server accepts them: socketserver's 5 made the sixth of a
+# burst a reset connection; past MAX_CONNECTIONS each is accepted and answered 503 instead
+BACKLOG = 256
 REQUEST_MAX = 64 * 1024 * 1024
+
+
+class _TCPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = BACKLOG
 
 
 class Gateway:
@@ -67,13 +75,13 @@ class Gateway:
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
+            request_queue_size = BACKLOG
 
         self._start(Server(path, _handler(gw)))
         os.chmod(path, 0o666)
 
     def listen_tcp(self) -> int:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        server.daemon_threads = True
+        server = _TCPServer(("127.0.0.1", 0), _handler(self))
         self._start(server)
         return int(server.server_address[1])
 
