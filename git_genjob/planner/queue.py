@@ -8,6 +8,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -96,16 +97,7 @@ def submit(
     existing = _existing(store, job)
     if existing is not None:
         return existing
-    meta = {
-        "job_id": "j-" + uuid.uuid4().hex,
-        "key": job.key,
-        "created_at": utc_now(),
-        "submitter": _submitter(store),
-        "base": str(base.id) if base is not None else None,
-        "rev": rev,
-        "allow_secrets": allow_secrets,
-        **({"supersedes": supersedes} if supersedes is not None else {}),
-    }
+    meta = _meta(store, job, base, rev, allow_secrets, supersedes)
     if signing_key is None:
         signing_key = _planner_signing_key(store, job.key)
     files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
@@ -120,6 +112,22 @@ def submit(
         return again
     warnings = _path_warnings(store, job)
     return SubmitResult(job.key, job.digest, JobState.QUEUED, True, warnings=warnings)
+
+
+def _meta(
+    store: Store, job: Job, base: pygit2.Commit | None, rev: str | None, allow_secrets: bool, supersedes: str | None
+) -> dict[str, Any]:
+    """The job's meta.json: a fresh job id, when and by whom it was submitted, from which commit."""
+    return {
+        "job_id": "j-" + uuid.uuid4().hex,
+        "key": job.key,
+        "created_at": utc_now(),
+        "submitter": _submitter(store),
+        "base": str(base.id) if base is not None else None,
+        "rev": rev,
+        "allow_secrets": allow_secrets,
+        **({"supersedes": supersedes} if supersedes is not None else {}),
+    }
 
 
 def _mint_job(store: Store, instruction: str, oids: dict[str, pygit2.Oid], creates: list[str], key: str | None) -> Job:
@@ -346,11 +354,9 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     archived = archived_lookup(store)
     rows, seen = [], {}
     for key in store.live_keys():
-        head_tip = store.ref_target(job_ref(key))
+        head_tip = _live_tip(store, key, archived)
         if head_tip is None:
             continue
-        if archived(key) and archived_leftover(store, key):
-            continue  # archived; the live ref is the leftover of an interrupted move
         tip = str(head_tip)
         doc = _cached_doc(cache.get(tip), key)
         if doc is None:
@@ -363,6 +369,16 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     if not fresh or seen != cache:
         _write_cache_file(path, stamp + "\n" + "".join(f"{tip}\t{text}\n" for tip, text in seen.items()))
     return rows
+
+
+def _live_tip(store: Store, key: str, archived: Callable[[str], bool]) -> pygit2.Oid | None:
+    """A live job's tip; None when its ref is gone or is the leftover of an interrupted archive move."""
+    head_tip = store.ref_target(job_ref(key))
+    if head_tip is None:
+        return None
+    if archived(key) and archived_leftover(store, key):
+        return None  # archived; the live ref is the leftover of an interrupted move
+    return head_tip
 
 
 def _row_cache(path: str, stamp: str) -> tuple[bool, dict[str, str]]:

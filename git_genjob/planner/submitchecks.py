@@ -102,7 +102,8 @@ def check_input_blob(path: str, blob: pygit2.Blob, cfg: Config, allow_secrets: b
         )
 
 
-def refuse_dirty(store: Store, paths: list[str]) -> None:
+def _dirty_paths(store: Store, paths: list[str]) -> list[str]:
+    """The paths whose work tree or index differs from HEAD, or that are symlinks in the work tree."""
     dirty = []
     for path in paths:
         try:
@@ -111,6 +112,11 @@ def refuse_dirty(store: Store, paths: list[str]) -> None:
             flags = 0
         if flags & _DIRTY or os.path.islink(os.path.join(store.workdir or "", path)):
             dirty.append(path)
+    return dirty
+
+
+def refuse_dirty(store: Store, paths: list[str]) -> None:
+    dirty = _dirty_paths(store, paths)
     sparse = sorted(store.skip_worktree(dirty))
     if sparse:  # libgit2 sees a path a sparse checkout leaves out as deleted
         raise BadInput(
@@ -127,15 +133,26 @@ def refuse_dirty(store: Store, paths: list[str]) -> None:
 def check_creates(store: Store, base: pygit2.Commit | None, creates: list[str], rev: str | None) -> None:
     tree = base.tree if base is not None else None
     for path in creates:
-        prefix = blocking_prefix(tree, path)
-        if lookup(tree, path) is not None:
-            raise BadInput(f"--create {path}: the path exists at {rev or 'HEAD'}", f"list {path} as a PATH instead")
-        if prefix is not None:
-            raise BadInput(f"--create {path}: {prefix} is not a directory at {rev or 'HEAD'}")
-        if rev is None and store.workdir is not None and os.path.lexists(os.path.join(store.workdir, path)):
-            raise BadInput(
-                f"--create {path}: the path exists in the work tree", "commit it and list it as a PATH, or remove it"
-            )
+        _check_create_at(tree, path, rev or "HEAD")
+        if rev is None and store.workdir is not None:
+            _check_create_in_work_tree(store.workdir, path)
+
+
+def _check_create_at(tree: pygit2.Tree | None, path: str, where: str) -> None:
+    """Refuse a path to create that exists at `where`, or under a non-directory there."""
+    prefix = blocking_prefix(tree, path)
+    if lookup(tree, path) is not None:
+        raise BadInput(f"--create {path}: the path exists at {where}", f"list {path} as a PATH instead")
+    if prefix is not None:
+        raise BadInput(f"--create {path}: {prefix} is not a directory at {where}")
+
+
+def _check_create_in_work_tree(workdir: str, path: str) -> None:
+    """Refuse a path to create that already exists in the work tree."""
+    if os.path.lexists(os.path.join(workdir, path)):
+        raise BadInput(
+            f"--create {path}: the path exists in the work tree", "commit it and list it as a PATH, or remove it"
+        )
 
 
 def check_allowed(allowed: list[str], cfg: Config) -> None:
