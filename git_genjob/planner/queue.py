@@ -8,6 +8,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -15,18 +16,17 @@ from typing import Any
 import pygit2
 
 from git_genjob.documents.canonical import canonical_bytes, digest, parse_strict, utc_now
-from git_genjob.documents.config import Config, read_config
+from git_genjob.documents.config import read_config
 from git_genjob.documents.display import one_line, printable
-from git_genjob.documents.errors import BadInput, Conflict, GenjobError, Refused
+from git_genjob.documents.errors import BadInput, Conflict, GenjobError
 from git_genjob.documents.job import Job, describe_difference, seal_job
 from git_genjob.documents.keys import SigningKey
-from git_genjob.documents.paths import check_path
 from git_genjob.documents.receipt import check_signature, parse_envelope
-from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.states import ARCHIVED_STATES, JobState
 from git_genjob.planner.ledger import record_submit
 from git_genjob.planner.live import archived_leftover, archived_lookup
 from git_genjob.planner.rows import StatusRow, summarize
+from git_genjob.planner.submitchecks import check_allowed, check_creates, check_instruction, read_inputs, resolve_base
 from git_genjob.planner.trust import job_trust, planner_key, planner_key_path, trust_from_worktree, worker_trust
 from git_genjob.storage.archive import Archive, parse_rows, rows_header
 from git_genjob.storage.layout import job_ref, rows_checked_path, status_rows_path
@@ -43,21 +43,8 @@ from git_genjob.storage.records import (
     load_tree,
     parse_trailers,
 )
-from git_genjob.storage.store import Store, blocking_prefix, lookup
+from git_genjob.storage.store import Store
 from git_genjob.storage.truststore import TrustStore
-
-_DIRTY = (
-    pygit2.enums.FileStatus.INDEX_NEW
-    | pygit2.enums.FileStatus.INDEX_MODIFIED
-    | pygit2.enums.FileStatus.INDEX_DELETED
-    | pygit2.enums.FileStatus.INDEX_TYPECHANGE
-    | pygit2.enums.FileStatus.INDEX_RENAMED
-    | pygit2.enums.FileStatus.WT_NEW
-    | pygit2.enums.FileStatus.WT_MODIFIED
-    | pygit2.enums.FileStatus.WT_DELETED
-    | pygit2.enums.FileStatus.WT_TYPECHANGE
-    | pygit2.enums.FileStatus.WT_RENAMED
-)
 
 
 @dataclass
@@ -78,116 +65,6 @@ class SubmitResult:
             "archived": self.archived,
             "warnings": self.warnings,
         }
-
-
-def _resolve_base(store: Store, rev: str | None) -> pygit2.Commit | None:
-    if rev is None:
-        if store.is_bare:
-            raise BadInput("a bare repository has no work tree to read", "pass --rev REV")
-        return store.head_commit()
-    try:
-        return store.revparse_commit(rev)
-    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
-        raise BadInput(f"--rev {rev!r} does not name a commit", "give a branch, tag or commit id") from None
-
-
-def _read_inputs(
-    store: Store, base: pygit2.Commit | None, paths: list[str], rev: str | None, cfg: Config, allow_secrets: bool
-) -> dict[str, pygit2.Oid]:
-    tree = base.tree if base is not None else None
-    oids: dict[str, pygit2.Oid] = {}
-    for path in paths:
-        entry = _input_entry(tree, base, path, rev or "HEAD")
-        blob = store.get(entry.id)
-        assert isinstance(blob, pygit2.Blob)
-        _check_input_blob(path, blob, cfg, allow_secrets)
-        oids[path] = entry.id
-    if rev is None and store.workdir is not None:
-        _refuse_dirty(store, paths)
-    return oids
-
-
-_NOT_A_FILE = {  # an input's tree entry type: why a job cannot start from it
-    "tree": ("is a directory", "list the files inside it"),
-    "commit": ("is a submodule", "a job may only change regular files"),
-}
-
-
-def _input_entry(tree: pygit2.Tree | None, base: pygit2.Commit | None, path: str, where: str) -> pygit2.Object:
-    """The tree entry an input path names at `where`, refused unless it is a regular file there."""
-    prefix = blocking_prefix(tree, path)
-    if prefix is not None:
-        if getattr(lookup(tree, prefix), "type_str", None) == "commit":  # a gitlink
-            raise BadInput(
-                f"{path} is inside the submodule {prefix}, a repository of its own",
-                f"submit it from inside the submodule: cd {prefix} && git genjob submit ...",
-            )
-        raise BadInput(f"{path}: {prefix} is not a directory at {where}")
-    entry = lookup(tree, path)
-    if entry is None and base is None:
-        raise BadInput(
-            f"this repository has no commits yet, so {path} has no committed content for a job to start from",
-            f"commit it first: git add {path} && git commit (or, for a new file, let the job create it: --create)",
-        )
-    if entry is None:
-        raise BadInput(f"{path} does not exist at {where}", f"to let the job create it, pass --create {path}")
-    if entry.type_str in _NOT_A_FILE:
-        what, hint = _NOT_A_FILE[entry.type_str]
-        raise BadInput(f"{path} {what}", hint)
-    if getattr(entry, "filemode", None) == pygit2.enums.FileMode.LINK:
-        raise BadInput(f"{path} is a symlink", "a job may only change regular files")
-    return entry
-
-
-def _check_input_blob(path: str, blob: pygit2.Blob, cfg: Config, allow_secrets: bool) -> None:
-    """Refuse an input file over the size limit or holding what looks like a secret."""
-    if blob.size > cfg.limits.file_bytes:
-        raise BadInput(
-            f"{path} is {blob.size} bytes, over the limit of {cfg.limits.file_bytes}",
-            "raise limits.file_bytes in .genjob/config.toml or leave the file out",
-        )
-    found = None if allow_secrets else find_secret(bytes(blob.data))
-    if found:
-        raise BadInput(
-            f"{path} contains what looks like a {found}",
-            "remove it, or pass --allow-secrets (jobs are stored and replayable)",
-        )
-
-
-def _refuse_dirty(store: Store, paths: list[str]) -> None:
-    dirty = []
-    for path in paths:
-        try:
-            flags = store.status_file(path)
-        except (KeyError, pygit2.GitError):
-            flags = 0
-        if flags & _DIRTY or os.path.islink(os.path.join(store.workdir or "", path)):
-            dirty.append(path)
-    sparse = sorted(store.skip_worktree(dirty))
-    if sparse:  # libgit2 sees a path a sparse checkout leaves out as deleted
-        raise BadInput(
-            "outside this sparse checkout (not in the work tree): " + ", ".join(sparse),
-            f"add it to the checkout first: git sparse-checkout add {os.path.dirname(sparse[0]) or sparse[0]}",
-        )
-    if dirty:
-        raise Refused(
-            "the work tree differs from HEAD at " + ", ".join(dirty),
-            "commit or stash these changes first, or pass --rev REV to mint from a commit",
-        )
-
-
-def _check_creates(store: Store, base: pygit2.Commit | None, creates: list[str], rev: str | None) -> None:
-    tree = base.tree if base is not None else None
-    for path in creates:
-        prefix = blocking_prefix(tree, path)
-        if lookup(tree, path) is not None:
-            raise BadInput(f"--create {path}: the path exists at {rev or 'HEAD'}", f"list {path} as a PATH instead")
-        if prefix is not None:
-            raise BadInput(f"--create {path}: {prefix} is not a directory at {rev or 'HEAD'}")
-        if rev is None and store.workdir is not None and os.path.lexists(os.path.join(store.workdir, path)):
-            raise BadInput(
-                f"--create {path}: the path exists in the work tree", "commit it and list it as a PATH, or remove it"
-            )
 
 
 def submit(
@@ -211,25 +88,16 @@ def submit(
     the submit event elsewhere than the local refs (resubmit's one push)."""
     creates = creates or []
     cfg = read_config(store)
-    _check_instruction(instruction, cfg, allow_secrets)
-    _check_allowed(paths + creates, cfg)
-    base = _resolve_base(store, rev)
-    oids = _read_inputs(store, base, paths, rev, cfg, allow_secrets)
-    _check_creates(store, base, creates, rev)
+    check_instruction(instruction, cfg, allow_secrets)
+    check_allowed(paths + creates, cfg)
+    base = resolve_base(store, rev)
+    oids = read_inputs(store, base, paths, rev, cfg, allow_secrets)
+    check_creates(store, base, creates, rev)
     job = _mint_job(store, instruction, oids, creates, key)
     existing = _existing(store, job)
     if existing is not None:
         return existing
-    meta = {
-        "job_id": "j-" + uuid.uuid4().hex,
-        "key": job.key,
-        "created_at": utc_now(),
-        "submitter": _submitter(store),
-        "base": str(base.id) if base is not None else None,
-        "rev": rev,
-        "allow_secrets": allow_secrets,
-        **({"supersedes": supersedes} if supersedes is not None else {}),
-    }
+    meta = _meta(store, job, base, rev, allow_secrets, supersedes)
     if signing_key is None:
         signing_key = _planner_signing_key(store, job.key)
     files = {"job.json": store.blob(job.canonical()), "meta.json": store.blob(canonical_bytes(meta))}
@@ -246,25 +114,27 @@ def submit(
     return SubmitResult(job.key, job.digest, JobState.QUEUED, True, warnings=warnings)
 
 
+def _meta(
+    store: Store, job: Job, base: pygit2.Commit | None, rev: str | None, allow_secrets: bool, supersedes: str | None
+) -> dict[str, Any]:
+    """The job's meta.json: a fresh job id, when and by whom it was submitted, from which commit."""
+    return {
+        "job_id": "j-" + uuid.uuid4().hex,
+        "key": job.key,
+        "created_at": utc_now(),
+        "submitter": _submitter(store),
+        "base": str(base.id) if base is not None else None,
+        "rev": rev,
+        "allow_secrets": allow_secrets,
+        **({"supersedes": supersedes} if supersedes is not None else {}),
+    }
+
+
 def _mint_job(store: Store, instruction: str, oids: dict[str, pygit2.Oid], creates: list[str], key: str | None) -> Job:
     """The job: the instruction and each input's content digest (a path to create has none)."""
     inputs: dict[str, str | None] = {p: digest(store.read(o, limit=None)) for p, o in oids.items()}
     inputs.update({p: None for p in creates})
     return Job.mint(instruction, inputs, key)
-
-
-def _check_allowed(allowed: list[str], cfg: Config) -> None:
-    """Refuse a job's allowed paths (inputs and creates) unless each is a clean, distinct path
-    and there is at least one and no more than the limit."""
-    for p in allowed:
-        check_path(p, what="allowed path")
-    dupes = sorted({p for p in allowed if allowed.count(p) > 1})
-    if dupes:
-        raise BadInput("path given twice: " + ", ".join(dupes))
-    if not allowed:
-        raise BadInput("a job needs at least one allowed path", "name the files the job may change")
-    if len(allowed) > cfg.limits.allowed_paths:
-        raise BadInput(f"{len(allowed)} allowed paths, over the limit of {cfg.limits.allowed_paths}")
 
 
 def _planner_signing_key(store: Store, key: str) -> SigningKey:
@@ -278,23 +148,6 @@ def _planner_signing_key(store: Store, key: str) -> SigningKey:
             "or pass --signing-key FILE; git genjob doctor",
         )
     return signing_key
-
-
-def _check_instruction(instruction: str, cfg: Config, allow_secrets: bool) -> None:
-    if not instruction.strip():
-        raise BadInput("the instruction is empty", "pass -m TEXT or -F FILE")
-    size = len(instruction.encode("utf-8", "surrogatepass"))
-    if size > cfg.limits.instruction_bytes:
-        raise BadInput(f"the instruction is {size} bytes, over the limit of {cfg.limits.instruction_bytes}")
-    if "\x00" in instruction:
-        raise BadInput("the instruction contains a NUL byte")
-    if not allow_secrets:
-        found = find_secret(instruction.encode("utf-8", "surrogatepass"))
-        if found:
-            raise BadInput(
-                f"the instruction contains what looks like a {found}",
-                "remove it, or pass --allow-secrets (jobs are stored and replayable)",
-            )
 
 
 def _submitter(store: Store) -> str:
@@ -501,11 +354,9 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     archived = archived_lookup(store)
     rows, seen = [], {}
     for key in store.live_keys():
-        head_tip = store.ref_target(job_ref(key))
+        head_tip = _live_tip(store, key, archived)
         if head_tip is None:
             continue
-        if archived(key) and archived_leftover(store, key):
-            continue  # archived; the live ref is the leftover of an interrupted move
         tip = str(head_tip)
         doc = _cached_doc(cache.get(tip), key)
         if doc is None:
@@ -518,6 +369,16 @@ def _live_rows(store: Store, damaged: dict[str, str]) -> list[StatusRow]:
     if not fresh or seen != cache:
         _write_cache_file(path, stamp + "\n" + "".join(f"{tip}\t{text}\n" for tip, text in seen.items()))
     return rows
+
+
+def _live_tip(store: Store, key: str, archived: Callable[[str], bool]) -> pygit2.Oid | None:
+    """A live job's tip; None when its ref is gone or is the leftover of an interrupted archive move."""
+    head_tip = store.ref_target(job_ref(key))
+    if head_tip is None:
+        return None
+    if archived(key) and archived_leftover(store, key):
+        return None  # archived; the live ref is the leftover of an interrupted move
+    return head_tip
 
 
 def _row_cache(path: str, stamp: str) -> tuple[bool, dict[str, str]]:
