@@ -432,29 +432,42 @@ class Session:
         answer's sha256, the event to its id)."""
         out = []
         rows = [row for row in journal_rows(self.journal) if row.get("key") == self.job_key]
-        folded = {i for row in rows if isinstance(row.get("folded"), list) for i in row["folded"]}
+        folded = _folded_ids(rows)
         for row in rows:
-            if isinstance(row.get("attempt"), int) and row["attempt"] < self.attempt and isinstance(row.get("n"), int):
-                with contextlib.suppress(OSError):  # an earlier attempt's call that recorded no answer
-                    os.unlink(self._early_path(row["attempt"], row["n"]))
-            wal = row.get("wal")
-            if not isinstance(wal, dict):
-                continue
-            try:
-                event, event_id = base64.b64decode(wal["event"], validate=True), str(wal["event_id"])
-                fp, sha = str(row["fingerprint"]), str(row["answer_sha256"])
-            except (KeyError, TypeError, ValueError):
-                continue
-            path = os.path.join(self.answers, event_id)
-            if event_id in folded or not re.fullmatch(r"[0-9a-f]{64}", event_id) or sha256_hex(event) != event_id:
-                continue
-            request = request_of(path, wal)
-            if not self._own(event, fp, sha):
-                continue  # folded, it would count as this clone's own: only what this worker sealed
-            kept = self._answer_of(wal, path, sha)
-            if kept is not None:
-                out.append((Sealed(fp, event_id, event, request, "recorded"), sha, kept))
+            self._drop_earlier_attempts_early(row)
+            leftover = self._leftover_of(row, folded)
+            if leftover is not None:
+                out.append(leftover)
         return self._unanswered(out)
+
+    def _drop_earlier_attempts_early(self, row: dict[str, Any]) -> None:
+        """The early request file of an earlier attempt's call `row` names, removed (a call
+        that recorded no answer leaves one)."""
+        if isinstance(row.get("attempt"), int) and row["attempt"] < self.attempt and isinstance(row.get("n"), int):
+            with contextlib.suppress(OSError):
+                os.unlink(self._early_path(row["attempt"], row["n"]))
+
+    def _leftover_of(self, row: dict[str, Any], folded: set[Any]) -> tuple[Sealed, str, str | bytes] | None:
+        """The answer `row` recorded, when it is unfolded, its event hashes to its id and is this
+        clone's own, and its bytes still hash to the row's sha256; None otherwise."""
+        wal = row.get("wal")
+        if not isinstance(wal, dict):
+            return None
+        try:
+            event, event_id = base64.b64decode(wal["event"], validate=True), str(wal["event_id"])
+            fp, sha = str(row["fingerprint"]), str(row["answer_sha256"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        path = os.path.join(self.answers, event_id)
+        if event_id in folded or not re.fullmatch(r"[0-9a-f]{64}", event_id) or sha256_hex(event) != event_id:
+            return None
+        request = request_of(path, wal)
+        if not self._own(event, fp, sha):
+            return None  # folded, it would count as this clone's own: only what this worker sealed
+        kept = self._answer_of(wal, path, sha)
+        if kept is None:
+            return None
+        return Sealed(fp, event_id, event, request, "recorded"), sha, kept
 
     def _answer_of(self, wal: dict[str, Any], path: str, sha: str) -> str | bytes | None:
         """A row's answer when it hashes to the row's sha256: the bytes the row carries, or its
@@ -569,6 +582,11 @@ class Session:
         if self.budget is not None:
             out["budget"] = self.budget
         return out
+
+
+def _folded_ids(rows: list[dict[str, Any]]) -> set[Any]:
+    """The event ids the journal's `folded` rows name."""
+    return {i for row in rows if isinstance(row.get("folded"), list) for i in row["folded"]}
 
 
 def _usage(calls: list[dict[str, Any]]) -> dict[str, int]:
