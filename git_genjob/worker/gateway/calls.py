@@ -25,6 +25,7 @@ from git_genjob.documents.errors import GenjobError
 from git_genjob.documents.keys import NS_REPLAY, SigningKey, verify_signature
 from git_genjob.documents.secretscan import find_secret
 from git_genjob.documents.signing import REPLAY_TYPE, pae, signer_of, unseal
+from git_genjob.documents.signing import Sealed as SealedEnvelope
 from git_genjob.replay.cache import Cache, Sealed, accept
 from git_genjob.replay.prompt import normalize_text
 from git_genjob.replay.request import fingerprint, request_doc
@@ -510,21 +511,27 @@ class Session:
         try:
             doc = parse_strict(event, "replay event")
             if isinstance(doc, dict) and "payloadType" in doc:
-                sealed = unseal(event, REPLAY_TYPE, "replay event")
-                message = pae(sealed.payload_type, sealed.payload)
-                mine = self.cache.sign is not None and any(
-                    verify_signature(self.cache.sign.public, message, sig) for _, sig in sealed.signatures
-                )
-                if not mine:
-                    signers, revoked = self.cache.trust()
-                    signer_of(sealed, signers, revoked, time.time(), NS_REPLAY, "replay event")
-                doc = parse_strict(sealed.payload, "replay event")
+                doc = parse_strict(self._trusted_payload(event), "replay event")
             elif self.cache.sign is not None:
                 return False
         except GenjobError:
             return False
-        return (
-            isinstance(doc, dict) and doc.get("type") == "recorded" and doc.get("fp") == fp and doc.get("answer") == sha
+        return _records(doc, fp, sha)
+
+    def _trusted_payload(self, event: bytes) -> bytes:
+        """The payload of a replay-event envelope signed by this session's key or by one the
+        trust store allows for replay events; GenjobError otherwise."""
+        sealed = unseal(event, REPLAY_TYPE, "replay event")
+        if not self._signed_here(sealed):
+            signers, revoked = self.cache.trust()
+            signer_of(sealed, signers, revoked, time.time(), NS_REPLAY, "replay event")
+        return sealed.payload
+
+    def _signed_here(self, sealed: SealedEnvelope) -> bool:
+        """Whether this session's key signed `sealed`."""
+        message = pae(sealed.payload_type, sealed.payload)
+        return self.cache.sign is not None and any(
+            verify_signature(self.cache.sign.public, message, sig) for _, sig in sealed.signatures
         )
 
     def _drop_early(self, call: dict[str, Any]) -> None:
@@ -582,6 +589,11 @@ class Session:
         if self.budget is not None:
             out["budget"] = self.budget
         return out
+
+
+def _records(doc: Any, fp: str, sha: str) -> bool:
+    """Whether `doc` is a `recorded` replay event naming `fp` and answer `sha`."""
+    return isinstance(doc, dict) and doc.get("type") == "recorded" and doc.get("fp") == fp and doc.get("answer") == sha
 
 
 def _folded_ids(rows: list[dict[str, Any]]) -> set[Any]:
