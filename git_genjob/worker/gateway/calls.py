@@ -25,6 +25,7 @@ from git_genjob.documents.errors import GenjobError
 from git_genjob.documents.keys import NS_REPLAY, SigningKey, verify_signature
 from git_genjob.documents.secretscan import find_secret, redact
 from git_genjob.documents.signing import REPLAY_TYPE, pae, signer_of, unseal
+from git_genjob.documents.signing import Sealed as SealedEnvelope
 from git_genjob.replay.cache import Cache, Sealed, accept
 from git_genjob.replay.prompt import normalize_text
 from git_genjob.replay.request import fingerprint, request_doc
@@ -434,29 +435,42 @@ class Session:
         answer's sha256, the event to its id)."""
         out = []
         rows = [row for row in journal_rows(self.journal) if row.get("key") == self.job_key]
-        folded = {i for row in rows if isinstance(row.get("folded"), list) for i in row["folded"]}
+        folded = _folded_ids(rows)
         for row in rows:
-            if isinstance(row.get("attempt"), int) and row["attempt"] < self.attempt and isinstance(row.get("n"), int):
-                with contextlib.suppress(OSError):  # an earlier attempt's call that recorded no answer
-                    os.unlink(self._early_path(row["attempt"], row["n"]))
-            wal = row.get("wal")
-            if not isinstance(wal, dict):
-                continue
-            try:
-                event, event_id = base64.b64decode(wal["event"], validate=True), str(wal["event_id"])
-                fp, sha = str(row["fingerprint"]), str(row["answer_sha256"])
-            except (KeyError, TypeError, ValueError):
-                continue
-            path = os.path.join(self.answers, event_id)
-            if event_id in folded or not re.fullmatch(r"[0-9a-f]{64}", event_id) or sha256_hex(event) != event_id:
-                continue
-            request = request_of(path, wal)
-            if not self._own(event, fp, sha):
-                continue  # folded, it would count as this clone's own: only what this worker sealed
-            kept = self._answer_of(wal, path, sha)
-            if kept is not None:
-                out.append((Sealed(fp, event_id, event, request, "recorded"), sha, kept))
+            self._drop_earlier_attempts_early(row)
+            leftover = self._leftover_of(row, folded)
+            if leftover is not None:
+                out.append(leftover)
         return self._unanswered(out)
+
+    def _drop_earlier_attempts_early(self, row: dict[str, Any]) -> None:
+        """The early request file of an earlier attempt's call `row` names, removed (a call
+        that recorded no answer leaves one)."""
+        if isinstance(row.get("attempt"), int) and row["attempt"] < self.attempt and isinstance(row.get("n"), int):
+            with contextlib.suppress(OSError):
+                os.unlink(self._early_path(row["attempt"], row["n"]))
+
+    def _leftover_of(self, row: dict[str, Any], folded: set[Any]) -> tuple[Sealed, str, str | bytes] | None:
+        """The answer `row` recorded, when it is unfolded, its event hashes to its id and is this
+        clone's own, and its bytes still hash to the row's sha256; None otherwise."""
+        wal = row.get("wal")
+        if not isinstance(wal, dict):
+            return None
+        try:
+            event, event_id = base64.b64decode(wal["event"], validate=True), str(wal["event_id"])
+            fp, sha = str(row["fingerprint"]), str(row["answer_sha256"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        path = os.path.join(self.answers, event_id)
+        if event_id in folded or not re.fullmatch(r"[0-9a-f]{64}", event_id) or sha256_hex(event) != event_id:
+            return None
+        request = request_of(path, wal)
+        if not self._own(event, fp, sha):
+            return None  # folded, it would count as this clone's own: only what this worker sealed
+        kept = self._answer_of(wal, path, sha)
+        if kept is None:
+            return None
+        return Sealed(fp, event_id, event, request, "recorded"), sha, kept
 
     def _answer_of(self, wal: dict[str, Any], path: str, sha: str) -> str | bytes | None:
         """A row's answer when it hashes to the row's sha256: the bytes the row carries, or its
@@ -499,21 +513,27 @@ class Session:
         try:
             doc = parse_strict(event, "replay event")
             if isinstance(doc, dict) and "payloadType" in doc:
-                sealed = unseal(event, REPLAY_TYPE, "replay event")
-                message = pae(sealed.payload_type, sealed.payload)
-                mine = self.cache.sign is not None and any(
-                    verify_signature(self.cache.sign.public, message, sig) for _, sig in sealed.signatures
-                )
-                if not mine:
-                    signers, revoked = self.cache.trust()
-                    signer_of(sealed, signers, revoked, time.time(), NS_REPLAY, "replay event")
-                doc = parse_strict(sealed.payload, "replay event")
+                doc = parse_strict(self._trusted_payload(event), "replay event")
             elif self.cache.sign is not None:
                 return False
         except GenjobError:
             return False
-        return (
-            isinstance(doc, dict) and doc.get("type") == "recorded" and doc.get("fp") == fp and doc.get("answer") == sha
+        return _records(doc, fp, sha)
+
+    def _trusted_payload(self, event: bytes) -> bytes:
+        """The payload of a replay-event envelope signed by this session's key or by one the
+        trust store allows for replay events; GenjobError otherwise."""
+        sealed = unseal(event, REPLAY_TYPE, "replay event")
+        if not self._signed_here(sealed):
+            signers, revoked = self.cache.trust()
+            signer_of(sealed, signers, revoked, time.time(), NS_REPLAY, "replay event")
+        return sealed.payload
+
+    def _signed_here(self, sealed: SealedEnvelope) -> bool:
+        """Whether this session's key signed `sealed`."""
+        message = pae(sealed.payload_type, sealed.payload)
+        return self.cache.sign is not None and any(
+            verify_signature(self.cache.sign.public, message, sig) for _, sig in sealed.signatures
         )
 
     def _drop_early(self, call: dict[str, Any]) -> None:
@@ -571,6 +591,16 @@ class Session:
         if self.budget is not None:
             out["budget"] = self.budget
         return out
+
+
+def _records(doc: Any, fp: str, sha: str) -> bool:
+    """Whether `doc` is a `recorded` replay event naming `fp` and answer `sha`."""
+    return isinstance(doc, dict) and doc.get("type") == "recorded" and doc.get("fp") == fp and doc.get("answer") == sha
+
+
+def _folded_ids(rows: list[dict[str, Any]]) -> set[Any]:
+    """The event ids the journal's `folded` rows name."""
+    return {i for row in rows if isinstance(row.get("folded"), list) for i in row["folded"]}
 
 
 def _usage(calls: list[dict[str, Any]]) -> dict[str, int]:

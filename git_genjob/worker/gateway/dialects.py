@@ -37,12 +37,23 @@ def parse_gateway(text: str, dialect: str | None = None, key_env: str | None = N
     name = name.strip()
     if not sep or not name.isidentifier() or not url.startswith(("http://", "https://")):
         raise BadInput(f"--gateway {text!r} is not NAME=URL", "e.g. --gateway openai=https://api.openai.com")
+    dialect = _dialect_of(name, dialect)
+    return Upstream(name, _base_url(name, url), dialect, key_env or KEY_ENV[dialect])
+
+
+def _dialect_of(name: str, dialect: str | None) -> str:
+    """The dialect given, else the one `name` names; BadInput when neither is known."""
     dialect = dialect or (name if name in DIALECTS else None)
     if dialect not in DIALECTS:
         raise BadInput(
             f"gateway {name!r} needs a dialect",
             f"name it openai or anthropic, or set dialect = in [gateway.{name}] of .genjob/config.toml",
         )
+    return dialect
+
+
+def _base_url(name: str, url: str) -> str:
+    """Gateway `name`'s URL checked and cut to the provider's base (no trailing / or /v1)."""
     if not url.isascii() or not url.isprintable():
         raise BadInput(f"gateway {name!r}: its URL holds a control or non-ASCII character", "give a plain URL")
     try:
@@ -54,7 +65,7 @@ def parse_gateway(text: str, dialect: str | None = None, key_env: str | None = N
     url = url.rstrip("/")
     if url.endswith("/v1"):
         url = url[: -len("/v1")]
-    return Upstream(name, url, dialect, key_env or KEY_ENV[dialect])
+    return url
 
 
 def offered(up: Upstream, path: str) -> bool:
@@ -63,22 +74,9 @@ def offered(up: Upstream, path: str) -> bool:
 
 def usage_of(dialect: str, body: bytes, streamed: bool) -> tuple[int | None, int | None]:
     """(input_tokens, output_tokens) as the provider reported them, plain or streamed."""
-    docs: list[Any] = []
-    if streamed:
-        for line in body.split(b"\n"):
-            if line.startswith(b"data:"):
-                try:
-                    docs.append(json.loads(line[5:].strip()))
-                except ValueError:
-                    pass
-    else:
-        try:
-            docs.append(json.loads(body))
-        except ValueError:
-            pass
     tokens_in: int | None = None
     tokens_out: int | None = None
-    for doc in docs:
+    for doc in _streamed_docs(body) if streamed else _plain_doc(body):
         if not isinstance(doc, dict):
             continue
         for usage in _usages(doc):
@@ -89,6 +87,26 @@ def usage_of(dialect: str, body: bytes, streamed: bool) -> tuple[int | None, int
             if isinstance(o, int):
                 tokens_out = o
     return tokens_in, tokens_out
+
+
+def _streamed_docs(body: bytes) -> list[Any]:
+    """The JSON documents of a streamed answer's `data:` lines, a line that is none left out."""
+    docs: list[Any] = []
+    for line in body.split(b"\n"):
+        if line.startswith(b"data:"):
+            try:
+                docs.append(json.loads(line[5:].strip()))
+            except ValueError:
+                pass
+    return docs
+
+
+def _plain_doc(body: bytes) -> list[Any]:
+    """A plain answer's JSON document, alone in a list; none when it is not JSON."""
+    try:
+        return [json.loads(body)]
+    except ValueError:
+        return []
 
 
 def _usages(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -74,55 +74,41 @@ class Direct:
             self.session.end(call, "unknown")  # answered, never recorded
             raise
         except NOT_SENT as exc:
-            self.session.end(call, "failed")  # never reached the upstream: nothing was sent
-            if dog.fired:
-                raise GeneratorUnavailable(f"{url}: timed out connecting; nothing was sent", sent=False) from None
-            hint = "start the model server, or fix the URL or the proxy (HTTPS_PROXY, NO_PROXY)"
-            raise GeneratorUnavailable(f"{url}: {exc}; nothing was sent", sent=False, hint=hint) from None
+            raise self._not_sent(call, url, exc, dog) from None
         except (httpx.HTTPError, OSError) as exc:
-            self.session.end(call, "unknown")
-            if dog.fired:
-                raise timed_out(url, timeout) from None
-            raise GeneratorUnavailable(f"{url}: {exc}", sent=True) from None
+            raise self._lost(call, url, exc, dog, timeout) from None
         finally:
             dog.timer.cancel()
+
+    def _not_sent(self, call: dict[str, Any], url: str, exc: Exception, dog: Watchdog) -> GeneratorUnavailable:
+        """A call that never reached the upstream ended `failed`, and the error to raise for it."""
+        self.session.end(call, "failed")  # never reached the upstream: nothing was sent
+        if dog.fired:
+            return GeneratorUnavailable(f"{url}: timed out connecting; nothing was sent", sent=False)
+        hint = "start the model server, or fix the URL or the proxy (HTTPS_PROXY, NO_PROXY)"
+        return GeneratorUnavailable(f"{url}: {exc}; nothing was sent", sent=False, hint=hint)
+
+    def _lost(
+        self, call: dict[str, Any], url: str, exc: Exception, dog: Watchdog, timeout: float
+    ) -> GeneratorUnavailable:
+        """A call cut after it was sent ended `unknown`, and the error to raise for it."""
+        self.session.end(call, "unknown")
+        if dog.fired:
+            return timed_out(url, timeout)
+        return GeneratorUnavailable(f"{url}: {exc}", sent=True)
 
     def _send(self, call: dict[str, Any], url: str, path: str, key: str, body: bytes, dog: Watchdog) -> str:
         headers = {"content-type": "application/json"}
         with self.client.send(self.upstream, key, "POST", path, headers, body, on_socket=_register(dog)) as resp:
             ok = 200 <= resp.status_code < 300
             limit = self.answer_max if ok else ERROR_BODY_MAX
-            chunks: list[bytes] = []
-            size = 0
-            for data in resp.iter_bytes():
-                chunks.append(data)
-                size += len(data)
-                if size > limit:
-                    if not ok:
-                        break
-                    raise GeneratorUnavailable(
-                        f"{url}: the answer is longer than {limit} bytes (SPEC §8's limit); nothing was recorded",
-                        sent=True,
-                        hint="the outcome is unknown; the owner decides: git genjob retry KEY",
-                    )
+            raw = _read_capped(resp, url, limit, ok)
             if dog.fired:
                 raise timed_out(url, dog.timeout)
-            raw = b"".join(chunks)
             if not ok:
                 self.session.end(call, f"error {resp.status_code}")
-                text = raw[:limit].decode("utf-8", "replace")
-                if 300 <= resp.status_code < 400:  # never followed: the key goes only where the job says
-                    raise redirect_refused(resp.status_code, _scrubbed(resp.headers.get("location", ""), key), url)
-                raise HttpStatusError(resp.status_code, _scrubbed(text, key), url)
-        if len(key) >= 8 and key.encode("utf-8") in raw:  # as the gateway's HTTP door refuses it (spool.Spool)
-            raise BadInput(
-                "refusing to store an answer that holds the worker's upstream key",
-                "the replay cache is shared through git; nothing was recorded",
-            )
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise GeneratorUnavailable(f"{url}: answer is not UTF-8", sent=True) from None
+                raise _status_error(resp, raw[:limit].decode("utf-8", "replace"), key, url)
+        text = _stored_text(raw, key, url)
         self.session.answered(call, None, usage_of(self.upstream.dialect, raw, False))
         self.last = call
         return text
@@ -149,6 +135,45 @@ class Direct:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _read_capped(resp: httpx.Response, url: str, limit: int, ok: bool) -> bytes:
+    """The answer's bytes: an error answer cut once past `limit`, a good one longer than it
+    refused (GeneratorUnavailable, sent)."""
+    chunks: list[bytes] = []
+    size = 0
+    for data in resp.iter_bytes():
+        chunks.append(data)
+        size += len(data)
+        if size > limit:
+            if not ok:
+                break
+            raise GeneratorUnavailable(
+                f"{url}: the answer is longer than {limit} bytes (SPEC §8's limit); nothing was recorded",
+                sent=True,
+                hint="the outcome is unknown; the owner decides: git genjob retry KEY",
+            )
+    return b"".join(chunks)
+
+
+def _status_error(resp: httpx.Response, text: str, key: str, url: str) -> HttpStatusError:
+    """The error for an upstream's answer that is not 2xx: a redirect refused, else its status."""
+    if 300 <= resp.status_code < 400:  # never followed: the key goes only where the job says
+        return redirect_refused(resp.status_code, _scrubbed(resp.headers.get("location", ""), key), url)
+    return HttpStatusError(resp.status_code, _scrubbed(text, key), url)
+
+
+def _stored_text(raw: bytes, key: str, url: str) -> str:
+    """A good answer's text, refused when it holds the worker's key or is not UTF-8."""
+    if len(key) >= 8 and key.encode("utf-8") in raw:  # as the gateway's HTTP door refuses it (spool.Spool)
+        raise BadInput(
+            "refusing to store an answer that holds the worker's upstream key",
+            "the replay cache is shared through git; nothing was recorded",
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise GeneratorUnavailable(f"{url}: answer is not UTF-8", sent=True) from None
 
 
 def _scrubbed(text: str, key: str) -> str:

@@ -25,7 +25,7 @@ from git_genjob.documents.errors import GenjobError
 from git_genjob.storage.store import CONTENT_MAX
 from git_genjob.worker.gateway.calls import Budget, Session
 from git_genjob.worker.gateway.dialects import KEY_ENV, Upstream, offered
-from git_genjob.worker.gateway.spool import TooBig
+from git_genjob.worker.gateway.spool import Spool, TooBig
 from git_genjob.worker.gateway.upstream import NOT_SENT, Client
 
 MAX_CONNECTIONS = 32
@@ -112,6 +112,16 @@ def _content_length(value: str | None) -> int | None:
     return int(value) if value.isascii() and value.isdigit() else None
 
 
+def _model_of(body: bytes) -> str | None:
+    """The model a POST's JSON object names ("" when none); None when the body is no JSON object."""
+    try:
+        doc = json.loads(body)
+        assert isinstance(doc, dict)
+    except (ValueError, AssertionError):
+        return None
+    return str(doc.get("model", ""))
+
+
 def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -159,21 +169,12 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
             auth = self.headers.get("x-api-key") or self.headers.get("authorization", "").removeprefix("Bearer ")
             if not secrets.compare_digest(auth.strip().encode(), gw.token.encode()):
                 return self._error(401, "not this attempt's token", "authentication_error")
-            size = _content_length(self.headers.get("content-length"))
-            if size is None:  # its body never read (till EOF, past REQUEST_MAX): the connection goes
-                self.close_connection = True
-                return self._error(400, "the request's content-length is not a number of bytes")
-            if size > REQUEST_MAX:
-                return self._error(400, "request too large")
-            body = self.rfile.read(size) if size else b""
-            model = ""
-            if self.command == "POST":
-                try:
-                    doc = json.loads(body)
-                    assert isinstance(doc, dict)
-                except (ValueError, AssertionError):
-                    return self._error(400, "the request body is not a JSON object")
-                model = str(doc.get("model", ""))
+            body = self._request_body()
+            if body is None:
+                return None
+            model = _model_of(body) if self.command == "POST" else ""
+            if model is None:
+                return self._error(400, "the request body is not a JSON object")
             try:
                 call, replay = gw.session.begin(up, path, body, model)
             except Budget as exc:
@@ -183,6 +184,18 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
             if replay is not None:
                 return self._answer(replay.status, replay.content_type, [replay.body], replay.stream)
             self._send(up, path, body, call)
+
+        def _request_body(self) -> bytes | None:
+            """The request's body, read; None when its content-length is refused (answered 400)."""
+            size = _content_length(self.headers.get("content-length"))
+            if size is None:  # its body never read (till EOF, past REQUEST_MAX): the connection goes
+                self.close_connection = True
+                self._error(400, "the request's content-length is not a number of bytes")
+                return None
+            if size > REQUEST_MAX:
+                self._error(400, "request too large")
+                return None
+            return self.rfile.read(size) if size else b""
 
         def _answer(self, status: int, ctype: str, chunks: list[bytes], stream: bool) -> None:
             self.send_response(status)
@@ -216,10 +229,7 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
                     spool = gw.session.spool(up, stream, gw.answer_max, tuple(gw.keys.values()), recording=ok)
                     held = b""
                     if stream:
-                        self.send_response(resp.status_code)
-                        self.send_header("content-type", ctype)
-                        self.send_header("transfer-encoding", "chunked")
-                        self.end_headers()
+                        self._start_stream(resp.status_code, ctype)
                         started = True
                     for data in resp.iter_bytes():
                         if time.monotonic() > deadline:
@@ -237,11 +247,7 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
                         self._chunk(held)
                         self.wfile.write(b"0\r\n\r\n")
                     else:
-                        self.send_response(resp.status_code)
-                        self.send_header("content-type", ctype)
-                        self.send_header("content-length", str(spool.size))
-                        self.end_headers()
-                        spool.replay_to(self.wfile.write)
+                        self._answer_spooled(resp.status_code, ctype, spool)
             except NOT_SENT as exc:
                 gw.session.end(call, "failed")  # never reached the upstream: nothing was sent
                 self._error(502, f"the upstream {up.name} could not be reached ({exc}); nothing was sent")
@@ -263,6 +269,21 @@ def _handler(gw: Gateway) -> type[BaseHTTPRequestHandler]:
             finally:
                 if spool is not None:
                     spool.close()
+
+        def _start_stream(self, status: int, ctype: str) -> None:
+            """A streamed answer's status and headers sent, its chunks to follow."""
+            self.send_response(status)
+            self.send_header("content-type", ctype)
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+
+        def _answer_spooled(self, status: int, ctype: str, spool: Spool) -> None:
+            """A whole answer sent from its spool, after it was recorded."""
+            self.send_response(status)
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(spool.size))
+            self.end_headers()
+            spool.replay_to(self.wfile.write)
 
         def _fail(self, started: bool, status: int, text: str) -> None:
             self.close_connection = True

@@ -13,7 +13,7 @@ from git_genjob.documents.canonical import sha256_hex
 from git_genjob.documents.display import printable
 from git_genjob.documents.errors import GenjobError
 from git_genjob.documents.secretscan import redact
-from git_genjob.replay.cache import Cache
+from git_genjob.replay.cache import Cache, Entry
 from git_genjob.storage.layout import gateway_answers_dir
 from git_genjob.storage.store import Store
 from git_genjob.worker.gateway.journal import UNFOLDED_SHOWN_MAX, held, journal_calls, request_of
@@ -44,21 +44,31 @@ def _shown(store: Store, cache: Cache, call: dict[str, Any]) -> dict[str, Any]:
     row = {k: call.get(k) for k in CALL_FIELDS}
     row["fingerprint"] = fp = str(call.get("fingerprint") or "")
     row["request"] = row["answer"] = None
-    try:
-        entry = cache.entry(fp) if re.fullmatch(r"[0-9a-f]{64}", fp) else None
-    except GenjobError:
-        entry = None
+    entry = _entry_of(cache, fp)
     if entry is not None and entry.request is not None:
         row["request"] = redact(str(entry.request.get("prompt", "")))
     sha = call.get("answer_sha256")
     if entry is not None and isinstance(sha, str) and sha in entry.answers:
-        try:
-            row["answer"] = redact(_body(cache.answer(entry, sha)))
-        except GenjobError:
-            row["answer"] = None
+        row["answer"] = _cached_answer(cache, entry, sha)
     elif isinstance(sha, str):  # recorded in the journal, not yet folded into the cache
         row["request"], row["answer"] = _unfolded(store, call, sha)
     return row
+
+
+def _entry_of(cache: Cache, fp: str) -> Entry | None:
+    """The cache's entry for `fp`; None when `fp` is no fingerprint or the cache holds no readable one."""
+    try:
+        return cache.entry(fp) if re.fullmatch(r"[0-9a-f]{64}", fp) else None
+    except GenjobError:
+        return None
+
+
+def _cached_answer(cache: Cache, entry: Entry, sha: str) -> str | None:
+    """The answer `sha` of `entry` as the caller got it, redacted; None when the cache cannot give it."""
+    try:
+        return redact(_body(cache.answer(entry, sha)))
+    except GenjobError:
+        return None
 
 
 def _body(answer: str) -> str:
