@@ -436,6 +436,15 @@ class Quiet(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def answer_json(self, doc: dict[str, Any]) -> None:
+        """A plain 200 answer: `doc` as JSON, in one write after its headers."""
+        data = json.dumps(doc).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
 
 def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
     """`handler` served on 127.0.0.1 from a thread of its own, and its URL."""
@@ -886,12 +895,7 @@ class Counting:
                 self.rfile.read(int(self.headers.get("content-length") or 0))
                 counting.count += 1
                 text = f"answer {counting.count}" + "z" * pad
-                data = json.dumps({"choices": [{"message": {"content": text}}]}).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.answer_json({"choices": [{"message": {"content": text}}]})
 
         self.server, self.url = serve(Handler)
 

@@ -56,12 +56,7 @@ class Tagged:
                         self.wfile.flush()
                     self.close_connection = True
                     return
-                data = json.dumps({"choices": [{"message": {"content": text}}]}).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.answer_json({"choices": [{"message": {"content": text}}]})
 
         self.server, self.url = serve(Handler)
 

@@ -327,9 +327,7 @@ class Session:
         file renamed, fsynced already). Whether a name in answers/ was made (its folder to sync)."""
         early = self._early_request(call)
         if sealed.request is None:  # §7 stores none (it looked like a credential)
-            if early is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(early[0])
+            _discard(early)
             return False
         wal["request_sha256"] = sha256_hex(sealed.request)
         if early is None and len(sealed.request) <= INLINE_MAX:
@@ -339,9 +337,7 @@ class Session:
         request = os.path.join(self.answers, sealed.event_id + REQUEST_SUFFIX)
         # the early file fsynced while the call was out; its new name synced by the caller
         if not (early is not None and early[1] == sealed.request and _renamed(early[0], request)):
-            if early is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(early[0])
+            _discard(early)
             write_synced(request, sealed.request)
         return True
 
@@ -539,9 +535,7 @@ class Session:
     def _drop_early(self, call: dict[str, Any]) -> None:
         """The early request file of a call no answer was recorded beside, removed."""
         with contextlib.suppress(OSError):
-            early = self._early_request(call)
-            if early is not None:
-                os.unlink(early[0])
+            _discard(self._early_request(call))
 
     def end(self, call: dict[str, Any], status: str) -> None:
         self._drop_early(call)
@@ -612,6 +606,13 @@ def _usage(calls: list[dict[str, Any]]) -> dict[str, int]:
         "input_tokens": sum(c["input_tokens"] or 0 for c in calls),
         "output_tokens": sum(c["output_tokens"] or 0 for c in calls),
     }
+
+
+def _discard(early: tuple[str, bytes] | None) -> None:
+    """An early request file that no row will name, removed (gone already is fine)."""
+    if early is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(early[0])
 
 
 def _renamed(src: str, dest: str) -> bool:
